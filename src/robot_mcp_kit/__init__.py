@@ -1,0 +1,63 @@
+"""robot-mcp-kit: the Async Task Contract for robot capability MCP servers.
+
+A long-running tool returns a ``task_id`` at once; the work runs as an asyncio task; the
+server POSTs HMAC-signed events to the brain (at least once, in order, with retries);
+``get_task`` / ``cancel_task`` / ``list_tasks`` let the brain reconcile by polling.
+
+Importing this package needs only pydantic and httpx. ``register_task_tools`` needs the
+``mcp`` extra and imports it lazily, on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from robot_mcp_kit._exceptions import ConfigurationError, RobotMcpKitError, SignatureError
+from robot_mcp_kit.events import EventPoster, PosterStats
+from robot_mcp_kit.models import (
+    SCHEMA_VERSION,
+    EventType,
+    TaskEvent,
+    TaskFailure,
+    TaskInfo,
+    TaskState,
+)
+from robot_mcp_kit.signing import sign, verify
+from robot_mcp_kit.tasks import TaskBody, TaskContext, TaskError, TaskManager
+
+if TYPE_CHECKING:
+    from robot_mcp_kit.fastmcp_ext import register_task_tools
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "ConfigurationError",
+    "EventPoster",
+    "EventType",
+    "PosterStats",
+    "RobotMcpKitError",
+    "SignatureError",
+    "TaskBody",
+    "TaskContext",
+    "TaskError",
+    "TaskEvent",
+    "TaskFailure",
+    "TaskInfo",
+    "TaskManager",
+    "TaskState",
+    "__version__",
+    "register_task_tools",
+    "sign",
+    "verify",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # register_task_tools imports mcp; keep it out of the import of the package so the
+    # models, signing, poster and task manager work where mcp is not installed.
+    if name == "register_task_tools":
+        from robot_mcp_kit.fastmcp_ext import register_task_tools
+
+        return register_task_tools
+    raise AttributeError(f"module 'robot_mcp_kit' has no attribute {name!r}")

@@ -1,0 +1,116 @@
+"""Wire models of the Async Task Contract (kit spec §3 and §4.1).
+
+These are the shapes that cross the wire: the :class:`TaskEvent` body the poster sends to
+the brain, the :class:`TaskInfo` that ``get_task`` / ``list_tasks`` return, and the
+:class:`TaskFailure` carried by ``task_failed``. They depend on pydantic only, so a
+receiver (the brain, ``fake_rvc``) can import them without the ``mcp`` extra.
+
+Timestamps are UTC and serialize as ISO 8601 with millisecond precision and a ``Z``
+suffix (DESIGN §3), e.g. ``2026-06-12T14:03:00.123Z``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, PlainSerializer
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "TERMINAL_EVENT_TYPES",
+    "TERMINAL_STATES",
+    "EventType",
+    "TaskEvent",
+    "TaskFailure",
+    "TaskInfo",
+    "TaskState",
+    "format_ts",
+    "new_event_id",
+    "utc_now",
+]
+
+SCHEMA_VERSION = 1
+"""Version of the TaskEvent envelope; a receiver rejects versions it does not know."""
+
+TaskState = Literal["running", "succeeded", "failed", "cancelled"]
+EventType = Literal["progress", "trigger_fired", "task_done", "task_failed", "watch_event"]
+
+TERMINAL_STATES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
+"""States a task never leaves."""
+
+TERMINAL_EVENT_TYPES: frozenset[str] = frozenset({"task_done", "task_failed"})
+"""Event types after which a task emits nothing more (a cancelled task emits neither)."""
+
+
+
+
+def utc_now() -> datetime:
+    """Return the current time as an aware UTC datetime."""
+    return datetime.now(UTC)
+
+
+def format_ts(value: datetime) -> str:
+    """Render ``value`` as UTC ISO 8601 with milliseconds and a ``Z`` suffix."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    value = value.astimezone(UTC)
+    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+
+
+def new_event_id() -> str:
+    """Return a fresh event id: a uuid4 as 32 hex characters."""
+    return uuid.uuid4().hex
+
+
+UtcTimestamp = Annotated[AwareDatetime, PlainSerializer(format_ts, return_type=str)]
+"""An aware datetime that serializes as ``2026-06-12T14:03:00.123Z``."""
+
+
+class TaskFailure(BaseModel):
+    """Why a task failed, written to be read by the planner LLM.
+
+    A machine code, one or two sentences of human text, and recovery hints.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    error_code: str = Field(description='Machine code, e.g. "DOOR_CLOSED", "TIMEOUT".')
+    message: str = Field(description="One or two sentences, written for an LLM.")
+    recoverable: bool = Field(default=True, description="False: do not replan around this.")
+    suggestions: list[str] = Field(
+        default_factory=list, description='Recovery hints, e.g. ["retry_after_s:300"].'
+    )
+
+
+class TaskEvent(BaseModel):
+    """One event POSTed to the brain (kit spec §3.1)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    schema_version: int = SCHEMA_VERSION
+    event_id: str = Field(min_length=1)
+    task_id: str = Field(min_length=1)
+    server: str = Field(min_length=1)
+    tool: str
+    type: EventType
+    seq: int = Field(ge=1, description="Per task, starts at 1, increases by one per event.")
+    ts: UtcTimestamp
+    payload: dict[str, Any]
+
+
+class TaskInfo(BaseModel):
+    """A task's state as ``get_task`` / ``list_tasks`` report it (kit spec §4.1)."""
+
+    task_id: str
+    server: str
+    tool: str
+    state: TaskState
+    created_at: UtcTimestamp
+    updated_at: UtcTimestamp
+    triggers: list[dict[str, Any]] = Field(default_factory=list)
+    est_duration_s: float | None = None
+    progress: dict[str, Any] | None = None
+    result: dict[str, Any] | None = None
+    failure: TaskFailure | None = None
