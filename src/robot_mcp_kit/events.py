@@ -1,34 +1,536 @@
-"""EventPoster: HTTP + HMAC + retry (kit spec §4.3). SKELETON — being implemented."""
+"""EventPoster: sends signed TaskEvents to the brain, in order, at least once (kit spec §3.1, §4.3).
+
+One poster per server. :meth:`EventPoster.post` puts the event on one bounded FIFO queue
+and returns at once; one background worker per poster sends the queue head, retrying it
+on the schedule of :class:`~robot_mcp_kit._retry.RetryPolicy` until a 2xx acknowledges it
+or the 10-minute cap gives it up. One queue and one worker mean events leave in the order
+they were posted, so each task's events arrive in ``seq`` order.
+
+Contracts:
+
+- ``post()`` never blocks on the network and never raises. When the queue is full the
+  OLDEST waiting event is dropped, logged at ERROR and counted.
+- The body bytes are produced once per event; each attempt signs them with a fresh
+  timestamp, so a retry ten minutes later still passes the receiver's ±300 s check.
+- Any non-2xx status, timeout, connection error or unreadable response is retried
+  (0.5 s, 2 s, 8 s, then every 30 s). A ``Retry-After`` in seconds or as an HTTP date
+  lengthens the next pause up to 30 s, never shortens it.
+- ``aclose()`` delivers what is queued for up to ``close_grace_s``, then stops, closes
+  the HTTP client and logs at WARNING how many events it dropped. The grace bounds the
+  event loop's real time; retry pauses are also cut off once they would end past the
+  grace on the poster's clock (the same thing under the system clock).
+
+Configuration comes from the environment when not passed: ``RVC_CALLBACK_URL`` (unset or
+empty: no-op mode, events are logged at DEBUG) and ``RVC_EVENT_SECRET`` (required when a
+URL is set; construction raises :class:`~robot_mcp_kit.ConfigurationError` otherwise).
+
+The poster is bound to the event loop of its first ``post()``; construct it anywhere
+(at module import too), use it from one loop.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import email.utils
+import logging
+import os
+from collections import deque
 from dataclasses import dataclass
+from typing import Final
 
+import httpx
+
+from robot_mcp_kit._exceptions import ConfigurationError
+from robot_mcp_kit._retry import Clock, RetryPolicy, SystemClock
 from robot_mcp_kit.models import TaskEvent
+from robot_mcp_kit.signing import signed_headers
 
-__all__ = ["EventPoster", "PosterStats"]
+__all__ = ["ENV_CALLBACK_URL", "ENV_EVENT_SECRET", "EventPoster", "PosterStats"]
+
+ENV_CALLBACK_URL: Final = "RVC_CALLBACK_URL"
+ENV_EVENT_SECRET: Final = "RVC_EVENT_SECRET"  # noqa: S105 - the variable's name, not a secret
+
+logger = logging.getLogger("robot_mcp_kit.events")
+
+_DRAIN_LIMIT = 64 * 1024
+"""Bytes of a response body read (and discarded) so the connection can be reused."""
 
 
 @dataclass(frozen=True)
 class PosterStats:
-    """Counters of one poster."""
+    """Counters of one poster, read through :attr:`EventPoster.stats`.
+
+    Attributes:
+        posted: events accepted by ``post()`` onto the queue.
+        sent: events a receiver acknowledged with a 2xx.
+        retried: attempts beyond the first, over all events.
+        dropped: events lost without exhausting their retries: pushed out of a full
+            queue, posted after ``aclose()``, unserializable, or still undelivered when
+            the close grace ran out.
+        queued: events accepted and not yet acknowledged or lost (waiting + in flight).
+        given_up: events lost after the retry cap (10 minutes of failed attempts).
+    """
 
     sent: int = 0
     retried: int = 0
     dropped: int = 0
     queued: int = 0
+    given_up: int = 0
+    posted: int = 0
+
+
+@dataclass(slots=True)
+class _Item:
+    """One event on the queue: its body bytes and the facts its log lines name."""
+
+    event_id: str
+    task_id: str
+    seq: int
+    body: bytes
+
+
+class _GraceExpired(Exception):
+    """The close grace ran out while an event was waiting for its next attempt."""
 
 
 class EventPoster:
-    """Sends TaskEvents to the brain."""
+    """Posts :class:`~robot_mcp_kit.models.TaskEvent` s to ``RVC_CALLBACK_URL``, signed.
+
+    Args:
+        server_name: sent as ``X-RVC-Server``; the receiver looks the secret up by it.
+        callback_url: the brain's events endpoint (http or https); defaults to
+            ``$RVC_CALLBACK_URL``. Unset or empty: no-op mode.
+        secret: the HMAC secret; defaults to ``$RVC_EVENT_SECRET``. Required with a URL.
+        queue_max: the most events waiting to be sent; beyond it the oldest is dropped.
+        close_grace_s: how long ``aclose()`` keeps delivering what is queued.
+        retry: the retry schedule and give-up cap.
+        clock: wall clock, monotonic clock and sleep; the system's by default.
+        transport: the httpx transport to send through (tests pass a fake one).
+        timeout_s: the per-attempt HTTP timeout.
+
+    Raises:
+        ConfigurationError: a URL without a secret, a URL that is not http(s), an empty
+            or unprintable server name, or a non-positive bound.
+    """
 
     def __init__(
-        self, server_name: str, callback_url: str | None = None, secret: str | None = None
+        self,
+        server_name: str,
+        callback_url: str | None = None,
+        secret: str | None = None,
+        *,
+        queue_max: int = 10_000,
+        close_grace_s: float = 5.0,
+        retry: RetryPolicy | None = None,
+        clock: Clock | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        timeout_s: float = 10.0,
     ) -> None:
-        self.server_name = server_name
+        if not server_name or not server_name.isprintable() or not server_name.isascii():
+            raise ConfigurationError(
+                f"EventPoster server_name must be non-empty printable ASCII (it is sent as "
+                f"the X-RVC-Server header), got {server_name!r}."
+            )
+        if queue_max < 1:
+            raise ConfigurationError(f"EventPoster queue_max must be >= 1, got {queue_max}.")
+        if close_grace_s < 0:
+            raise ConfigurationError(
+                f"EventPoster close_grace_s must be >= 0, got {close_grace_s}."
+            )
+        if timeout_s <= 0:
+            raise ConfigurationError(f"EventPoster timeout_s must be > 0, got {timeout_s}.")
+
+        url = os.environ.get(ENV_CALLBACK_URL) if callback_url is None else callback_url
+        url = (url or "").strip()
+        self.server_name: Final = server_name
+        self.callback_url: Final[str | None] = url or None
+        self._secret = ""
+        if self.callback_url is not None:
+            _check_url(self.callback_url)
+            key = os.environ.get(ENV_EVENT_SECRET) if secret is None else secret
+            if not key:
+                raise ConfigurationError(
+                    f"EventPoster for server {server_name!r} has a callback URL "
+                    f"({self.callback_url}) but no secret: set {ENV_EVENT_SECRET} "
+                    f"(or pass secret=) to the HMAC secret shared with the brain, or unset "
+                    f"{ENV_CALLBACK_URL} to run without posting events."
+                )
+            self._secret = key
+        self._url = self.callback_url or ""
+
+        self.queue_max: Final = queue_max
+        self.close_grace_s: Final = close_grace_s
+        self.retry: Final = retry if retry is not None else RetryPolicy()
+        self.timeout_s: Final = timeout_s
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self._transport = transport
+
+        self._queue: deque[_Item] = deque()
+        self._inflight: _Item | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wakeup: asyncio.Event | None = None
+        self._idle: asyncio.Event | None = None
+        self._worker: asyncio.Task[None] | None = None
+        self._client: httpx.AsyncClient | None = None
+        self._closed = False
+        self._close_done: asyncio.Event | None = None
+        self._close_deadline: float | None = None
+
+        self._sent = 0
+        self._retried = 0
+        self._dropped = 0
+        self._given_up = 0
+        self._posted = 0
+
+    # -- public API -------------------------------------------------------------------
+
+    @property
+    def enabled(self) -> bool:
+        """True when events are sent; False in no-op mode (no callback URL)."""
+        return self.callback_url is not None
+
+    @property
+    def stats(self) -> PosterStats:
+        """A snapshot of the counters."""
+        return PosterStats(
+            sent=self._sent,
+            retried=self._retried,
+            dropped=self._dropped,
+            queued=len(self._queue) + (self._inflight is not None),
+            given_up=self._given_up,
+            posted=self._posted,
+        )
 
     async def post(self, event: TaskEvent) -> None:
-        raise NotImplementedError
+        """Queue ``event`` for delivery and return at once. Never raises.
+
+        In no-op mode the event is logged at DEBUG. After :meth:`aclose` it is logged
+        and counted as dropped. When the queue is full the oldest waiting event is
+        dropped (ERROR log, counted).
+        """
+        try:
+            self._post(event)
+        except Exception:  # post() never raises into the caller, whatever happens
+            self._dropped += 1
+            logger.exception(
+                "event %s (task %s seq %s) dropped: the poster failed to queue it",
+                getattr(event, "event_id", "?"),
+                getattr(event, "task_id", "?"),
+                getattr(event, "seq", "?"),
+            )
+
+    async def flush(self) -> None:
+        """Wait until every event posted so far is acknowledged or lost.
+
+        Returns at once in no-op mode, after :meth:`aclose`, or when nothing was posted.
+        """
+        if self._closed or self._idle is None or self._loop is not _running_loop():
+            return
+        while self._queue or self._inflight is not None:
+            if self._worker is None or self._worker.done():
+                return
+            await self._idle.wait()
 
     async def aclose(self) -> None:
-        raise NotImplementedError
+        """Deliver what is queued for up to ``close_grace_s``, then stop. Idempotent.
+
+        Whatever is still undelivered after the grace is dropped, counted and logged at
+        WARNING; then the HTTP client is closed.
+        """
+        if self._closed:
+            if self._close_done is not None and self._loop is _running_loop():
+                await self._close_done.wait()
+            return
+        self._closed = True
+        if not self.enabled:
+            return
+        same_loop = self._loop is _running_loop()
+        self._close_done = asyncio.Event() if same_loop else None
+        try:
+            worker = self._worker
+            if worker is not None and not worker.done() and same_loop:
+                self._close_deadline = self._clock.monotonic() + self.close_grace_s
+                if self._wakeup is not None:
+                    self._wakeup.set()
+                try:
+                    async with asyncio.timeout(self.close_grace_s):
+                        await asyncio.shield(worker)
+                except TimeoutError:
+                    pass
+                finally:
+                    if not worker.done():
+                        worker.cancel()
+                        await asyncio.wait([worker])
+            client, self._client = self._client, None
+            if client is not None and same_loop:
+                await client.aclose()
+        finally:
+            self._drop_leftovers()
+            if self._close_done is not None:
+                self._close_done.set()
+            if self._idle is not None and same_loop:
+                self._idle.set()
+
+    async def __aenter__(self) -> EventPoster:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        s = self.stats
+        where = f"url={self.callback_url!r}" if self.enabled else "mode='no-op'"
+        state = "closed" if self._closed else "open"
+        return (
+            f"EventPoster(server={self.server_name!r}, {where}, {state}, posted={s.posted}, "
+            f"sent={s.sent}, retried={s.retried}, dropped={s.dropped}, "
+            f"given_up={s.given_up}, queued={s.queued})"
+        )
+
+    # -- internals --------------------------------------------------------------------
+
+    def _post(self, event: TaskEvent) -> None:
+        if not self.enabled:
+            if logger.isEnabledFor(logging.DEBUG):
+                logger.debug(
+                    "no-op mode (%s unset): event %s (task %s seq %d type %s) not sent: %s",
+                    ENV_CALLBACK_URL,
+                    event.event_id,
+                    event.task_id,
+                    event.seq,
+                    event.type,
+                    event.model_dump_json(),
+                )
+            return
+        if self._closed:
+            self._dropped += 1
+            logger.warning(
+                "event %s (task %s seq %d) dropped: posted after the poster was closed",
+                event.event_id,
+                event.task_id,
+                event.seq,
+            )
+            return
+        item = _Item(event.event_id, event.task_id, event.seq, event.model_dump_json().encode())
+        wakeup, idle = self._ensure_worker()
+        queue = self._queue
+        if len(queue) >= self.queue_max:
+            old = queue.popleft()
+            self._dropped += 1
+            logger.error(
+                "event %s (task %s seq %d) dropped: the queue is full (%d events); "
+                "the brain's reconciliation poll covers the loss",
+                old.event_id,
+                old.task_id,
+                old.seq,
+                self.queue_max,
+            )
+        queue.append(item)
+        self._posted += 1
+        idle.clear()
+        wakeup.set()
+
+    def _ensure_worker(self) -> tuple[asyncio.Event, asyncio.Event]:
+        """Bind to the running loop and start the worker if needed; return (wakeup, idle)."""
+        loop = asyncio.get_running_loop()
+        wakeup, idle = self._wakeup, self._idle
+        if self._loop is not loop:
+            if self._loop is not None:
+                logger.warning(
+                    "EventPoster %r moved to a new event loop; its HTTP client is replaced",
+                    self.server_name,
+                )
+            self._loop = loop
+            self._wakeup = wakeup = asyncio.Event()
+            self._idle = idle = asyncio.Event()
+            self._worker = None
+            self._client = None
+        if wakeup is None or idle is None:  # pragma: no cover - set together just above
+            raise RuntimeError("EventPoster loop state is inconsistent")
+        if self._worker is None or self._worker.done():
+            self._worker = loop.create_task(
+                self._run(wakeup, idle), name=f"EventPoster[{self.server_name}] worker"
+            )
+        return wakeup, idle
+
+    async def _run(self, wakeup: asyncio.Event, idle: asyncio.Event) -> None:
+        queue = self._queue
+        while True:
+            if not queue:
+                idle.set()
+                if self._closed:
+                    return
+                wakeup.clear()
+                await wakeup.wait()
+                continue
+            item = queue.popleft()
+            self._inflight = item
+            try:
+                await self._deliver(item)
+            except _GraceExpired:
+                return  # aclose() counts the in-flight event and the rest as dropped
+            except Exception:  # a bug here must not kill the worker and strand the queue
+                self._given_up += 1
+                logger.exception(
+                    "event %s (task %s seq %d) given up: unexpected error in the poster",
+                    item.event_id,
+                    item.task_id,
+                    item.seq,
+                )
+            self._inflight = None
+
+    async def _deliver(self, item: _Item) -> None:
+        clock, policy = self._clock, self.retry
+        client = self._client or self._make_client()
+        url = self._url
+        started = clock.monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
+            headers = signed_headers(self.server_name, self._secret, item.body, int(clock.time()))
+            retry_after: float | None = None
+            try:
+                request = client.build_request("POST", url, content=item.body, headers=headers)
+                response = await client.send(request, stream=True)
+                try:
+                    status = response.status_code
+                    if 200 <= status < 300:
+                        await _drain(response)
+                        self._sent += 1
+                        if logger.isEnabledFor(logging.DEBUG):
+                            logger.debug(
+                                "event %s (task %s seq %d) delivered on attempt %d: status %d",
+                                item.event_id,
+                                item.task_id,
+                                item.seq,
+                                attempt,
+                                status,
+                            )
+                        return
+                    retry_after = _retry_after_s(response.headers.get("Retry-After"), clock)
+                    problem = f"status {status}"
+                    await _drain(response)
+                finally:
+                    await response.aclose()
+            except Exception as exc:  # timeouts, resets, garbage: all retried
+                problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            elapsed = clock.monotonic() - started
+            delay = policy.next_delay(attempt, elapsed, retry_after)
+            if delay is None:
+                self._given_up += 1
+                logger.error(
+                    "event %s (task %s seq %d) given up after %d attempts over %.1f s "
+                    "(cap %.0f s); last failure: %s; the brain's reconciliation poll "
+                    "covers the loss",
+                    item.event_id,
+                    item.task_id,
+                    item.seq,
+                    attempt,
+                    elapsed,
+                    policy.give_up_after_s,
+                    problem,
+                )
+                return
+            if self._close_deadline is not None and (
+                clock.monotonic() + delay > self._close_deadline
+            ):
+                raise _GraceExpired
+            logger.warning(
+                "event %s (task %s seq %d) attempt %d failed: %s; retrying in %.1f s",
+                item.event_id,
+                item.task_id,
+                item.seq,
+                attempt,
+                problem,
+                delay,
+            )
+            self._retried += 1
+            await clock.sleep(delay)
+
+    def _make_client(self) -> httpx.AsyncClient:
+        # trust_env=False: the callback is a direct (usually loopback) endpoint; an
+        # ambient HTTP_PROXY in a service's environment must not reroute signed events.
+        self._client = httpx.AsyncClient(
+            transport=self._transport, timeout=self.timeout_s, trust_env=False
+        )
+        return self._client
+
+    def _drop_leftovers(self) -> None:
+        left = list(self._queue)
+        if self._inflight is not None:
+            left.insert(0, self._inflight)
+        self._queue.clear()
+        self._inflight = None
+        if not left:
+            logger.info(
+                "EventPoster %r closed: %d sent, nothing left undelivered",
+                self.server_name,
+                self._sent,
+            )
+            return
+        self._dropped += len(left)
+        first = left[0]
+        logger.warning(
+            "EventPoster %r closed after a %.1f s grace with %d undelivered events dropped "
+            "(first: event %s task %s seq %d); the brain's reconciliation poll covers the loss",
+            self.server_name,
+            self.close_grace_s,
+            len(left),
+            first.event_id,
+            first.task_id,
+            first.seq,
+        )
+
+
+def _check_url(url: str) -> None:
+    try:
+        parsed = httpx.URL(url)
+    except Exception as exc:
+        raise ConfigurationError(
+            f"{ENV_CALLBACK_URL} {url!r} is not a URL: {exc}. "
+            "Expected e.g. http://127.0.0.1:8000/api/agent/events."
+        ) from None
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise ConfigurationError(
+            f"{ENV_CALLBACK_URL} {url!r} must be an http:// or https:// URL with a host, "
+            "e.g. http://127.0.0.1:8000/api/agent/events."
+        )
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+async def _drain(response: httpx.Response) -> None:
+    """Read (and discard) a little of the body so the kept-alive connection is reusable."""
+    seen = 0
+    try:
+        async for chunk in response.aiter_raw():
+            seen += len(chunk)
+            if seen > _DRAIN_LIMIT:
+                break
+    except Exception as exc:  # the status already decided the outcome
+        logger.debug("response body unreadable after status %d: %r", response.status_code, exc)
+
+
+def _retry_after_s(value: str | None, clock: Clock) -> float | None:
+    """Parse a ``Retry-After`` (delta seconds or an HTTP date) into seconds, or None."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            return None
+        seconds = when.timestamp() - clock.time()
+    if seconds != seconds or seconds < 0:  # NaN or in the past
+        return None
+    return seconds
