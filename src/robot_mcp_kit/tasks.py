@@ -1,23 +1,646 @@
-"""TaskManager, TaskContext, TaskError (kit spec §4.2). SKELETON — being implemented."""
+"""TaskManager, TaskContext, TaskError: the server side of the Async Task Contract.
+
+(Kit spec §4.2, DESIGN §3.)
+
+A long-running tool calls :meth:`TaskManager.start` with an async *body*; ``start``
+returns a :class:`~robot_mcp_kit.models.TaskInfo` in state ``running`` at once and the body
+runs as an asyncio task. The body reports through the :class:`TaskContext` it is handed
+(``progress``, ``fire_trigger``, ``emit``); each report becomes a
+:class:`~robot_mcp_kit.models.TaskEvent` handed to the manager's :class:`EventSink`
+(normally an :class:`~robot_mcp_kit.events.EventPoster`). When the body ends:
+
+=============================  ==============  ==========================================
+body                           state           event
+=============================  ==============  ==========================================
+returns a dict                 ``succeeded``   ``task_done`` ``{"result": <dict>}``
+raises :class:`TaskError`      ``failed``      ``task_failed`` (a ``TaskFailure``)
+raises ``CancelledError``      ``cancelled``   none
+raises anything else           ``failed``      ``task_failed``, ``error_code="INTERNAL"``
+returns something not a dict   ``failed``      ``task_failed``, ``error_code="INTERNAL"``
+=============================  ==============  ==========================================
+
+Ordering: ``seq`` is per task, starts at 1 and is allocated under the manager's lock
+immediately before the event is handed to the sink, still under the lock, so the sink
+receives one task's events in ``seq`` order with no gaps.
+
+Triggers are opaque dicts with a ``type`` (kit spec §3.2). The manager implements only
+``progress_above`` itself (evaluated in :meth:`TaskContext.progress`); every other type is
+the server's business. Because the manager cannot know which types a server implements,
+the server declares them with ``known_trigger_types`` (on the manager, or per
+:meth:`TaskManager.start` call; the per-call value wins). A trigger whose type is not
+known is ignored with one WARNING when the task starts. With ``known_trigger_types=None``
+(the default) the manager does not judge types, and warns only about malformed triggers
+(not a dict, or without a string ``type``).
+
+Nothing here imports ``mcp``; logging uses the stdlib logger ``robot_mcp_kit.tasks``.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any
+import asyncio
+import builtins
+import json
+import logging
+import math
+import uuid
+from collections import deque
+from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol, TypeGuard, runtime_checkable
 
-__all__ = ["TaskBody", "TaskContext", "TaskError", "TaskManager"]
+from robot_mcp_kit.models import (
+    EventType,
+    TaskEvent,
+    TaskFailure,
+    TaskInfo,
+    TaskState,
+    new_event_id,
+    utc_now,
+)
+
+__all__ = [
+    "DEFAULT_CANCEL_GRACE_S",
+    "DEFAULT_MAX_FINISHED_RETAINED",
+    "GENERIC_TRIGGER_TYPES",
+    "EventSink",
+    "TaskBody",
+    "TaskContext",
+    "TaskError",
+    "TaskManager",
+    "new_task_id",
+]
+
+logger = logging.getLogger("robot_mcp_kit.tasks")
+
+DEFAULT_MAX_FINISHED_RETAINED = 200
+DEFAULT_CANCEL_GRACE_S = 5.0
+GENERIC_TRIGGER_TYPES: frozenset[str] = frozenset({"progress_above"})
+"""Trigger types the manager evaluates itself; always known."""
+
+_ALL_STATES: frozenset[str] = frozenset({"running", "succeeded", "failed", "cancelled"})
+_MAX_ID_ATTEMPTS = 100
+
+
+@runtime_checkable
+class EventSink(Protocol):
+    """Where a :class:`TaskManager` hands its events.
+
+    :class:`~robot_mcp_kit.events.EventPoster` is the production sink;
+    :class:`~robot_mcp_kit.testing.RecordingPoster` records them for tests. ``post`` must
+    enqueue quickly and must not raise: it is awaited under the manager's lock (that is how
+    per-task ``seq`` order is kept), so a slow sink slows every task of the server.
+    """
+
+    async def post(self, event: TaskEvent) -> None:
+        """Accept one event for delivery."""
+        ...
 
 
 class TaskError(Exception):
-    """Raise from a task body to fail the task with structured info."""
+    """Raise from a task body to fail the task with structured info.
+
+    The attributes become the task's :class:`~robot_mcp_kit.models.TaskFailure`, which is
+    written for the planner LLM: a machine ``error_code`` (``"DOOR_CLOSED"``), a one or two
+    sentence ``message``, whether replanning can help (``recoverable``) and
+    ``suggestions`` (``["retry_after_s:300"]``).
+    """
+
+    def __init__(
+        self,
+        error_code: str,
+        message: str,
+        *,
+        recoverable: bool = True,
+        suggestions: list[str] | None = None,
+    ) -> None:
+        super().__init__(f"{error_code}: {message}")
+        self.error_code = error_code
+        self.message = message
+        self.recoverable = recoverable
+        self.suggestions: list[str] = list(suggestions or [])
+
+    def to_failure(self) -> TaskFailure:
+        """Return the :class:`TaskFailure` this error stands for."""
+        return TaskFailure(
+            error_code=self.error_code,
+            message=self.message,
+            recoverable=self.recoverable,
+            suggestions=list(self.suggestions),
+        )
+
+
+def new_task_id(server_name: str) -> str:
+    """Return a fresh task id, ``f"{server_name[:4]}-{6 hex}"`` (e.g. ``nav-7f3a2b``).
+
+    Cosmetic: uniqueness comes from the manager, which draws again on a collision. This
+    module-level function is the seam tests replace to force collisions.
+    """
+    return f"{server_name[:4]}-{uuid.uuid4().hex[:6]}"
+
+
+def _is_number(value: object) -> TypeGuard[float]:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _trigger_key(trigger: dict[str, Any]) -> str:
+    # Identity of a trigger for at-most-once: its canonical JSON, so a body that copies the
+    # dict (or rebuilds it) still hits the same key.
+    return json.dumps(trigger, sort_keys=True, default=repr)
+
+
+@dataclass(slots=True, eq=False)
+class _Task:
+    """The manager's record of one task (mutable; never handed out)."""
+
+    task_id: str
+    tool: str
+    created_at: datetime
+    updated_at: datetime
+    triggers: list[dict[str, Any]]
+    est_duration_s: float | None
+    state: TaskState = "running"
+    progress: dict[str, Any] | None = None
+    result: dict[str, Any] | None = None
+    failure: TaskFailure | None = None
+    seq: int = 0
+    cancel_requested: bool = False
+    fired: set[str] = field(default_factory=set)
+    handle: asyncio.Task[None] | None = None
 
 
 class TaskContext:
-    """Handed to every task body."""
+    """Handed to every task body; the body's only channel to the outside.
+
+    All methods are coroutine-safe (call them from the body or from tasks the body
+    spawns). Once the task has reached a terminal state, reports are dropped with a
+    WARNING: nothing is emitted after ``task_done`` / ``task_failed``.
+    """
+
+    __slots__ = ("_manager", "_task", "task_id", "tool", "triggers")
+
+    def __init__(self, manager: TaskManager, task: _Task) -> None:
+        self._manager = manager
+        self._task = task
+        self.task_id: str = task.task_id
+        self.tool: str = task.tool
+        self.triggers: list[dict[str, Any]] = task.triggers
+        """The triggers the caller attached (malformed non-dict entries removed)."""
+
+    @property
+    def cancel_requested(self) -> bool:
+        """True once :meth:`TaskManager.cancel` (or ``aclose``) was called for this task."""
+        return self._task.cancel_requested
+
+    async def progress(self, payload: dict[str, Any]) -> None:
+        """Record ``payload`` as the task's progress and emit a ``progress`` event.
+
+        If ``payload`` holds a numeric ``percent``, each ``progress_above`` trigger with
+        ``percent >= trigger["percent"]`` is then fired (at most once unless it says
+        ``"repeat": true``), after the progress event.
+        """
+        if not isinstance(payload, dict):
+            raise TypeError(f"progress payload must be a dict, got {type(payload).__name__}.")
+        task = self._task
+        if task.state == "running":
+            task.progress = dict(payload)
+        await self._manager._emit(task, "progress", dict(payload))
+        percent = payload.get("percent")
+        if not _is_number(percent):
+            return
+        for trigger in task.triggers:
+            if trigger.get("type") != "progress_above":
+                continue
+            threshold = trigger.get("percent")
+            if _is_number(threshold) and percent >= threshold:
+                await self.fire_trigger(trigger, {"percent": percent})
+
+    async def fire_trigger(
+        self, trigger: dict[str, Any], extra: dict[str, Any] | None = None
+    ) -> None:
+        """Emit ``trigger_fired`` with payload ``{"trigger": trigger, **extra}``.
+
+        At most once per (task, trigger) — triggers are compared by content — unless the
+        trigger carries ``"repeat": true``. A repeated call for a non-repeating trigger
+        is a silent no-op, so bodies may call this on every tick while the condition holds.
+        """
+        if not isinstance(trigger, dict):
+            raise TypeError(f"trigger must be a dict, got {type(trigger).__name__}.")
+        task = self._task
+        if trigger.get("repeat") is not True:
+            key = _trigger_key(trigger)
+            if key in task.fired:
+                return
+            task.fired.add(key)
+        payload: dict[str, Any] = {"trigger": trigger}
+        for name, value in (extra or {}).items():
+            if name != "trigger":
+                payload[name] = value
+        await self._manager._emit(task, "trigger_fired", payload)
+
+    async def emit(self, payload: dict[str, Any]) -> None:
+        """Emit a ``watch_event`` carrying ``payload`` (for long-lived watcher tasks)."""
+        if not isinstance(payload, dict):
+            raise TypeError(f"watch_event payload must be a dict, got {type(payload).__name__}.")
+        await self._manager._emit(self._task, "watch_event", dict(payload))
+
+    def raise_if_cancelled(self) -> None:
+        """Cooperative cancellation checkpoint: raise ``CancelledError`` if cancel was asked.
+
+        asyncio also delivers the cancellation at the body's next ``await``; this lets a
+        body that computes without awaiting stop early.
+        """
+        if self._task.cancel_requested:
+            raise asyncio.CancelledError(f"task {self.task_id} was cancelled")
 
 
 TaskBody = Callable[[TaskContext], Awaitable[dict[str, Any]]]
+"""A task body: an async function taking the context and returning the result dict."""
 
 
 class TaskManager:
-    """Runs task bodies as asyncio tasks."""
+    """Runs task bodies as asyncio tasks and keeps their state for ``get_task``.
+
+    Args:
+        server_name: the server's name; stamped on every event and ``TaskInfo`` and
+            cut to four characters for task ids.
+        poster: the :class:`EventSink` events are handed to.
+        max_finished_retained: how many finished tasks stay queryable; beyond that the
+            oldest finished one is forgotten. Running tasks are never evicted.
+        known_trigger_types: trigger types this server implements (see the module
+            docstring); ``progress_above`` is always known. None: do not judge types.
+        cancel_grace_s: how long :meth:`cancel` / :meth:`aclose` wait for a body to
+            unwind after cancelling it before marking it cancelled anyway.
+        clock: returns the current aware UTC datetime (tests inject one).
+
+    Not thread-safe: use it from the event loop that runs the server. The poster is the
+    caller's to close.
+    """
+
+    def __init__(
+        self,
+        server_name: str,
+        poster: EventSink,
+        *,
+        max_finished_retained: int = DEFAULT_MAX_FINISHED_RETAINED,
+        known_trigger_types: Collection[str] | None = None,
+        cancel_grace_s: float = DEFAULT_CANCEL_GRACE_S,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        if not server_name:
+            raise ValueError("server_name must be a non-empty string.")
+        if max_finished_retained < 0:
+            raise ValueError(f"max_finished_retained must be >= 0, got {max_finished_retained!r}.")
+        if not cancel_grace_s >= 0:
+            raise ValueError(f"cancel_grace_s must be >= 0, got {cancel_grace_s!r}.")
+        self.server_name = server_name
+        self.poster = poster
+        self.max_finished_retained = max_finished_retained
+        self.known_trigger_types: frozenset[str] | None = (
+            None if known_trigger_types is None else frozenset(known_trigger_types)
+        )
+        self.cancel_grace_s = cancel_grace_s
+        self._clock = clock or utc_now
+        self._tasks: dict[str, _Task] = {}
+        self._finished: deque[str] = deque()
+        self._lock = asyncio.Lock()
+        self._closed = False
+        self._counts: dict[str, int] = {
+            "started": 0,
+            "succeeded": 0,
+            "failed": 0,
+            "cancelled": 0,
+        }
+
+    # -- public API ------------------------------------------------------------------
+
+    def start(
+        self,
+        tool: str,
+        body: TaskBody,
+        triggers: builtins.list[dict[str, Any]] | None = None,
+        est_duration_s: float | None = None,
+        *,
+        known_trigger_types: Collection[str] | None = None,
+    ) -> TaskInfo:
+        """Create a task, spawn ``body`` as an asyncio task, return at once (``running``).
+
+        Must be called with a running event loop (from a tool handler, typically). The
+        lifecycle is in the module docstring. ``known_trigger_types`` overrides the
+        manager's for this task. Malformed or unknown triggers are kept in the
+        ``TaskInfo`` (as passed in) but logged once at WARNING and never fired by the kit;
+        entries that are not dicts are dropped.
+
+        Raises:
+            RuntimeError: no running event loop, or the manager was closed.
+        """
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise RuntimeError(
+                "TaskManager.start() needs a running asyncio event loop; call it from a "
+                "coroutine such as an async MCP tool handler."
+            ) from None
+        if self._closed:
+            raise RuntimeError(
+                f"TaskManager for {self.server_name!r} is closed; no task can be started."
+            )
+        task_id = self._new_unique_id()
+        now = self._clock()
+        task = _Task(
+            task_id=task_id,
+            tool=tool,
+            created_at=now,
+            updated_at=now,
+            triggers=self._accept_triggers(task_id, triggers, known_trigger_types),
+            est_duration_s=est_duration_s,
+        )
+        self._tasks[task_id] = task
+        self._counts["started"] += 1
+        task.handle = loop.create_task(self._run(task, body), name=f"robot-mcp-task:{task_id}")
+        return self._info(task)
+
+    def get(self, task_id: str) -> TaskInfo | None:
+        """Return a snapshot of the task, or None if it is unknown or was evicted."""
+        task = self._tasks.get(task_id)
+        return None if task is None else self._info(task)
+
+    def list(self, states: Collection[TaskState] | None = None) -> builtins.list[TaskInfo]:
+        """Return snapshots of the known tasks, oldest first, optionally only ``states``.
+
+        Raises:
+            ValueError: ``states`` names a state that does not exist.
+        """
+        if states is None:
+            return [self._info(t) for t in self._tasks.values()]
+        wanted = set(states)
+        unknown = wanted - _ALL_STATES
+        if unknown:
+            raise ValueError(
+                f"unknown task state(s) {sorted(unknown)!r}; valid states are "
+                f"{sorted(_ALL_STATES)!r}."
+            )
+        return [self._info(t) for t in self._tasks.values() if t.state in wanted]
+
+    async def cancel(self, task_id: str) -> TaskInfo | None:
+        """Cancel a running task and return its state; None if the id is unknown.
+
+        The body's asyncio task is cancelled and awaited for up to ``cancel_grace_s``;
+        the task then is ``cancelled`` (even if the body swallowed the cancellation or
+        outlived the grace period) and emits no terminal event. Idempotent. A task that
+        already finished is returned unchanged in its terminal state.
+        """
+        task = self._tasks.get(task_id)
+        if task is None:
+            return None
+        if task.state == "running":
+            await self._cancel_and_wait([task])
+        return self._info(task)
+
+    async def aclose(self) -> None:
+        """Cancel every running task and wait for them (server shutdown). Idempotent.
+
+        After this, :meth:`start` raises. The poster is not closed here.
+        """
+        self._closed = True
+        running = [t for t in self._tasks.values() if t.state == "running"]
+        if running:
+            await self._cancel_and_wait(running)
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`aclose` was called."""
+        return self._closed
+
+    def __repr__(self) -> str:
+        running = sum(1 for t in self._tasks.values() if t.state == "running")
+        c = self._counts
+        return (
+            f"<TaskManager server={self.server_name!r} running={running} "
+            f"started={c['started']} succeeded={c['succeeded']} failed={c['failed']} "
+            f"cancelled={c['cancelled']} retained_finished={len(self._finished)}"
+            f"{' closed' if self._closed else ''}>"
+        )
+
+    # -- internals -------------------------------------------------------------------
+
+    def _new_unique_id(self) -> str:
+        for _ in range(_MAX_ID_ATTEMPTS):
+            # Looked up through the module so tests can replace the generator.
+            candidate = new_task_id(self.server_name)
+            if candidate not in self._tasks:
+                return candidate
+            logger.debug("task id %s collided; drawing another", candidate)
+        raise RuntimeError(
+            f"could not draw a unique task id for {self.server_name!r} in "
+            f"{_MAX_ID_ATTEMPTS} attempts; is new_task_id() returning a constant?"
+        )
+
+    def _accept_triggers(
+        self,
+        task_id: str,
+        triggers: builtins.list[dict[str, Any]] | None,
+        known_override: Collection[str] | None,
+    ) -> builtins.list[dict[str, Any]]:
+        if not triggers:
+            return []
+        known = self.known_trigger_types if known_override is None else frozenset(known_override)
+        accepted: builtins.list[dict[str, Any]] = []
+        for trigger in triggers:
+            if not isinstance(trigger, dict):
+                logger.warning(
+                    "task %s: ignoring trigger %r: a trigger must be a dict with a 'type'",
+                    task_id,
+                    trigger,
+                )
+                continue
+            accepted.append(dict(trigger))
+            kind = trigger.get("type")
+            if not isinstance(kind, str):
+                logger.warning(
+                    "task %s: ignoring trigger %r: it has no string 'type'", task_id, trigger
+                )
+            elif kind == "progress_above":
+                if not _is_number(trigger.get("percent")):
+                    logger.warning(
+                        "task %s: ignoring progress_above trigger %r: 'percent' must be a number",
+                        task_id,
+                        trigger,
+                    )
+            elif known is not None and kind not in known:
+                logger.warning(
+                    "task %s: ignoring trigger of unknown type %r (this server knows %s)",
+                    task_id,
+                    kind,
+                    sorted(known | GENERIC_TRIGGER_TYPES),
+                )
+        return accepted
+
+    def _info(self, task: _Task) -> TaskInfo:
+        # model_construct: the fields are already valid, and start() must stay cheap.
+        return TaskInfo.model_construct(
+            task_id=task.task_id,
+            server=self.server_name,
+            tool=task.tool,
+            state=task.state,
+            created_at=task.created_at,
+            updated_at=task.updated_at,
+            triggers=[dict(t) for t in task.triggers],
+            est_duration_s=task.est_duration_s,
+            progress=None if task.progress is None else dict(task.progress),
+            result=None if task.result is None else dict(task.result),
+            failure=task.failure,
+        )
+
+    async def _emit(
+        self,
+        task: _Task,
+        type_: EventType,
+        payload: dict[str, Any],
+        *,
+        terminal: bool = False,
+    ) -> None:
+        async with self._lock:
+            if task.state != "running" and not terminal:
+                logger.warning(
+                    "task %s is %s; dropping its late %s event", task.task_id, task.state, type_
+                )
+                return
+            task.seq += 1
+            now = self._clock()
+            task.updated_at = now
+            event = TaskEvent(
+                event_id=new_event_id(),
+                task_id=task.task_id,
+                server=self.server_name,
+                tool=task.tool,
+                type=type_,
+                seq=task.seq,
+                ts=now,
+                payload=payload,
+            )
+            # Still under the lock: the sink sees this task's events in seq order.
+            try:
+                await self.poster.post(event)
+            except Exception:
+                logger.exception(
+                    "event sink raised on %s seq=%d of task %s; the event is lost",
+                    type_,
+                    event.seq,
+                    task.task_id,
+                )
+
+    def _finish(
+        self,
+        task: _Task,
+        state: TaskState,
+        *,
+        result: dict[str, Any] | None = None,
+        failure: TaskFailure | None = None,
+    ) -> bool:
+        """Move ``task`` to a terminal state; False if it already was terminal."""
+        if task.state != "running":
+            return False
+        task.state = state
+        task.result = result
+        task.failure = failure
+        task.updated_at = self._clock()
+        self._counts[state] += 1
+        self._finished.append(task.task_id)
+        while len(self._finished) > self.max_finished_retained:
+            evicted = self._finished.popleft()
+            self._tasks.pop(evicted, None)
+        return True
+
+    async def _run(self, task: _Task, body: TaskBody) -> None:
+        ctx = TaskContext(self, task)
+        try:
+            outcome = await body(ctx)
+        except asyncio.CancelledError:
+            self._finish(task, "cancelled")
+            return
+        except TaskError as exc:
+            if task.cancel_requested:
+                self._finish_cancelled_anyway(task, f"raised TaskError {exc.error_code}")
+                return
+            if self._finish(task, "failed", failure=exc.to_failure()):
+                await self._emit(
+                    task, "task_failed", exc.to_failure().model_dump(mode="json"), terminal=True
+                )
+            return
+        except Exception as exc:
+            logger.exception(
+                "task %s (%s) raised an unexpected %s", task.task_id, task.tool, type(exc).__name__
+            )
+            if task.cancel_requested:
+                self._finish_cancelled_anyway(task, f"raised {type(exc).__name__}")
+                return
+            await self._fail_internal(task, str(exc) or type(exc).__name__)
+            return
+        except BaseException:
+            # KeyboardInterrupt / SystemExit: leave a consistent record, then propagate.
+            self._finish(
+                task,
+                "failed",
+                failure=TaskFailure(
+                    error_code="INTERNAL",
+                    message="The server stopped while the task was running.",
+                    recoverable=False,
+                ),
+            )
+            raise
+        finally:
+            task.handle = None
+        if task.cancel_requested:
+            self._finish_cancelled_anyway(task, "returned normally")
+            return
+        if not isinstance(outcome, dict):
+            logger.error(
+                "task %s (%s): body returned %s, expected a dict",
+                task.task_id,
+                task.tool,
+                type(outcome).__name__,
+            )
+            await self._fail_internal(
+                task,
+                f"The task body for tool {task.tool!r} returned a {type(outcome).__name__}, "
+                "but a task result must be a dict; this is a bug in the server.",
+            )
+            return
+        result = dict(outcome)
+        if self._finish(task, "succeeded", result=result):
+            await self._emit(task, "task_done", {"result": result}, terminal=True)
+
+    async def _fail_internal(self, task: _Task, message: str) -> None:
+        failure = TaskFailure(error_code="INTERNAL", message=message, recoverable=False)
+        if self._finish(task, "failed", failure=failure):
+            await self._emit(task, "task_failed", failure.model_dump(mode="json"), terminal=True)
+
+    def _finish_cancelled_anyway(self, task: _Task, what: str) -> None:
+        if task.state == "running":
+            logger.warning(
+                "task %s was cancelled but its body %s; recording it as cancelled",
+                task.task_id,
+                what,
+            )
+        self._finish(task, "cancelled")
+
+    async def _cancel_and_wait(self, tasks: builtins.list[_Task]) -> None:
+        handles: set[asyncio.Task[None]] = set()
+        for task in tasks:
+            task.cancel_requested = True
+            if task.handle is not None and not task.handle.done():
+                task.handle.cancel()
+                handles.add(task.handle)
+        if handles:
+            _, pending = await asyncio.wait(handles, timeout=self.cancel_grace_s)
+            for handle in pending:
+                logger.warning(
+                    "%s did not unwind within %.1f s of being cancelled",
+                    handle.get_name(),
+                    self.cancel_grace_s,
+                )
+        for task in tasks:
+            # Covers bodies that outlived the grace period and tasks whose asyncio task
+            # had not started yet (cancelled before their first step).
+            self._finish(task, "cancelled")

@@ -1,0 +1,89 @@
+"""Helpers for testing servers built on robot-mcp-kit.
+
+Use :class:`RecordingPoster` in place of :class:`~robot_mcp_kit.events.EventPoster` to
+run a :class:`~robot_mcp_kit.tasks.TaskManager` without any HTTP, then assert on the
+events it produced::
+
+    from robot_mcp_kit import TaskManager
+    from robot_mcp_kit.testing import RecordingPoster
+
+    async def test_navigation_reports_done():
+        poster = RecordingPoster()
+        manager = TaskManager("navigation", poster)
+        info = manager.start("navigate_to", my_body)
+        done = await poster.wait_for(info.task_id, "task_done", timeout_s=5)
+        assert done.payload["result"] == {"arrived": True}
+        assert [e.seq for e in poster.events_for(info.task_id)] == [1, 2, 3]
+
+Nothing here needs the ``mcp`` extra or the network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from robot_mcp_kit.models import EventType, TaskEvent
+
+__all__ = ["RecordingPoster"]
+
+
+class RecordingPoster:
+    """An :class:`~robot_mcp_kit.tasks.EventSink` that keeps every event in memory.
+
+    ``events`` holds all events in the order they were posted. ``post`` never raises and
+    never blocks. ``aclose`` exists so the recorder can stand in for an ``EventPoster``
+    wherever one is closed; it only sets :attr:`closed`.
+    """
+
+    def __init__(self) -> None:
+        self.events: list[TaskEvent] = []
+        self.closed = False
+        self._waiters: list[tuple[str, str, asyncio.Future[TaskEvent]]] = []
+
+    async def post(self, event: TaskEvent) -> None:
+        """Record ``event`` and wake any :meth:`wait_for` it satisfies."""
+        self.events.append(event)
+        for task_id, type_, future in list(self._waiters):
+            if event.task_id == task_id and event.type == type_ and not future.done():
+                future.set_result(event)
+
+    async def aclose(self) -> None:
+        """Mark the recorder closed (it keeps its events)."""
+        self.closed = True
+
+    def events_for(self, task_id: str) -> list[TaskEvent]:
+        """Return the events of one task, in the order they were posted."""
+        return [e for e in self.events if e.task_id == task_id]
+
+    def types_for(self, task_id: str) -> list[str]:
+        """Return the event types of one task, in order (handy in assertion messages)."""
+        return [e.type for e in self.events if e.task_id == task_id]
+
+    def clear(self) -> None:
+        """Forget every recorded event."""
+        self.events.clear()
+
+    async def wait_for(self, task_id: str, type: EventType, timeout_s: float = 5.0) -> TaskEvent:
+        """Return the first event of ``type`` for ``task_id``, waiting up to ``timeout_s``.
+
+        Returns at once if such an event was already recorded.
+
+        Raises:
+            TimeoutError: no such event arrived in time; the message lists what did.
+        """
+        for event in self.events:
+            if event.task_id == task_id and event.type == type:
+                return event
+        future: asyncio.Future[TaskEvent] = asyncio.get_running_loop().create_future()
+        waiter = (task_id, str(type), future)
+        self._waiters.append(waiter)
+        try:
+            async with asyncio.timeout(timeout_s):
+                return await future
+        except TimeoutError:
+            raise TimeoutError(
+                f"no {type!r} event for task {task_id!r} within {timeout_s} s; "
+                f"its events so far: {self.types_for(task_id)!r}"
+            ) from None
+        finally:
+            self._waiters.remove(waiter)
