@@ -1,0 +1,603 @@
+"""``SqliteStore``: a versioned SQLite file whose writes follow the kind of what they write.
+
+Connections and threads (the contract callers rely on):
+
+- One WRITE connection, guarded by one re-entrant lock. Cold writes (``transaction``,
+  ``execute``, ``prune``) run on it synchronously, on the caller's thread. The writer
+  thread runs hot writes (``enqueue``) on it, one bounded batch per transaction.
+- READS (``query``, ``query_one``, ``counts``) use a read-only connection per calling
+  thread, so a reader never waits for the writer's lock (WAL lets readers and the writer
+  run at once). A read made inside ``transaction()`` on the same thread goes through the
+  write connection instead, so it sees that transaction's own uncommitted writes.
+- The file is in WAL mode with ``synchronous=NORMAL``: a commit survives the process being
+  killed (SIGKILL, OOM) — a test proves it — but the last commits before an OS crash or
+  power loss may roll back; the file is never left corrupt.
+
+Opening never writes through a file it refuses: the file is inspected on a read-only
+connection first (header, ``quick_check``, version), and only then opened for writing.
+A missing file is created at a temporary name and renamed into place, so the path holds
+either nothing or a complete database — an empty (zero-byte) file at the path is
+therefore not something this store ever leaves, and is refused as ``StoreUnreadable``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+
+from robot_mcp_kit._exceptions import (
+    MigrationFailed,
+    PruneRefused,
+    SchemaMismatch,
+    SchemaTooNew,
+    StoreClosed,
+    StoreUnreadable,
+)
+from robot_mcp_kit.models import format_ts
+from robot_mcp_kit.store._kinds import Kind, Table
+from robot_mcp_kit.store._schema import META_TABLE, MigrationStep, Schema
+from robot_mcp_kit.store._writer import HotWriter, Params, StoreStats
+
+__all__ = ["SqliteStore"]
+
+logger = logging.getLogger("robot_mcp_kit.store")
+
+_HEADER = b"SQLite format 3\x00"
+_VERSION_KEY = "schema_version"
+
+
+def _q(name: str) -> str:
+    """Quote an identifier for SQL."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _remedy(path: Path) -> str:
+    return (
+        f"Restore {path.name} from a backup, or move it aside (e.g. to {path.name}.broken); "
+        "the service creates a fresh, empty one at that path on its next start."
+    )
+
+
+def _unreadable(path: Path, reason: str) -> StoreUnreadable:
+    err = StoreUnreadable(
+        f"{path} is not a database this store can open: {reason}. {_remedy(path)}",
+        path=str(path),
+    )
+    err.remedy = _remedy(path)  # type: ignore[attr-defined]
+    return err
+
+
+class SqliteStore:
+    """A SQLite file declared by a :class:`Schema` (added in 0.12).
+
+    Opens at construction: creates a missing file at ``schema.version``; migrates an older
+    one forward, each step in one transaction with its version bump; refuses a newer file
+    (``SchemaTooNew``) and a file that is not a database (``StoreUnreadable``, naming the
+    path and the remedy) without touching either; refuses a file holding a table that is
+    neither declared nor sqlite's own (``SchemaMismatch``). Logs one ``store_ready`` line.
+
+    Args:
+        path: the database file; its directory is created if missing.
+        schema: what the file holds.
+        migrations: overrides ``schema.migrations`` (tests inject steps here).
+        hot_queue_max: bound of the hot-write queue; ``enqueue`` drops beyond it.
+        batch_max: most hot records written per transaction (bounds how long the writer
+            holds the write lock, and so how long a cold write can wait for it).
+        busy_timeout_ms: how long a statement waits for another process's lock.
+
+    Raises:
+        StoreUnreadable, SchemaTooNew, SchemaMismatch, MigrationFailed: see above.
+
+    All methods are thread-safe. After ``close()`` every method raises ``StoreClosed``.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        schema: Schema,
+        *,
+        migrations: Mapping[int, MigrationStep] | None = None,
+        hot_queue_max: int = 10_000,
+        batch_max: int = 512,
+        busy_timeout_ms: int = 5_000,
+    ) -> None:
+        self.path = Path(path).absolute()
+        self.schema = schema
+        self._migrations = dict(schema.migrations if migrations is None else migrations)
+        self._busy_timeout_ms = busy_timeout_ms
+        self._tables = schema.all_tables()
+        self._closed = False
+        self._close_lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
+
+        started = time.monotonic()
+        created, from_version = self._prepare_file()
+        self._conn = self._connect_rw()
+        try:
+            if from_version < schema.version and not created:
+                self._migrate(from_version)
+            self._check_tables(self._conn)
+            counts = self._count(self._conn)
+        except BaseException:
+            self._conn.close()
+            raise
+        self._writer = HotWriter(
+            self._conn,
+            self._lock,
+            queue_max=hot_queue_max,
+            batch_max=batch_max,
+            name=f"store-writer:{self.path.name}",
+        )
+        logger.info(
+            "store_ready path=%s from_version=%d to_version=%d new_file=%s counts=%s ms=%d",
+            self.path,
+            from_version,
+            schema.version,
+            created,
+            counts,
+            (time.monotonic() - started) * 1000,
+            extra={
+                "path": str(self.path),
+                "from_version": from_version,
+                "to_version": schema.version,
+                "new_file": created,
+                "counts": counts,
+            },
+        )
+
+    # --- opening ---------------------------------------------------------------------
+
+    def _prepare_file(self) -> tuple[bool, int]:
+        """Inspect (read-only) or create the file; return (created, file version)."""
+        path = self.path
+        if not path.exists():
+            self._create()
+            return True, 0
+        if not path.is_file():
+            raise _unreadable(path, "it is not a regular file")
+        with path.open("rb") as f:
+            header = f.read(len(_HEADER))
+        if not header:
+            raise _unreadable(path, "the file is empty (0 bytes)")
+        if header != _HEADER:
+            raise _unreadable(path, "it does not start with the SQLite header")
+        try:
+            ro = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+        except sqlite3.Error as exc:
+            raise _unreadable(path, f"sqlite could not open it ({exc})") from exc
+        try:
+            ro.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_ms)}")
+            check = ro.execute("PRAGMA quick_check").fetchall()
+            if [tuple(r) for r in check] != [("ok",)]:
+                raise _unreadable(path, f"quick_check reports {check[0][0]!r}")
+            names = {
+                r[0].lower()
+                for r in ro.execute("SELECT name FROM sqlite_schema WHERE type='table'")
+            }
+            version = self._read_version(ro, names)
+        except sqlite3.DatabaseError as exc:
+            raise _unreadable(path, f"sqlite reports {exc}") from exc
+        finally:
+            ro.close()
+        if version > self.schema.version:
+            raise SchemaTooNew(
+                f"{path} has schema version {version}, newer than this code's "
+                f"{self.schema.version}; it was left untouched. Run the newer release, or "
+                "restore a backup made by this one.",
+                path=str(path),
+            )
+        if version == 0:
+            # An empty database (no tables at all): create the schema in it.
+            self._create_in(path)
+            return True, 0
+        return False, version
+
+    def _read_version(self, conn: sqlite3.Connection, names: set[str]) -> int:
+        if META_TABLE.name not in names:
+            if not {n for n in names if not n.startswith("sqlite_")}:
+                return 0
+            raise SchemaMismatch(
+                f"{self.path} holds tables ({sorted(names)}) but no store_meta table, so its "
+                "schema version is unknown; it was left untouched.",
+                path=str(self.path),
+            )
+        row = conn.execute("SELECT value FROM store_meta WHERE key = ?", (_VERSION_KEY,)).fetchone()
+        try:
+            version = int(row[0]) if row is not None else -1
+        except (TypeError, ValueError):
+            version = -1
+        if version < 1:
+            raise _unreadable(
+                self.path, f"store_meta holds no valid schema_version ({row and row[0]!r})"
+            )
+        return version
+
+    def _create(self) -> None:
+        """Create the file at a temporary name and rename it into place."""
+        path = self.path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.creating")
+        for leftover in (tmp, *_sidecars(tmp)):
+            leftover.unlink(missing_ok=True)
+        self._create_in(tmp)
+        # A -wal/-shm left beside a missing database belongs to no database any more;
+        # sqlite would replay it into the new file, so it goes before the rename.
+        for stale in _sidecars(path):
+            stale.unlink(missing_ok=True)
+        os.replace(tmp, path)
+        with contextlib.suppress(OSError):  # best effort: make the rename itself durable
+            fd = os.open(path.parent, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def _create_in(self, path: Path) -> None:
+        conn = sqlite3.connect(path, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for table in self._tables:
+                    conn.execute(table.ddl)
+                    for index in table.indexes:
+                        conn.execute(index)
+                conn.execute(
+                    "INSERT INTO store_meta (key, value) VALUES (?, ?)",
+                    (_VERSION_KEY, str(self.schema.version)),
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        finally:
+            conn.close()
+
+    def _connect_rw(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_ms)}")
+        mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            conn.close()
+            raise _unreadable(self.path, f"it cannot be put in WAL mode (journal_mode={mode})")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        return conn
+
+    def _migrate(self, from_version: int) -> None:
+        conn = self._conn
+        for target in range(from_version + 1, self.schema.version + 1):
+            step = self._migrations.get(target)
+            if step is None:
+                raise MigrationFailed(
+                    f"{self.path} is at schema version {target - 1} and there is no migration "
+                    f"step to version {target}; the file was left at version {target - 1}.",
+                    path=str(self.path),
+                )
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                step(conn)
+                if not conn.in_transaction:
+                    raise RuntimeError(
+                        "the step committed on its own (conn.commit() or executescript); "
+                        "steps must only conn.execute"
+                    )
+                conn.execute(
+                    "UPDATE store_meta SET value = ? WHERE key = ?", (str(target), _VERSION_KEY)
+                )
+                conn.execute("COMMIT")
+            except Exception as exc:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise MigrationFailed(
+                    f"migrating {self.path} from schema version {target - 1} to {target} "
+                    f"failed ({type(exc).__name__}: {exc}); the transaction was rolled back "
+                    f"and the file is still at version {target - 1}.",
+                    path=str(self.path),
+                ) from exc
+            logger.info(
+                "store_migrated path=%s from_version=%d to_version=%d",
+                self.path,
+                target - 1,
+                target,
+                extra={"path": str(self.path), "from_version": target - 1, "to_version": target},
+            )
+
+    def _check_tables(self, conn: sqlite3.Connection) -> None:
+        """Every table in the file is declared or sqlite's own; every declared one exists."""
+        in_file = {
+            r[0].lower() for r in conn.execute("SELECT name FROM sqlite_schema WHERE type='table'")
+        }
+        declared = {t.name.lower() for t in self._tables}
+        not_ours = self.schema.not_ours()
+        unknown = sorted(n for n in in_file - declared - not_ours if not n.startswith("sqlite_"))
+        if unknown:
+            raise SchemaMismatch(
+                f"{self.path} holds table(s) {unknown} that the schema neither declares nor "
+                f"derives (declared: {sorted(declared)}). Declare each with its Kind, or drop "
+                "it in a migration step.",
+                path=str(self.path),
+            )
+        missing = sorted(declared - in_file)
+        if missing:
+            raise SchemaMismatch(
+                f"{self.path} is at schema version {self.schema.version} but lacks declared "
+                f"table(s) {missing}; a migration step should have created them.",
+                path=str(self.path),
+            )
+        for table in self._tables:
+            for column in (table.time_column, table.epoch_column):
+                if column is None:
+                    continue
+                cols = {r[1].lower() for r in conn.execute(f"PRAGMA table_info({_q(table.name)})")}
+                if column.lower() not in cols:
+                    raise SchemaMismatch(
+                        f"table {table.name!r} declares column {column!r}, which it does not "
+                        f"have (columns: {sorted(cols)})",
+                        path=str(self.path),
+                    )
+
+    def _count(self, conn: sqlite3.Connection) -> dict[str, int]:
+        return {
+            t.name: int(conn.execute(f"SELECT count(*) FROM {_q(t.name)}").fetchone()[0])  # noqa: S608
+            for t in self._tables
+            if not t.is_virtual
+        }
+
+    # --- plumbing --------------------------------------------------------------------
+
+    def _ensure_open(self) -> None:
+        if self._closed:
+            raise StoreClosed(f"the store at {self.path} is closed", path=str(self.path))
+
+    def _reader(self) -> sqlite3.Connection:
+        if getattr(self._local, "depth", 0):
+            return self._conn  # inside transaction(): see our own uncommitted writes
+        conn: sqlite3.Connection | None = getattr(self._local, "reader", None)
+        if conn is None:
+            conn = sqlite3.connect(
+                f"{self.path.as_uri()}?mode=ro",
+                uri=True,
+                isolation_level=None,
+                check_same_thread=False,  # so close() may close it from another thread
+            )
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout_ms)}")
+            with self._readers_lock:
+                self._readers.append(conn)
+            self._local.reader = conn
+        return conn
+
+    def set_trace_callback(self, callback: Callable[[str], object] | None) -> None:
+        """Install sqlite's statement trace on the write connection (None removes it).
+
+        The callback runs on the thread that executes each statement — which is how a test
+        tells the writer thread's hot writes from a caller's cold ones. (Added in 0.12.)
+        """
+        self._ensure_open()
+        with self._lock:
+            self._conn.set_trace_callback(callback)
+
+    # --- reads -----------------------------------------------------------------------
+
+    def query(self, sql: str, params: Params = ()) -> list[sqlite3.Row]:
+        """Run a read and return all rows. Any thread; read-only (a write raises)."""
+        self._ensure_open()
+        conn = self._reader()
+        if conn is self._conn:
+            with self._lock:
+                return conn.execute(sql, params).fetchall()
+        return conn.execute(sql, params).fetchall()
+
+    def query_one(self, sql: str, params: Params = ()) -> sqlite3.Row | None:
+        """Run a read and return its first row, or None."""
+        rows = self.query(sql, params)
+        return rows[0] if rows else None
+
+    # --- cold writes -----------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A cold write on the caller's thread: ``BEGIN IMMEDIATE`` … ``COMMIT``.
+
+        Rolls back and re-raises on an exception. Nested use on the same thread becomes a
+        savepoint. Use the yielded connection's ``execute``; do not commit on it. It waits
+        for the write lock (at most one hot batch) and holds it until the block ends.
+        """
+        self._ensure_open()
+        with self._lock:
+            self._ensure_open()
+            depth: int = getattr(self._local, "depth", 0)
+            conn = self._conn
+            if depth == 0:
+                conn.execute("BEGIN IMMEDIATE")
+            else:
+                conn.execute(f"SAVEPOINT sp{depth}")
+            self._local.depth = depth + 1
+            try:
+                yield conn
+            except BaseException:
+                self._local.depth = depth
+                if depth == 0:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                else:
+                    conn.execute(f"ROLLBACK TO sp{depth}")
+                    conn.execute(f"RELEASE sp{depth}")
+                raise
+            self._local.depth = depth
+            if depth == 0:
+                conn.execute("COMMIT")
+            else:
+                conn.execute(f"RELEASE sp{depth}")
+
+    def execute(self, sql: str, params: Params = ()) -> int:
+        """Run one cold write in its own transaction; return its rowcount."""
+        with self.transaction() as conn:
+            return conn.execute(sql, params).rowcount
+
+    # --- hot writes ------------------------------------------------------------------
+
+    def enqueue(self, sql: str, params: Params = ()) -> bool:
+        """Queue a hot write for the writer thread. Never blocks.
+
+        Returns False — and counts one drop — when the queue is full. A queued write that
+        fails when executed is logged and counted in ``stats.failed``.
+        """
+        self._ensure_open()
+        return self._writer.enqueue(sql, params)
+
+    def flush(self, timeout_s: float | None = None) -> None:
+        """Block until every write enqueued before this call is written (or failed).
+
+        Raises:
+            TimeoutError: if ``timeout_s`` elapses first.
+        """
+        self._ensure_open()
+        self._writer.flush(timeout_s)
+
+    async def aflush(self, timeout_s: float | None = None) -> None:
+        """``flush`` without blocking the event loop (runs it in a worker thread)."""
+        self._ensure_open()
+        await asyncio.to_thread(self._writer.flush, timeout_s)
+
+    @property
+    def stats(self) -> StoreStats:
+        """The hot path's counters (readable after close, too)."""
+        return self._writer.stats()
+
+    # --- retention -------------------------------------------------------------------
+
+    def prune(
+        self,
+        table: str,
+        *,
+        older_than_s: float | None = None,
+        keep_last: int | None = None,
+    ) -> int:
+        """Delete old rows from a declared RECORD table; return how many were deleted.
+
+        The one chokepoint that deletes by age or count. ``older_than_s`` deletes rows whose
+        ``time_column`` is older than that many seconds; ``keep_last`` keeps only the N
+        newest rows (by ``time_column``, else rowid). Both may be given. A cold write.
+
+        Raises:
+            PruneRefused: before deleting anything, unless ``table`` is a declared RECORD.
+            ValueError: neither bound given, a negative bound, or ``older_than_s`` on a
+                table without a ``time_column``.
+        """
+        self._ensure_open()
+        declared = self._declared(table)
+        if declared is None or declared.kind is not Kind.RECORD:
+            what = "not a declared table" if declared is None else f"a {declared.kind.value}"
+            raise PruneRefused(
+                f"prune refused for {table!r}: it is {what}; only a declared RECORD table "
+                "may be pruned. Nothing was deleted.",
+                path=str(self.path),
+            )
+        if older_than_s is None and keep_last is None:
+            raise ValueError("prune needs older_than_s, keep_last, or both")
+        if (older_than_s is not None and older_than_s < 0) or (
+            keep_last is not None and keep_last < 0
+        ):
+            raise ValueError(
+                f"prune bounds must be >= 0 (older_than_s={older_than_s}, keep_last={keep_last})"
+            )
+        name = _q(declared.name)
+        deleted = 0
+        with self.transaction() as conn:
+            if older_than_s is not None:
+                if declared.time_column is None:
+                    raise ValueError(
+                        f"table {declared.name!r} has no time_column; prune it with keep_last"
+                    )
+                col = _q(declared.time_column)
+                cutoff = time.time() - older_than_s
+                cutoff_iso = format_ts(datetime.fromtimestamp(cutoff, UTC))
+                deleted += conn.execute(
+                    f"DELETE FROM {name} WHERE "  # noqa: S608 - identifiers are quoted
+                    f"(typeof({col}) IN ('integer', 'real') AND {col} < ?) OR "
+                    f"(typeof({col}) = 'text' AND {col} < ?)",
+                    (cutoff, cutoff_iso),
+                ).rowcount
+            if keep_last is not None:
+                order = (
+                    f"{_q(declared.time_column)} DESC, rowid DESC"
+                    if declared.time_column
+                    else "rowid DESC"
+                )
+                deleted += conn.execute(
+                    f"DELETE FROM {name} WHERE rowid NOT IN "  # noqa: S608 - quoted
+                    f"(SELECT rowid FROM {name} ORDER BY {order} LIMIT ?)",
+                    (keep_last,),
+                ).rowcount
+        return deleted
+
+    def _declared(self, name: str) -> Table | None:
+        try:
+            return self.schema.table(name)
+        except KeyError:
+            return None
+
+    def counts(self) -> dict[str, int]:
+        """Rows per declared non-virtual table (committed rows only)."""
+        self._ensure_open()
+        return self._count(self._reader())
+
+    # --- closing ---------------------------------------------------------------------
+
+    def close(self, timeout_s: float = 30.0) -> None:
+        """Write what is queued, stop the writer thread, close the connections. Idempotent.
+
+        Waits up to ``timeout_s`` for the queue to drain; if the writer has not stopped by
+        then, logs an ERROR with the count left unwritten. Call it after in-flight calls on
+        other threads have returned. Afterwards every method raises ``StoreClosed``.
+        """
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        if not self._writer.stop(timeout_s):
+            logger.error(
+                "store_close_timeout path=%s unwritten=%d",
+                self.path,
+                self._writer.stats().queued,
+                extra={"path": str(self.path), "unwritten": self._writer.stats().queued},
+            )
+            return
+        with self._readers_lock:
+            readers, self._readers = self._readers, []
+        for conn in readers:
+            conn.close()
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> SqliteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        s = self._writer.stats()
+        state = "closed" if self._closed else "open"
+        return (
+            f"<SqliteStore {str(self.path)!r} v{self.schema.version} {state} "
+            f"queued={s.queued} written={s.written} dropped={s.dropped} failed={s.failed}>"
+        )
+
+
+def _sidecars(path: Path) -> tuple[Path, Path]:
+    return path.with_name(f"{path.name}-wal"), path.with_name(f"{path.name}-shm")

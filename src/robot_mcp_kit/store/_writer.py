@@ -1,0 +1,230 @@
+"""The hot-write path: one dedicated thread draining a bounded queue into SQLite.
+
+``enqueue`` never blocks: it appends to a bounded deque under a short lock and returns
+False (counting a drop) when the deque is full. The writer thread wakes, takes up to
+``batch_max`` jobs, and writes them in ONE transaction while holding the store's write
+lock — so a cold write on another thread waits at most one bounded batch. Consecutive jobs
+with the same SQL go through one ``executemany``. A job that raises is logged and counted
+in ``failed``; it never kills the thread, and the other jobs of its batch are still
+written. Shutdown is by a stop flag: the thread drains everything queued, then exits.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+__all__ = ["HotWriter", "Params", "StoreStats"]
+
+logger = logging.getLogger("robot_mcp_kit.store")
+
+Params: TypeAlias = Sequence[Any] | Mapping[str, Any]
+_Job: TypeAlias = tuple[str, Params]
+
+# Log the first drop of a streak, then every this-many drops, so a flood of drops is
+# visible without writing one line per dropped record.
+_DROP_LOG_EVERY = 1000
+
+
+@dataclass(frozen=True)
+class StoreStats:
+    """A snapshot of the hot path's counters (added in 0.12).
+
+    ``enqueued``: accepted by ``enqueue``; ``written``: committed; ``dropped``: refused
+    because the queue was full; ``failed``: raised when executed (logged); ``queued``:
+    accepted and not yet processed.
+    """
+
+    enqueued: int
+    written: int
+    dropped: int
+    failed: int
+    queued: int
+
+
+class HotWriter:
+    """The writer thread and its bounded queue. Thread-safe; owned by ``SqliteStore``."""
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        lock: threading.RLock,
+        *,
+        queue_max: int,
+        batch_max: int,
+        name: str,
+    ) -> None:
+        if queue_max < 1:
+            raise ValueError(f"hot_queue_max must be >= 1, got {queue_max}")
+        if batch_max < 1:
+            raise ValueError(f"batch_max must be >= 1, got {batch_max}")
+        self._conn = conn
+        self._lock = lock
+        self._queue_max = queue_max
+        self._batch_max = batch_max
+        self._jobs: deque[_Job] = deque()
+        self._qlock = threading.Lock()
+        self._wake = threading.Event()
+        self._done = threading.Condition()
+        self._stopping = False
+        self._enqueued = 0
+        self._processed = 0
+        self._written = 0
+        self._dropped = 0
+        self._failed = 0
+        self._drop_streak = 0
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.thread.start()
+
+    # --- producer side -------------------------------------------------------------
+
+    def enqueue(self, sql: str, params: Params) -> bool:
+        """Queue one statement; False (and one more drop) when the queue is full."""
+        with self._qlock:
+            if len(self._jobs) >= self._queue_max:
+                self._dropped += 1
+                self._drop_streak += 1
+                streak = self._drop_streak
+            else:
+                self._jobs.append((sql, params))
+                self._enqueued += 1
+                self._drop_streak = 0
+                streak = 0
+        if streak:
+            if streak == 1 or streak % _DROP_LOG_EVERY == 0:
+                logger.error(
+                    "store_hot_queue_full dropped=%d queue_max=%d",
+                    self._dropped,
+                    self._queue_max,
+                    extra={"dropped": self._dropped, "queue_max": self._queue_max},
+                )
+            return False
+        if not self._wake.is_set():
+            self._wake.set()
+        return True
+
+    def flush(self, timeout_s: float | None) -> None:
+        """Block until every job accepted before this call has been processed.
+
+        Raises:
+            TimeoutError: when ``timeout_s`` elapses first.
+        """
+        with self._qlock:
+            target = self._enqueued
+        self._wake.set()
+        with self._done:
+            ok = self._done.wait_for(lambda: self._processed >= target, timeout=timeout_s)
+        if not ok:
+            raise TimeoutError(
+                f"store flush timed out after {timeout_s} s with "
+                f"{target - self._processed} queued records still unwritten"
+            )
+
+    def stop(self, timeout_s: float) -> bool:
+        """Drain what is queued, stop the thread; False if it did not stop in time."""
+        self._stopping = True
+        self._wake.set()
+        self.thread.join(timeout_s)
+        return not self.thread.is_alive()
+
+    def stats(self) -> StoreStats:
+        with self._qlock:
+            return StoreStats(
+                enqueued=self._enqueued,
+                written=self._written,
+                dropped=self._dropped,
+                failed=self._failed,
+                queued=len(self._jobs),
+            )
+
+    # --- the thread --------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            while True:
+                batch = self._take()
+                if not batch:
+                    break
+                try:
+                    written, failed = self._write(batch)
+                except Exception:  # never let one batch kill the thread
+                    logger.exception("store_writer_batch_failed jobs=%d", len(batch))
+                    written, failed = 0, len(batch)
+                with self._qlock:
+                    self._written += written
+                    self._failed += failed
+                with self._done:
+                    self._processed += len(batch)
+                    self._done.notify_all()
+            if self._stopping and not self._jobs:
+                return
+
+    def _take(self) -> list[_Job]:
+        jobs = self._jobs
+        batch: list[_Job] = []
+        with self._qlock:
+            for _ in range(min(self._batch_max, len(jobs))):
+                batch.append(jobs.popleft())
+        return batch
+
+    def _write(self, batch: list[_Job]) -> tuple[int, int]:
+        conn = self._conn
+        with self._lock:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                i = 0
+                while i < len(batch):
+                    sql = batch[i][0]
+                    j = i + 1
+                    while j < len(batch) and batch[j][0] == sql:
+                        j += 1
+                    if j - i == 1:
+                        conn.execute(sql, batch[i][1])
+                    else:
+                        conn.executemany(sql, [job[1] for job in batch[i:j]])
+                    i = j
+                conn.execute("COMMIT")
+                return len(batch), 0
+            except sqlite3.Error:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+            # Slow path, only after an error: one job at a time so a bad job costs itself.
+            return self._write_one_by_one(batch)
+
+    def _write_one_by_one(self, batch: list[_Job]) -> tuple[int, int]:
+        conn = self._conn
+        written = failed = 0
+        pending = 0
+        conn.execute("BEGIN IMMEDIATE")
+        for sql, params in batch:
+            try:
+                conn.execute(sql, params)
+                pending += 1
+            except sqlite3.Error as exc:
+                failed += 1
+                logger.error(
+                    "store_hot_write_failed error=%s sql=%s",
+                    exc,
+                    sql[:200],
+                    extra={"error": str(exc), "sql": sql[:200]},
+                )
+                if not conn.in_transaction:  # the error rolled the whole transaction back
+                    failed += pending
+                    pending = 0
+                    conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            logger.error("store_hot_commit_failed error=%s", exc, extra={"error": str(exc)})
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            return 0, failed + pending
+        written += pending
+        return written, failed
