@@ -1,0 +1,106 @@
+"""``robot-mcp-memory``: run the memory MCP server.
+
+Configuration is environment variables only (``--help`` lists them). Startup failures that
+restarting cannot fix — an invalid setting, a corrupt or too-new ``index.db`` — print one
+line on stderr and exit with :data:`EXIT_CONFIG` (2), which the systemd unit lists in
+``RestartPreventExitStatus`` so a broken file does not crash-loop the service. A missing
+``memory`` extra is one line naming it, not a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+__all__ = ["EXIT_CONFIG", "EXIT_MISSING_EXTRA", "main"]
+
+EXIT_CONFIG = 2
+EXIT_MISSING_EXTRA = 1
+
+_PROG = "robot-mcp-memory"
+_EXTRA_MODULES = ("mcp", "structlog", "yaml", "pydantic_settings", "uvicorn")
+
+
+def _missing_extra() -> str | None:
+    """The first module of the ``memory`` extra that cannot be imported, or None."""
+    for module in _EXTRA_MODULES:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            return module
+    return None
+
+
+def _parser() -> argparse.ArgumentParser:
+    from robot_mcp_memory.settings import ENV_VARS
+
+    width = max(len(name) for name in ENV_VARS)
+    rows = "\n".join(
+        f"  {name:<{width}}  {meaning} (default: {default})"
+        for name, (_, default, meaning) in ENV_VARS.items()
+    )
+    return argparse.ArgumentParser(
+        prog=_PROG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "The fleet's process memory as an MCP server named 'memory': stores markdown "
+            "process documents distilled from past missions and finds the relevant ones "
+            "for a new instruction (SQLite FTS5, one file: MEMORY_DATA_DIR/index.db)."
+        ),
+        epilog=(
+            "configuration (environment variables only):\n"
+            f"{rows}\n\n"
+            "HTTP transports serve GET /healthz without auth; with MEMORY_TOKEN set every\n"
+            "other request needs 'Authorization: Bearer <token>'.\n"
+            f"exit status: 0 stopped, {EXIT_CONFIG} invalid setting or unreadable index.db "
+            "(fix it, do not just restart)."
+        ),
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the server until it is stopped; returns the process exit status."""
+    missing = _missing_extra()
+    if missing is not None:
+        print(
+            f"{_PROG}: the 'memory' extra is not installed (cannot import {missing!r}); "
+            "install it with: pip install 'robot-mcp-kit[memory]'",
+            file=sys.stderr,
+        )
+        return EXIT_MISSING_EXTRA
+    _parser().parse_args(argv)
+
+    from robot_mcp_kit.store import StoreError
+    from robot_mcp_memory.app import serve
+    from robot_mcp_memory.logs import configure_logging
+    from robot_mcp_memory.settings import SettingsError, load_settings
+
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        return _refuse(str(exc))
+    # Before build_server: FastMCP's constructor calls logging.basicConfig, a no-op once
+    # the root logger has our handler.
+    configure_logging()
+    try:
+        serve(settings)
+    except StoreError as exc:
+        return _refuse(str(exc))
+    except OSError as exc:
+        if exc.filename is None:
+            raise
+        return _refuse(f"cannot use MEMORY_DATA_DIR={str(settings.data_dir)!r}: {exc}")
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def _refuse(message: str) -> int:
+    print(f"{_PROG}: {' '.join(message.split())}", file=sys.stderr)
+    return EXIT_CONFIG
+
+
+if __name__ == "__main__":
+    sys.exit(main())

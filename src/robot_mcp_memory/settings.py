@@ -1,0 +1,152 @@
+"""The memory server's configuration: environment variables only, validated once at start.
+
+Every setting is read from the environment (memory spec §6, DESIGN §5); there is no config
+file. :func:`load_settings` returns a frozen :class:`Settings` or raises
+:class:`SettingsError` whose message is one line naming the variable, the bad value and
+what is valid, so ``robot-mcp-memory`` can refuse to start without a traceback.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["ENV_VARS", "Settings", "SettingsError", "Transport", "load_settings"]
+
+
+class Transport(StrEnum):
+    """How the server talks MCP."""
+
+    STDIO = "stdio"  # one client on stdin/stdout; always unscoped, never gated
+    SSE = "sse"  # HTTP + server-sent events on MCP_HOST:MCP_PORT (GET /sse, POST /messages/)
+    STREAMABLE_HTTP = "streamable-http"  # HTTP on MCP_HOST:MCP_PORT at /mcp
+
+
+# env var -> (field name, default shown in --help, meaning). The one table --help, the
+# error messages and the docs read, so they cannot drift from each other.
+ENV_VARS: dict[str, tuple[str, str, str]] = {
+    "MCP_TRANSPORT": ("transport", "stdio", "stdio | sse | streamable-http"),
+    "MCP_HOST": ("host", "127.0.0.1", "address the HTTP transports bind"),
+    "MCP_PORT": ("port", "9103", "port of the HTTP transports (1-65535)"),
+    "MEMORY_DATA_DIR": (
+        "data_dir",
+        "data/",
+        "directory of index.db, the one file this server writes",
+    ),
+    "ROBOT_ID": ("robot_id", "unknown", "provenance written into saved documents"),
+    "MEMORY_TOKEN": (
+        "token",
+        "unset",
+        "bearer token required on the HTTP transports (unset: no auth, loopback/tailnet only)",
+    ),
+}
+_FIELD_TO_ENV = {field: env for env, (field, _, _) in ENV_VARS.items()}
+
+
+class SettingsError(ValueError):
+    """A setting is invalid; ``variable`` names the environment variable, str() is one line."""
+
+    def __init__(self, variable: str, message: str) -> None:
+        super().__init__(message)
+        self.variable = variable
+
+
+class Settings(BaseSettings):
+    """The server's settings, frozen after validation.
+
+    Construct it with :func:`load_settings` (environment) or directly with field names in
+    tests (``Settings(transport="sse", data_dir=tmp_path)``).
+    """
+
+    model_config = SettingsConfigDict(
+        frozen=True,
+        extra="ignore",
+        case_sensitive=False,
+        populate_by_name=True,
+        env_file=None,
+    )
+
+    transport: Transport = Field(
+        default=Transport.STDIO, validation_alias=AliasChoices("transport", "MCP_TRANSPORT")
+    )
+    host: str = Field(default="127.0.0.1", validation_alias=AliasChoices("host", "MCP_HOST"))
+    port: int = Field(
+        default=9103, ge=1, le=65535, validation_alias=AliasChoices("port", "MCP_PORT")
+    )
+    data_dir: Path = Field(
+        default=Path("data"), validation_alias=AliasChoices("data_dir", "MEMORY_DATA_DIR")
+    )
+    robot_id: str = Field(
+        default="unknown",
+        min_length=1,
+        max_length=100,
+        pattern=r"^\S+$",
+        validation_alias=AliasChoices("robot_id", "ROBOT_ID"),
+    )
+    token: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("token", "MEMORY_TOKEN")
+    )
+
+    @field_validator("transport", mode="before")
+    @classmethod
+    def _normalise_transport(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("host")
+    @classmethod
+    def _host_not_blank(cls, value: str) -> str:
+        value = value.strip()
+        if not value:
+            raise ValueError("must not be empty")
+        return value
+
+    @field_validator("token", mode="before")
+    @classmethod
+    def _blank_token_is_unset(cls, value: Any) -> Any:
+        # `MEMORY_TOKEN=` in an EnvironmentFile means "no token", not "the empty token".
+        if isinstance(value, str):
+            value = value.strip()
+            if not value:
+                return None
+            if any(ch.isspace() for ch in value):
+                raise ValueError("must not contain whitespace")
+        return value
+
+    @property
+    def index_path(self) -> Path:
+        """``data_dir / "index.db"``: everything this server writes."""
+        return self.data_dir / "index.db"
+
+    @property
+    def is_http(self) -> bool:
+        """True for the HTTP transports (sse, streamable-http), where /healthz and auth apply."""
+        return self.transport is not Transport.STDIO
+
+
+def load_settings() -> Settings:
+    """Read and validate the settings from the environment.
+
+    Raises:
+        SettingsError: one line naming the first invalid variable, its value and what is valid.
+    """
+    try:
+        return Settings()
+    except ValidationError as exc:
+        raise _one_line(exc) from None
+
+
+def _one_line(exc: ValidationError) -> SettingsError:
+    err = exc.errors()[0]
+    loc = str(err["loc"][0]) if err["loc"] else ""
+    variable = _FIELD_TO_ENV.get(loc, loc.upper())
+    value = err.get("input")
+    shown = "<hidden>" if variable == "MEMORY_TOKEN" else repr(value)
+    meaning = ENV_VARS[variable][2] if variable in ENV_VARS else ""
+    message = f"invalid {variable}={shown}: {err['msg']}"
+    if meaning:
+        message += f" ({variable}: {meaning})"
+    return SettingsError(variable, message)

@@ -1,0 +1,173 @@
+"""The bearer gate: constant-time token check, 401 shape, tenant bound for exactly the request."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from robot_mcp_memory.auth import ADMIN, BearerAuthMiddleware, Tenant, TokenAuth, current_tenant
+
+TOKEN = "tok-admin-0123456789"
+
+
+class RecordingApp:
+    """A downstream ASGI app that records each call and the tenant it saw, and answers 200."""
+
+    def __init__(self):
+        self.calls: list[tuple[str, Tenant | None]] = []
+
+    async def __call__(self, scope, receive, send):
+        self.calls.append((scope["type"], current_tenant.get()))
+        if scope["type"] == "http":
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"ok"})
+
+
+def http_scope(path="/sse", headers=()):
+    return {
+        "type": "http",
+        "method": "GET",
+        "path": path,
+        "headers": [(k.encode(), v.encode()) for k, v in headers],
+        "client": ("127.0.0.1", 5555),
+    }
+
+
+async def call(mw, scope):
+    sent = []
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    await mw(scope, receive, send)
+    return sent
+
+
+def response(sent):
+    start = sent[0]
+    body = b"".join(m.get("body", b"") for m in sent[1:])
+    return start["status"], dict(start["headers"]), body
+
+
+@pytest.fixture
+def app():
+    return RecordingApp()
+
+
+@pytest.fixture
+def gate(app):
+    return BearerAuthMiddleware(app, TokenAuth({TOKEN: ADMIN}))
+
+
+class TestTenantBinding:
+    async def test_tenant_is_empty_before_set_during_and_empty_after(self, app, gate):
+        """The tenant is bound only while the downstream app runs."""
+        assert current_tenant.get() is None
+        sent = await call(gate, http_scope(headers=[("authorization", f"Bearer {TOKEN}")]))
+        assert app.calls == [("http", ADMIN)]
+        assert response(sent)[0] == 200
+        assert current_tenant.get() is None
+
+    async def test_tenant_is_reset_when_the_app_raises(self, gate):
+        """An exception downstream still unbinds the tenant."""
+
+        async def boom(scope, receive, send):
+            assert current_tenant.get() == ADMIN
+            raise RuntimeError("downstream failed")
+
+        gate.app = boom
+        with pytest.raises(RuntimeError):
+            await call(gate, http_scope(headers=[("authorization", f"Bearer {TOKEN}")]))
+        assert current_tenant.get() is None
+
+    async def test_scheme_is_case_insensitive(self, app, gate):
+        """'bearer' works like 'Bearer' (RFC 6750 schemes are case-insensitive)."""
+        await call(gate, http_scope(headers=[("Authorization", f"bearer {TOKEN}")]))
+        assert app.calls == [("http", ADMIN)]
+
+    async def test_resolver_picks_the_tenant_of_the_matching_token(self, app):
+        """With several tokens (the future per-robot map), each resolves to its own tenant."""
+        rap1 = Tenant(name="rap-1", robot="rap-1")
+        gate = BearerAuthMiddleware(app, TokenAuth({TOKEN: ADMIN, "tokA": rap1}))
+        await call(gate, http_scope(headers=[("authorization", "Bearer tokA")]))
+        await call(gate, http_scope(headers=[("authorization", f"Bearer {TOKEN}")]))
+        assert [t for _, t in app.calls] == [rap1, ADMIN]
+        assert rap1.scoped
+        assert not ADMIN.scoped
+
+
+class TestRejection:
+    @pytest.mark.parametrize(
+        ("headers", "detail"),
+        [
+            ([], "missing bearer token"),
+            ([("authorization", "Bearer wrong")], "invalid bearer token"),
+            ([("authorization", f"Bearer {TOKEN}x")], "invalid bearer token"),
+            ([("authorization", f"Basic {TOKEN}")], "missing bearer token"),
+            ([("authorization", "Bearer ")], "missing bearer token"),
+        ],
+    )
+    async def test_bad_or_missing_token_is_401_without_calling_the_app(
+        self, app, gate, headers, detail
+    ):
+        """401 JSON with WWW-Authenticate: Bearer, and the downstream app never runs."""
+        status, resp_headers, body = response(await call(gate, http_scope(headers=headers)))
+        assert status == 401
+        assert resp_headers[b"www-authenticate"].startswith(b"Bearer")
+        assert resp_headers[b"content-type"] == b"application/json"
+        assert json.loads(body) == {"error": "unauthorized", "detail": detail}
+        assert int(resp_headers[b"content-length"]) == len(body)
+        assert app.calls == []
+
+    async def test_wrong_token_challenge_says_invalid_token(self, gate):
+        """A presented but wrong token gets error="invalid_token" in the challenge."""
+        _, headers, _ = response(
+            await call(gate, http_scope(headers=[("authorization", "Bearer x")]))
+        )
+        assert b'error="invalid_token"' in headers[b"www-authenticate"]
+
+    async def test_post_messages_is_gated_too(self, app, gate):
+        """Every path but /healthz needs the token, including the SSE message endpoint."""
+        scope = http_scope(path="/messages/")
+        scope["method"] = "POST"
+        status, _, _ = response(await call(gate, scope))
+        assert status == 401
+        assert app.calls == []
+
+    async def test_websocket_without_token_is_closed(self, app, gate):
+        """A websocket scope without a token is closed with 1008, not passed on."""
+        sent = await call(gate, {"type": "websocket", "path": "/ws", "headers": []})
+        assert sent == [{"type": "websocket.close", "code": 1008}]
+        assert app.calls == []
+
+
+class TestPassThrough:
+    async def test_healthz_needs_no_token(self, app, gate):
+        """GET /healthz reaches the app without a token and without a tenant."""
+        status, _, _ = response(await call(gate, http_scope(path="/healthz")))
+        assert status == 200
+        assert app.calls == [("http", None)]
+
+    async def test_lifespan_scope_passes_through(self, app, gate):
+        """Non-HTTP scopes (lifespan) are not gated."""
+        await call(gate, {"type": "lifespan"})
+        assert app.calls == [("lifespan", None)]
+
+
+class TestTokenAuth:
+    def test_unknown_token_resolves_to_none(self):
+        """Only an exact match resolves."""
+        auth = TokenAuth({TOKEN: ADMIN})
+        assert auth(TOKEN) == ADMIN
+        assert auth(TOKEN[:-1]) is None
+        assert auth("") is None
+        assert len(auth) == 1
+
+    def test_empty_token_is_refused_at_construction(self):
+        """An empty configured token would admit anyone; constructing it fails."""
+        with pytest.raises(ValueError, match="empty token"):
+            TokenAuth({"": ADMIN})

@@ -1,0 +1,111 @@
+"""The memory server's settings: environment in, one frozen validated object out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from robot_mcp_memory.settings import ENV_VARS, Settings, SettingsError, Transport, load_settings
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch):
+    for name in ENV_VARS:
+        monkeypatch.delenv(name, raising=False)
+
+
+class TestDefaults:
+    def test_defaults_match_the_spec(self):
+        """With no variables set: stdio, 127.0.0.1:9103, data/, robot unknown, no token."""
+        s = load_settings()
+        assert s.transport is Transport.STDIO
+        assert s.host == "127.0.0.1"
+        assert s.port == 9103
+        assert s.data_dir == Path("data")
+        assert s.index_path == Path("data/index.db")
+        assert s.robot_id == "unknown"
+        assert s.token is None
+        assert not s.is_http
+
+
+class TestFromEnvironment:
+    def test_every_variable_is_read(self, monkeypatch, tmp_path):
+        """Each documented variable reaches its field."""
+        monkeypatch.setenv("MCP_TRANSPORT", "streamable-http")
+        monkeypatch.setenv("MCP_HOST", "0.0.0.0")
+        monkeypatch.setenv("MCP_PORT", "9200")
+        monkeypatch.setenv("MEMORY_DATA_DIR", str(tmp_path))
+        monkeypatch.setenv("ROBOT_ID", "g1-lab-01")
+        monkeypatch.setenv("MEMORY_TOKEN", "s3cret")
+        s = load_settings()
+        assert s.transport is Transport.STREAMABLE_HTTP
+        assert (s.host, s.port, s.data_dir, s.robot_id) == ("0.0.0.0", 9200, tmp_path, "g1-lab-01")
+        assert s.token is not None
+        assert s.token.get_secret_value() == "s3cret"
+        assert s.is_http
+
+    def test_transport_is_case_insensitive(self, monkeypatch):
+        """MCP_TRANSPORT=SSE is sse."""
+        monkeypatch.setenv("MCP_TRANSPORT", " SSE ")
+        assert load_settings().transport is Transport.SSE
+
+    def test_blank_token_means_no_token(self, monkeypatch):
+        """A blank MEMORY_TOKEN (as an EnvironmentFile writes it) means no token."""
+        monkeypatch.setenv("MEMORY_TOKEN", "  ")
+        assert load_settings().token is None
+
+    def test_token_is_hidden_in_repr(self, monkeypatch):
+        """The token never appears in the settings' repr (logs, tracebacks)."""
+        monkeypatch.setenv("MEMORY_TOKEN", "hunter2hunter2")
+        assert "hunter2" not in repr(load_settings())
+
+
+class TestValidation:
+    @pytest.mark.parametrize(
+        ("variable", "value"),
+        [
+            ("MCP_TRANSPORT", "websocket"),
+            ("MCP_PORT", "0"),
+            ("MCP_PORT", "65536"),
+            ("MCP_PORT", "ninety"),
+            ("MCP_HOST", " "),
+            ("ROBOT_ID", ""),
+            ("ROBOT_ID", "two words"),
+            ("MEMORY_TOKEN", "has space"),
+        ],
+    )
+    def test_invalid_value_is_one_line_naming_the_variable(self, monkeypatch, variable, value):
+        """A bad variable raises SettingsError: one line that names the variable."""
+        monkeypatch.setenv(variable, value)
+        with pytest.raises(SettingsError) as info:
+            load_settings()
+        assert info.value.variable == variable
+        message = str(info.value)
+        assert "\n" not in message
+        assert message.startswith(f"invalid {variable}=")
+
+    def test_bad_transport_message_lists_the_valid_ones(self, monkeypatch):
+        """The transport error says what is valid."""
+        monkeypatch.setenv("MCP_TRANSPORT", "websocket")
+        with pytest.raises(SettingsError, match="streamable-http"):
+            load_settings()
+
+    def test_bad_token_value_is_not_echoed(self, monkeypatch):
+        """Even an invalid token is not printed in the error."""
+        monkeypatch.setenv("MEMORY_TOKEN", "secret with space")
+        with pytest.raises(SettingsError) as info:
+            load_settings()
+        assert "secret" not in str(info.value)
+
+    def test_settings_are_frozen(self):
+        """A settings object cannot be changed after validation."""
+        s = Settings(transport="sse")
+        with pytest.raises(ValidationError):
+            s.port = 1  # type: ignore[misc]
+
+    def test_fields_by_name_in_code(self, tmp_path):
+        """Tests and callers construct settings with field names."""
+        s = Settings(transport="sse", port=1234, data_dir=tmp_path, robot_id="r1")
+        assert (s.transport, s.port, s.index_path) == (Transport.SSE, 1234, tmp_path / "index.db")
