@@ -172,8 +172,13 @@ class SqliteStore:
             raise _unreadable(path, "the file is empty (0 bytes)")
         if header != _HEADER:
             raise _unreadable(path, "it does not start with the SQLite header")
+        # With no -wal beside it, everything committed is in the main file: read it as
+        # immutable, so the inspection creates no -wal/-shm beside a file it may refuse.
+        # With a -wal (a crash, or another process has it open), read through it.
+        wal = _sidecars(path)[0]
+        flags = "mode=ro" if wal.exists() else "mode=ro&immutable=1"
         try:
-            ro = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+            ro = sqlite3.connect(f"{path.as_uri()}?{flags}", uri=True)
         except sqlite3.Error as exc:
             raise _unreadable(path, f"sqlite could not open it ({exc})") from exc
         try:

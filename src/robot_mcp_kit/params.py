@@ -1,0 +1,400 @@
+"""The lesson store: learned parameters per scope (added in 0.4; SQLite-backed since 0.12).
+
+A *lesson* is a JSON object of parameters (a grasp offset, an LLM correction) plus how it
+fared — success and failure counts — the place it was learned at, the robot that taught
+it, and when it was created and last updated. :class:`ParamStore` is one scope's view
+(``group:<G>``, ``solo:<robot>``, ``robot:<id>`` in the memory server); the backend holds
+every scope.
+
+:class:`SqliteBackend` keeps all scopes in ONE table keyed ``(scope, key)``::
+
+    params(scope, key, value_json, success_count, failure_count, place, robot,
+           created, updated)
+
+and opens its file lazily: reads of a missing file answer "nothing" and create nothing; the
+first write creates it. So a service where nobody records a lesson leaves no file behind.
+Lesson writes are cold (synchronous, never dropped): they are rare and their caller wants
+the stored result back. :class:`MemoryBackend` is the same contract in a dict, for tests.
+
+Keys: one lesson per ``(scope, key, place)``. The row's ``key`` column is
+``lesson_key(key, place)`` — ``key`` alone for a place-less lesson, ``key@place``
+otherwise — so the ``(scope, key)`` primary key holds one lesson per place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from robot_mcp_kit.models import format_ts, utc_now
+from robot_mcp_kit.store import Kind, Schema, SqliteStore, Table
+
+__all__ = [
+    "PARAMS_SCHEMA",
+    "Lesson",
+    "MemoryBackend",
+    "ParamBackend",
+    "ParamStore",
+    "SqliteBackend",
+    "lesson_key",
+]
+
+PARAMS_SCHEMA = Schema(
+    version=1,
+    tables=(
+        Table(
+            "params",
+            # A lesson was earned, not logged: like a process document it is a definition,
+            # and its counters are records about it that sit on its row.
+            Kind.DEFINITION,
+            """CREATE TABLE params (
+                scope         TEXT NOT NULL,
+                key           TEXT NOT NULL,
+                value_json    TEXT NOT NULL,
+                success_count INTEGER NOT NULL DEFAULT 0,
+                failure_count INTEGER NOT NULL DEFAULT 0,
+                place         TEXT,
+                robot         TEXT,
+                created       TEXT NOT NULL,
+                updated       TEXT NOT NULL,
+                PRIMARY KEY (scope, key)
+            )""",
+        ),
+    ),
+)
+
+_PLACE_SEP = "@"
+
+
+def lesson_key(key: str, place: str | None = None) -> str:
+    """The row key of the lesson ``key`` learned at ``place`` (``key`` if place-less)."""
+    return key if place is None else f"{key}{_PLACE_SEP}{place}"
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """One stored lesson. ``key`` is the caller's key (e.g. a skill), without the place."""
+
+    scope: str
+    key: str
+    params: dict[str, Any]
+    success_count: int = 0
+    failure_count: int = 0
+    place: str | None = None
+    robot: str | None = None
+    created: str = ""
+    updated: str = ""
+
+    @property
+    def reliability(self) -> float:
+        """Laplace-smoothed success rate: ``(s + 1) / (s + f + 2)``; 0.5 with no outcomes."""
+        return (self.success_count + 1) / (self.success_count + self.failure_count + 2)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of every field plus ``reliability``."""
+        return {
+            "scope": self.scope,
+            "key": self.key,
+            "params": self.params,
+            "success_count": self.success_count,
+            "failure_count": self.failure_count,
+            "place": self.place,
+            "robot": self.robot,
+            "created": self.created,
+            "updated": self.updated,
+            "reliability": self.reliability,
+        }
+
+
+class ParamBackend(Protocol):
+    """Where lessons live, for every scope. Implementations are thread-safe."""
+
+    def get(self, scope: str, key: str, place: str | None) -> Lesson | None: ...
+
+    def lessons(self, scope: str | None = None, key: str | None = None) -> list[Lesson]: ...
+
+    def record(
+        self,
+        scope: str,
+        key: str,
+        *,
+        params: Mapping[str, Any] | None,
+        place: str | None,
+        robot: str | None,
+        success: bool | None,
+        now: str,
+    ) -> Lesson: ...
+
+    def delete(self, scope: str, key: str, place: str | None) -> bool: ...
+
+    def scopes(self) -> list[str]: ...
+
+    def close(self) -> None: ...
+
+
+def _check_params(params: Mapping[str, Any] | None) -> str | None:
+    if params is None:
+        return None
+    if not isinstance(params, Mapping):
+        raise TypeError(f"lesson params must be a JSON object (a mapping), got {params!r}")
+    try:
+        return json.dumps(dict(params), sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"lesson params are not JSON-serialisable: {exc}") from exc
+
+
+def _missing(scope: str, key: str, place: str | None) -> KeyError:
+    return KeyError(
+        f"no lesson {key!r} at place {place!r} in scope {scope!r}; record it with params first"
+    )
+
+
+class SqliteBackend:
+    """All scopes' lessons in one SQLite table; the file is created on the first write.
+
+    Args:
+        path: the database file (e.g. ``MEMORY_DATA_DIR/lessons.db``).
+
+    Thread-safe. ``close()`` is idempotent; the backend reopens lazily if used again.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._store: SqliteStore | None = None
+        self._lock = threading.Lock()
+
+    def _open(self, *, create: bool) -> SqliteStore | None:
+        with self._lock:
+            if self._store is None:
+                if not create and not self.path.exists():
+                    return None
+                self._store = SqliteStore(self.path, PARAMS_SCHEMA)
+            return self._store
+
+    @staticmethod
+    def _lesson(row: Any) -> Lesson:
+        place = row["place"]
+        key: str = row["key"]
+        if place is not None and key.endswith(_PLACE_SEP + place):
+            key = key[: -len(_PLACE_SEP + place)]
+        return Lesson(
+            scope=row["scope"],
+            key=key,
+            params=json.loads(row["value_json"]),
+            success_count=row["success_count"],
+            failure_count=row["failure_count"],
+            place=place,
+            robot=row["robot"],
+            created=row["created"],
+            updated=row["updated"],
+        )
+
+    def get(self, scope: str, key: str, place: str | None) -> Lesson | None:
+        store = self._open(create=False)
+        if store is None:
+            return None
+        row = store.query_one(
+            "SELECT * FROM params WHERE scope = ? AND key = ?", (scope, lesson_key(key, place))
+        )
+        return None if row is None else self._lesson(row)
+
+    def lessons(self, scope: str | None = None, key: str | None = None) -> list[Lesson]:
+        store = self._open(create=False)
+        if store is None:
+            return []
+        rows = store.query(
+            "SELECT * FROM params WHERE (:scope IS NULL OR scope = :scope) ORDER BY scope, key",
+            {"scope": scope},
+        )
+        found = [self._lesson(r) for r in rows]
+        return found if key is None else [lesson for lesson in found if lesson.key == key]
+
+    def record(
+        self,
+        scope: str,
+        key: str,
+        *,
+        params: Mapping[str, Any] | None,
+        place: str | None,
+        robot: str | None,
+        success: bool | None,
+        now: str,
+    ) -> Lesson:
+        value_json = _check_params(params)
+        store = self._open(create=value_json is not None)
+        if store is None:
+            raise _missing(scope, key, place)
+        row_key = lesson_key(key, place)
+        ok = 1 if success is True else 0
+        bad = 1 if success is False else 0
+        with store.transaction() as conn:
+            exists = conn.execute(
+                "SELECT 1 FROM params WHERE scope = ? AND key = ?", (scope, row_key)
+            ).fetchone()
+            if exists is None:
+                if value_json is None:
+                    raise _missing(scope, key, place)
+                conn.execute(
+                    "INSERT INTO params (scope, key, value_json, success_count, failure_count, "
+                    "place, robot, created, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (scope, row_key, value_json, ok, bad, place, robot, now, now),
+                )
+            else:
+                conn.execute(
+                    "UPDATE params SET value_json = coalesce(?, value_json), "
+                    "success_count = success_count + ?, failure_count = failure_count + ?, "
+                    "robot = coalesce(?, robot), updated = ? WHERE scope = ? AND key = ?",
+                    (value_json, ok, bad, robot, now, scope, row_key),
+                )
+            row = conn.execute(
+                "SELECT * FROM params WHERE scope = ? AND key = ?", (scope, row_key)
+            ).fetchone()
+        return self._lesson(row)
+
+    def delete(self, scope: str, key: str, place: str | None) -> bool:
+        store = self._open(create=False)
+        if store is None:
+            return False
+        return (
+            store.execute(
+                "DELETE FROM params WHERE scope = ? AND key = ?", (scope, lesson_key(key, place))
+            )
+            > 0
+        )
+
+    def scopes(self) -> list[str]:
+        store = self._open(create=False)
+        if store is None:
+            return []
+        return [r[0] for r in store.query("SELECT DISTINCT scope FROM params ORDER BY scope")]
+
+    def close(self) -> None:
+        with self._lock:
+            store, self._store = self._store, None
+        if store is not None:
+            store.close()
+
+
+@dataclass
+class MemoryBackend:
+    """The :class:`ParamBackend` contract in a dict: for tests and throwaway runs."""
+
+    _rows: dict[tuple[str, str], Lesson] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def get(self, scope: str, key: str, place: str | None) -> Lesson | None:
+        with self._lock:
+            return self._rows.get((scope, lesson_key(key, place)))
+
+    def lessons(self, scope: str | None = None, key: str | None = None) -> list[Lesson]:
+        with self._lock:
+            return [
+                lesson
+                for (s, _), lesson in sorted(self._rows.items())
+                if (scope is None or s == scope) and (key is None or lesson.key == key)
+            ]
+
+    def record(
+        self,
+        scope: str,
+        key: str,
+        *,
+        params: Mapping[str, Any] | None,
+        place: str | None,
+        robot: str | None,
+        success: bool | None,
+        now: str,
+    ) -> Lesson:
+        value_json = _check_params(params)
+        with self._lock:
+            old = self._rows.get((scope, lesson_key(key, place)))
+            if old is None and value_json is None:
+                raise _missing(scope, key, place)
+            lesson = Lesson(
+                scope=scope,
+                key=key,
+                params=json.loads(value_json) if value_json is not None else old.params,  # type: ignore[union-attr]
+                success_count=(old.success_count if old else 0) + (success is True),
+                failure_count=(old.failure_count if old else 0) + (success is False),
+                place=place,
+                robot=robot if robot is not None else (old.robot if old else None),
+                created=old.created if old else now,
+                updated=now,
+            )
+            self._rows[(scope, lesson_key(key, place))] = lesson
+            return lesson
+
+    def delete(self, scope: str, key: str, place: str | None) -> bool:
+        with self._lock:
+            return self._rows.pop((scope, lesson_key(key, place)), None) is not None
+
+    def scopes(self) -> list[str]:
+        with self._lock:
+            return sorted({s for s, _ in self._rows})
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class ParamStore:
+    """One scope's lessons over a :class:`ParamBackend`.
+
+    Args:
+        backend: where lessons live (shared by every scope's ``ParamStore``).
+        scope: this store's scope, e.g. ``group:line-3``.
+    """
+
+    def __init__(self, backend: ParamBackend, scope: str) -> None:
+        if not scope:
+            raise ValueError("a ParamStore needs a non-empty scope")
+        self.backend = backend
+        self.scope = scope
+
+    def get(self, key: str, *, place: str | None = None) -> Lesson | None:
+        """The lesson ``key`` learned at ``place`` (None: the place-less one), or None."""
+        return self.backend.get(self.scope, key, place)
+
+    def lessons(self, key: str | None = None) -> list[Lesson]:
+        """Every lesson in this scope, or every place's lesson for ``key``."""
+        return self.backend.lessons(self.scope, key)
+
+    def record(
+        self,
+        key: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        place: str | None = None,
+        robot: str | None = None,
+        success: bool | None = None,
+    ) -> Lesson:
+        """Store ``params`` for ``(key, place)`` and/or count an outcome; return the lesson.
+
+        New lesson: needs ``params``; counts start at the given outcome. Existing lesson:
+        ``params`` (if given) replace the old ones, counts are kept and bumped by
+        ``success``, ``robot`` is updated if given, ``created`` is kept, ``updated`` bumped.
+
+        Raises:
+            KeyError: ``params`` is None and there is no such lesson.
+            ValueError, TypeError: ``params`` is not a JSON object.
+        """
+        return self.backend.record(
+            self.scope,
+            key,
+            params=params,
+            place=place,
+            robot=robot,
+            success=success,
+            now=format_ts(utc_now()),
+        )
+
+    def delete(self, key: str, *, place: str | None = None) -> bool:
+        """Remove one lesson; True if it existed."""
+        return self.backend.delete(self.scope, key, place)
+
+    def __repr__(self) -> str:
+        return f"<ParamStore scope={self.scope!r} backend={type(self.backend).__name__}>"
