@@ -1,0 +1,233 @@
+"""The ``fake-rvc`` console script: serve the fake and print one line per event.
+
+Secrets come from repeated ``--secret name=value`` and/or ``--config FILE``, an
+``mcp.yaml``-style file::
+
+    servers:
+      sleeper:
+        url: http://127.0.0.1:9100/sse   # ignored by fake-rvc; the chat app's entry
+        secret: s3cret
+      navigation:
+        secret_env: NAV_SECRET           # or read the secret from this variable
+
+``--secret`` wins over the file for the same name. Output lines::
+
+    ✓ sleeper slee-1a2b3c #3 progress {"eta_s": 2}
+    = sleeper slee-1a2b3c #3 progress duplicate (event_id 5a0e…)
+    ✗ 401 bad_signature server=sleeper — X-RVC-Signature does not match …
+    ⚡ 503 injected fault server=sleeper
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from fake_rvc._state import Attempt
+
+__all__ = ["ConfigError", "format_attempt", "load_config", "main", "parse_secret"]
+
+_EXTRA_HINT = (
+    "fake-rvc needs the 'fake' extra (fastapi, uvicorn, pyyaml): pip install 'robot-mcp-kit[fake]'"
+)
+
+
+class ConfigError(ValueError):
+    """A ``--secret`` or config file that cannot be used; the message is one line."""
+
+
+def parse_secret(text: str) -> tuple[str, str]:
+    """Split ``name=value``; both parts non-empty.
+
+    Raises:
+        ConfigError: no ``=``, or an empty name or value.
+    """
+    name, sep, value = text.partition("=")
+    name = name.strip()
+    if not sep or not name or not value:
+        raise ConfigError(f"--secret must look like name=value, got {text!r}.")
+    return name, value
+
+
+def load_config(path: Path, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Read server secrets from an ``mcp.yaml``-style file (see the module docstring).
+
+    Raises:
+        ConfigError: unreadable file, bad YAML, or an entry without a usable secret.
+    """
+    import yaml
+
+    env = os.environ if environ is None else environ
+    try:
+        data: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {str(path)!r}: {exc.strerror}.") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ConfigError(f"config {str(path)!r} is not valid YAML: {first}.") from None
+    servers = data.get("servers") if isinstance(data, dict) else None
+    if not isinstance(servers, dict) or not servers:
+        raise ConfigError(
+            f"config {str(path)!r} needs a 'servers:' mapping of name -> {{secret: ...}}."
+        )
+    secrets: dict[str, str] = {}
+    for name, entry in servers.items():
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"config {str(path)!r}: server name {name!r} is not a string.")
+        if not isinstance(entry, dict):
+            raise ConfigError(f"config {str(path)!r}: servers.{name} must be a mapping.")
+        secret = entry.get("secret")
+        if secret is None and isinstance(entry.get("secret_env"), str):
+            secret = env.get(entry["secret_env"])
+            if not secret:
+                raise ConfigError(
+                    f"config {str(path)!r}: servers.{name}.secret_env names "
+                    f"{entry['secret_env']!r}, which is unset or empty."
+                )
+        if not isinstance(secret, str) or not secret:
+            raise ConfigError(
+                f"config {str(path)!r}: servers.{name} needs a non-empty 'secret' "
+                "(or 'secret_env')."
+            )
+        secrets[name] = secret
+    return secrets
+
+
+def format_attempt(attempt: Attempt) -> str:
+    """One human-readable line for one attempt."""
+    if attempt.outcome == "accepted":
+        payload = json.dumps(attempt.payload, ensure_ascii=False, separators=(", ", ": "))
+        if len(payload) > 200:
+            payload = payload[:197] + "..."
+        line = f"✓ {attempt.server} {attempt.task_id} #{attempt.seq} {attempt.type} {payload}"
+        for anomaly in attempt.anomalies:
+            evidence = ", ".join(
+                f"{k}={v}" for k, v in anomaly.items() if k not in ("kind", "event_id")
+            )
+            line += f"  ⚠ {anomaly['kind']} ({evidence})"
+        return line
+    if attempt.outcome == "duplicate":
+        return (
+            f"= {attempt.server} {attempt.task_id} #{attempt.seq} {attempt.type} "
+            f"duplicate (event_id {attempt.event_id})"
+        )
+    if attempt.outcome == "fault":
+        return f"⚡ {attempt.status} injected fault server={attempt.server}"
+    if attempt.outcome == "dropped":
+        return f"⚡ dropped connection (injected fault) server={attempt.server}"
+    server = ascii(attempt.server)[1:-1] if attempt.server is not None else "-"
+    return f"✗ {attempt.status} {attempt.reason} server={server} — {attempt.detail}"
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fake-rvc",
+        description=(
+            "A fake of the chat app's POST /api/agent/events. Verifies HMAC-signed "
+            "TaskEvents, dedupes them, tracks seq per task and prints one line per event. "
+            "Point a capability server at it with RVC_CALLBACK_URL="
+            "http://HOST:PORT/api/agent/events and RVC_EVENT_SECRET=<its secret>. "
+            "Live page at http://HOST:PORT/, JSON inspection under /api/fake/ (see /docs)."
+        ),
+        epilog=(
+            "config file format (mcp.yaml style):  servers: {sleeper: {url: ..., "
+            "secret: s3cret}}  — or secret_env: VAR to read the secret from the environment."
+        ),
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
+    parser.add_argument(
+        "--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)"
+    )
+    parser.add_argument(
+        "--secret",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a server name and its HMAC secret; repeat for more servers",
+    )
+    parser.add_argument("--config", type=Path, help="an mcp.yaml-style file of servers")
+    parser.add_argument(
+        "--log-level",
+        default="warning",
+        choices=["critical", "error", "warning", "info", "debug"],
+        help="uvicorn's log level (default warning; event lines are always printed)",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int:
+    """Run the ``fake-rvc`` console script; return the exit code."""
+    stream = out if out is not None else sys.stdout
+    err = sys.stderr
+    if hasattr(stream, "reconfigure"):  # never die on a terminal that cannot print ✓
+        stream.reconfigure(errors="backslashreplace", line_buffering=True)
+    args = _build_parser().parse_args(argv)
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn
+        import yaml  # noqa: F401
+    except ImportError:
+        print(_EXTRA_HINT, file=err)
+        return 1
+
+    secrets: dict[str, str] = {}
+    try:
+        if args.config is not None:
+            secrets.update(load_config(args.config))
+        for text in args.secret:
+            name, value = parse_secret(text)
+            secrets[name] = value
+    except ConfigError as exc:
+        print(f"fake-rvc: {exc}", file=err)
+        return 2
+    if not secrets:
+        print(
+            "fake-rvc: no servers configured; pass --secret name=value or --config FILE.",
+            file=err,
+        )
+        return 2
+    if not 0 <= args.port <= 65535:
+        print(f"fake-rvc: --port must be 0-65535, got {args.port}.", file=err)
+        return 2
+
+    import uvicorn
+
+    from fake_rvc._app import EVENTS_PATH, create_app
+    from fake_rvc._server import bind_socket, uvicorn_config
+    from fake_rvc._state import Recorder
+
+    try:
+        sock = bind_socket(args.host, args.port)
+    except OSError as exc:
+        print(f"fake-rvc: cannot listen on {args.host}:{args.port}: {exc.strerror}.", file=err)
+        return 1
+    recorder = Recorder()
+    recorder.add_listener(lambda attempt: print(format_attempt(attempt), file=stream, flush=True))
+    app = create_app(secrets, state=recorder)
+    host, port = sock.getsockname()[:2]
+    base = f"http://{f'[{host}]' if ':' in host else host}:{port}"
+    print(
+        f"fake-rvc listening on {base} — events: {base}{EVENTS_PATH} — page: {base}/ — "
+        f"servers: {', '.join(sorted(secrets))}",
+        file=stream,
+        flush=True,
+    )
+
+    class _Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            # End the page's SSE streams at once, or shutdown waits for them to time out.
+            recorder.close_streams()
+            super().handle_exit(sig, frame)
+
+    server = _Server(uvicorn_config(app, log_level=args.log_level))
+    try:
+        server.run(sockets=[sock])
+    finally:
+        recorder.close_streams()
+        sock.close()
+    return 0
