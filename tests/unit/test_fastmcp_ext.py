@@ -1,0 +1,218 @@
+"""register_task_tools through a real MCP client over in-memory streams (kit spec §3.3)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+from mcp import ClientSession
+from mcp.server.fastmcp import FastMCP
+from mcp.shared.memory import create_connected_server_and_client_session
+
+from robot_mcp_kit import TaskContext, TaskError, TaskInfo, TaskManager, register_task_tools
+from robot_mcp_kit.testing import RecordingPoster
+
+
+@pytest.fixture
+def poster() -> RecordingPoster:
+    return RecordingPoster()
+
+
+@pytest.fixture
+async def manager(poster: RecordingPoster):
+    manager = TaskManager("sleeper", poster)
+    yield manager
+    await manager.aclose()
+
+
+@asynccontextmanager
+async def connect(manager: TaskManager) -> AsyncIterator[ClientSession]:
+    """A real MCP client session to a fresh FastMCP server with the task tools.
+
+    A context manager rather than a fixture: the in-memory pair runs an anyio task group,
+    which must be entered and exited in the same asyncio task (the test's own).
+    """
+    server = FastMCP("sleeper")
+    register_task_tools(server, manager)
+    async with create_connected_server_and_client_session(server) as session:
+        yield session
+
+
+async def call(session, tool: str, **arguments: Any) -> dict[str, Any]:
+    result = await session.call_tool(tool, arguments)
+    assert not result.isError, result.content
+    assert len(result.content) == 1
+    return json.loads(result.content[0].text)
+
+
+async def blocked(ctx: TaskContext) -> dict[str, Any]:
+    await asyncio.Event().wait()
+    return {}
+
+
+async def succeeds(ctx: TaskContext) -> dict[str, Any]:
+    return {"slept_s": 1}
+
+
+async def fails(ctx: TaskContext) -> dict[str, Any]:
+    raise TaskError("FAKE_FAILURE", "The sleeper was asked to fail.")
+
+
+class TestListing:
+    async def test_the_three_tools_are_listed(self, manager):
+        """get_task, cancel_task and list_tasks appear in list_tools()."""
+        async with connect(manager) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert set(tools) == {"get_task", "cancel_task", "list_tasks"}
+
+    async def test_descriptions_say_status_and_cancel_not_start(self, manager):
+        """Each description says it concerns long-running tasks and does not start work."""
+        async with connect(manager) as client:
+            for tool in (await client.list_tools()).tools:
+                assert tool.description is not None
+                text = " ".join(tool.description.split())
+                assert "long-running task" in text
+                assert "does NOT start any work" in text
+                assert "already started" in text
+
+    async def test_input_schemas(self, manager):
+        """get/cancel take a required task_id string; list_tasks an optional list of states."""
+        async with connect(manager) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            for name in ("get_task", "cancel_task"):
+                schema = tools[name].inputSchema
+                assert schema["required"] == ["task_id"]
+                assert schema["properties"]["task_id"]["type"] == "string"
+            schema = tools["list_tasks"].inputSchema
+            assert "required" not in schema or schema["required"] == []
+            states = schema["properties"]["states"]
+            assert {"type": "array", "items": {"type": "string"}} in states["anyOf"]
+
+    async def test_read_only_hints(self, manager):
+        """get_task and list_tasks are marked read-only; cancel_task is not."""
+        async with connect(manager) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert tools["get_task"].annotations.readOnlyHint is True
+            assert tools["list_tasks"].annotations.readOnlyHint is True
+            assert tools["cancel_task"].annotations.readOnlyHint is False
+            assert tools["cancel_task"].annotations.idempotentHint is True
+
+
+class TestGetTask:
+    async def test_get_task_returns_task_info_json(self, manager):
+        """get_task answers the serialized TaskInfo of a running task."""
+        async with connect(manager) as client:
+            info = manager.start("sleep_task", blocked, [{"type": "eta_below", "seconds": 3}])
+            data = await call(client, "get_task", task_id=info.task_id)
+            parsed = TaskInfo.model_validate(data)
+            assert parsed.task_id == info.task_id
+            assert parsed.state == "running"
+            assert parsed.triggers == [{"type": "eta_below", "seconds": 3}]
+            assert data["created_at"].endswith("Z")
+
+    async def test_get_task_after_success_has_the_result(self, manager, poster):
+        """A finished task stays queryable with its result."""
+        async with connect(manager) as client:
+            info = manager.start("sleep_task", succeeds)
+            await poster.wait_for(info.task_id, "task_done")
+            data = await call(client, "get_task", task_id=info.task_id)
+            assert data["state"] == "succeeded"
+            assert data["result"] == {"slept_s": 1}
+
+    async def test_get_task_after_failure_has_the_failure(self, manager, poster):
+        """A failed task reports its structured failure."""
+        async with connect(manager) as client:
+            info = manager.start("sleep_task", fails)
+            await poster.wait_for(info.task_id, "task_failed")
+            data = await call(client, "get_task", task_id=info.task_id)
+            assert data["state"] == "failed"
+            assert data["failure"]["error_code"] == "FAKE_FAILURE"
+
+    async def test_get_task_unknown_is_not_found(self, manager):
+        """An unknown id answers {"error": "not_found", "detail": ...}."""
+        async with connect(manager) as client:
+            data = await call(client, "get_task", task_id="slee-000000")
+            assert data["error"] == "not_found"
+            assert "slee-000000" in data["detail"]
+
+
+class TestCancelTask:
+    async def test_cancel_task_cancels_and_is_idempotent(self, manager, poster):
+        """cancel_task answers {"task_id", "state": "cancelled"}, twice; no task_failed."""
+        async with connect(manager) as client:
+            info = manager.start("sleep_task", blocked)
+            first = await call(client, "cancel_task", task_id=info.task_id)
+            second = await call(client, "cancel_task", task_id=info.task_id)
+            assert first == second == {"task_id": info.task_id, "state": "cancelled"}
+            data = await call(client, "get_task", task_id=info.task_id)
+            assert data["state"] == "cancelled"
+            assert poster.types_for(info.task_id) == []
+
+    @pytest.mark.parametrize(
+        ("body", "event", "state"),
+        [(succeeds, "task_done", "succeeded"), (fails, "task_failed", "failed")],
+    )
+    async def test_cancel_task_of_a_finished_task_returns_its_terminal_state(
+        self, manager, poster, body, event, state
+    ):
+        """Cancelling a finished task changes nothing and answers its terminal state."""
+        async with connect(manager) as client:
+            info = manager.start("sleep_task", body)
+            await poster.wait_for(info.task_id, event)
+            data = await call(client, "cancel_task", task_id=info.task_id)
+            assert data == {"task_id": info.task_id, "state": state}
+            assert manager.get(info.task_id).state == state  # type: ignore[union-attr]
+
+    async def test_cancel_task_unknown_is_not_found(self, manager):
+        """An unknown id answers not_found."""
+        async with connect(manager) as client:
+            data = await call(client, "cancel_task", task_id="nope")
+            assert data["error"] == "not_found"
+
+
+class TestListTasks:
+    async def test_list_tasks_all_and_filtered(self, manager, poster):
+        """list_tasks returns {"tasks": [...]}; states=["running"] keeps only running ones."""
+        async with connect(manager) as client:
+            done = manager.start("sleep_task", succeeds)
+            await poster.wait_for(done.task_id, "task_done")
+            running = manager.start("sleep_task", blocked)
+
+            everything = await call(client, "list_tasks")
+            assert [t["task_id"] for t in everything["tasks"]] == [done.task_id, running.task_id]
+            for item in everything["tasks"]:
+                TaskInfo.model_validate(item)
+
+            only_running = await call(client, "list_tasks", states=["running"])
+            assert [t["task_id"] for t in only_running["tasks"]] == [running.task_id]
+
+            finished = await call(client, "list_tasks", states=["succeeded", "cancelled"])
+            assert [t["task_id"] for t in finished["tasks"]] == [done.task_id]
+
+    async def test_list_tasks_empty(self, manager):
+        """With no tasks, list_tasks answers an empty list."""
+        async with connect(manager) as client:
+            assert await call(client, "list_tasks") == {"tasks": []}
+
+    async def test_list_tasks_invalid_state_is_invalid(self, manager):
+        """An unknown state answers {"error": "invalid"} naming it."""
+        async with connect(manager) as client:
+            data = await call(client, "list_tasks", states=["running", "done"])
+            assert data["error"] == "invalid"
+            assert "'done'" in data["detail"]
+
+
+def test_register_task_tools_works_with_any_fastmcp_instance(poster):
+    """Two servers can each get the tools from the same kind of manager."""
+    for name in ("a", "b"):
+        server = FastMCP(name)
+        register_task_tools(server, TaskManager(name, poster))
+        assert {t.name for t in server._tool_manager.list_tools()} == {
+            "get_task",
+            "cancel_task",
+            "list_tasks",
+        }

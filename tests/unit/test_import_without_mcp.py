@@ -1,0 +1,99 @@
+"""The kit's core imports and runs where the ``mcp`` package cannot be imported (DESIGN §1)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+BLOCK_MCP = textwrap.dedent(
+    """
+    import importlib.abc
+    import sys
+
+    class BlockMcp(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name == "mcp" or name.startswith("mcp."):
+                raise ImportError(f"mcp is blocked in this test ({name})")
+            return None
+
+    sys.meta_path.insert(0, BlockMcp())
+    for loaded in [m for m in sys.modules if m == "mcp" or m.startswith("mcp.")]:
+        del sys.modules[loaded]
+    """
+)
+
+CHECKS = textwrap.dedent(
+    """
+    import asyncio
+
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        raise SystemExit("the blocker did not block mcp")
+
+    import robot_mcp_kit
+    import robot_mcp_kit.events
+    import robot_mcp_kit.fastmcp_ext
+    import robot_mcp_kit.models
+    import robot_mcp_kit.signing
+    import robot_mcp_kit.tasks
+    import robot_mcp_kit.testing
+    from robot_mcp_kit import TaskManager, sign, verify
+    from robot_mcp_kit.testing import RecordingPoster
+
+    assert verify("s", 1, b"{}", "sha256=" + sign("s", 1, b"{}"), now_s=1)
+
+    async def main():
+        poster = RecordingPoster()
+        manager = TaskManager("sleeper", poster)
+
+        async def body(ctx):
+            await ctx.progress({"percent": 50})
+            return {"ok": True}
+
+        info = manager.start("sleep_task", body)
+        done = await poster.wait_for(info.task_id, "task_done", timeout_s=5)
+        assert done.seq == 2, done
+
+    asyncio.run(main())
+
+    try:
+        robot_mcp_kit.register_task_tools(object(), None)
+    except ImportError as exc:
+        assert "mcp" in str(exc), exc
+    else:
+        raise SystemExit("register_task_tools worked without mcp")
+
+    assert not any(m == "mcp" or m.startswith("mcp.") for m in sys.modules), "mcp got imported"
+    print("OK")
+    """
+)
+
+
+def test_kit_imports_and_runs_a_task_without_mcp():
+    """models, signing, events, tasks and testing import and work with mcp unimportable."""
+    proc = subprocess.run(
+        [sys.executable, "-c", BLOCK_MCP + CHECKS],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "OK"
+
+
+def test_the_blocker_really_blocks_mcp():
+    """Guard for the test above: with the blocker in place, ``import mcp`` fails."""
+    proc = subprocess.run(
+        [sys.executable, "-c", BLOCK_MCP + "import mcp\n"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode != 0
+    assert "mcp is blocked in this test" in proc.stderr
