@@ -1,0 +1,130 @@
+"""FakeRvcServer over a real loopback socket: drops, waits across threads, the SSE feed."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+import pytest
+
+from fake_rvc import FakeRvcServer
+from robot_mcp_kit.models import TaskEvent, new_event_id
+from robot_mcp_kit.signing import signed_headers
+
+SECRET = "s3cret"
+
+
+def make_body(seq: int = 1, type: str = "progress", task_id: str = "slee-1a2b3c") -> bytes:
+    return (
+        TaskEvent.model_validate(
+            {
+                "event_id": new_event_id(),
+                "task_id": task_id,
+                "server": "sleeper",
+                "tool": "sleep",
+                "type": type,
+                "seq": seq,
+                "ts": "2025-12-12T09:33:20.000Z",
+                "payload": {"eta_s": 1},
+            }
+        )
+        .model_dump_json()
+        .encode()
+    )
+
+
+def post(url: str, body: bytes, secret: str = SECRET) -> httpx.Response:
+    headers = signed_headers("sleeper", secret, body, int(time.time()))
+    return httpx.post(url, content=body, headers=headers, timeout=10)
+
+
+@pytest.fixture
+def rvc():
+    with FakeRvcServer({"sleeper": SECRET}) as server:
+        yield server
+
+
+def test_urls_name_the_bound_port(rvc):
+    """url and events_url point at the free port uvicorn listens on."""
+    assert rvc.url == f"http://127.0.0.1:{rvc.port}"
+    assert rvc.events_url == rvc.url + "/api/agent/events"
+    assert httpx.get(rvc.url + "/api/fake/counters").json()["attempts"] == 0
+
+
+def test_url_before_start_raises():
+    """Asking a server that is not started for its URL is a clear error."""
+    with pytest.raises(RuntimeError, match="not started"):
+        _ = FakeRvcServer({"sleeper": SECRET}).url
+
+
+def test_drop_fault_is_a_connection_error_not_a_500(rvc):
+    """An injected drop closes the connection: the client sees a transport error."""
+    rvc.state.inject_fault("sleeper", drop=True)
+    body = make_body()
+    with pytest.raises(httpx.TransportError):
+        post(rvc.events_url, body)
+    assert [a.outcome for a in rvc.state.attempts()] == ["dropped"]
+    assert rvc.state.attempts()[0].status is None
+    # The server is fine afterwards and the retry is stored.
+    assert post(rvc.events_url, body).status_code == 200
+    assert len(rvc.state.events()) == 1
+
+
+def test_drop_fault_over_http_api(rvc):
+    """POST /api/fake/faults with drop: true drops the next post."""
+    response = httpx.post(rvc.url + "/api/fake/faults", json={"server": "sleeper", "drop": True})
+    assert response.status_code == 201
+    with pytest.raises(httpx.TransportError):
+        post(rvc.events_url, make_body())
+
+
+def test_retry_attempt_times_are_recorded(rvc):
+    """Two 500s then success: three attempts with increasing monotonic receive times."""
+    rvc.state.inject_fault("sleeper", status=500, count=2)
+    body = make_body()
+    assert [post(rvc.events_url, body).status_code for _ in range(3)] == [500, 500, 200]
+    attempts = rvc.state.attempts(server="sleeper")
+    assert [a.status for a in attempts] == [500, 500, 200]
+    monos = [a.received_mono for a in attempts]
+    assert monos == sorted(monos)
+
+
+def test_sync_wait_from_the_test_thread(rvc):
+    """state.wait_for_event blocks the test thread while uvicorn's thread records."""
+    body = make_body(type="task_done")
+    assert post(rvc.events_url, body).status_code == 200
+    found = rvc.state.wait_for_event("slee-1a2b3c", "task_done", timeout_s=5)
+    assert found.event_id == json.loads(body)["event_id"]
+
+
+def test_sse_stream_sends_attempts_live(rvc):
+    """The page's SSE stream delivers a posted event and a rejected one as they arrive."""
+    with (
+        httpx.Client(timeout=10) as client,
+        client.stream("GET", rvc.url + "/api/fake/stream") as stream,
+    ):
+        lines = stream.iter_lines()
+        assert next(lines).startswith("retry:")
+        body = make_body()
+        post(rvc.events_url, body)
+        post(rvc.events_url, make_body(seq=2), secret="wrong")
+        outcomes = []
+        for line in lines:
+            if line.startswith("data: ") and '"outcome"' in line:
+                outcomes.append(json.loads(line[6:])["outcome"])
+            if len(outcomes) == 2:
+                break
+        assert outcomes == ["accepted", "rejected"]
+
+
+def test_stop_ends_open_streams(rvc):
+    """stop() returns promptly even with a page's SSE stream still open."""
+    with (
+        httpx.Client(timeout=10) as client,
+        client.stream("GET", rvc.url + "/api/fake/stream") as stream,
+    ):
+        next(stream.iter_lines())
+        started = time.monotonic()
+        rvc.stop()
+        assert time.monotonic() - started < 5
