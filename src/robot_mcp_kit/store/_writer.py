@@ -157,9 +157,9 @@ class HotWriter:
                 except Exception:  # never let one batch kill the thread
                     logger.exception("store_writer_batch_failed jobs=%d", len(batch))
                     written, failed = 0, len(batch)
-                with self._qlock:
-                    self._written += written
-                    self._failed += failed
+                # Only this thread writes these two counters: no lock needed.
+                self._written += written
+                self._failed += failed
                 with self._done:
                     self._processed += len(batch)
                     self._done.notify_all()
@@ -167,11 +167,17 @@ class HotWriter:
                 return
 
     def _take(self) -> list[_Job]:
+        # No lock here: this thread is the only consumer and deque.popleft is atomic. A
+        # lock shared with enqueue would make the event loop, blocked on it for a moment,
+        # wait a whole GIL switch interval (5 ms) to run again.
         jobs = self._jobs
         batch: list[_Job] = []
-        with self._qlock:
-            for _ in range(min(self._batch_max, len(jobs))):
-                batch.append(jobs.popleft())
+        popleft = jobs.popleft
+        try:
+            for _ in range(self._batch_max):
+                batch.append(popleft())
+        except IndexError:
+            pass
         return batch
 
     def _write(self, batch: list[_Job]) -> tuple[int, int]:
