@@ -126,7 +126,7 @@ def build_server(
             eta_triggers = [
                 (t, threshold) for t in ctx.triggers if (threshold := _eta_threshold(t)) is not None
             ]
-            # The epsilon keeps float noise (1.1 / 0.1 = 11.000000000000002) from adding a tick.
+            # The epsilon keeps float noise (0.07 / 0.01 = 7.000000000000001) from adding a tick.
             ticks = max(1, math.ceil(duration_s / tick_s - 1e-9))
             for tick in range(1, ticks + 1):
                 ctx.raise_if_cancelled()
