@@ -1,0 +1,13 @@
+"""``robot-mcp-demo``: the acceptance scenarios of both specs, end to end, on one machine.
+
+It starts the fake chat app (``fake-rvc``), the sleeper (``examples/sleeper.py``) and the
+memory server (``robot-mcp-memory``) as real processes on free loopback ports, talks to
+them over real SSE, prints progress and a report, and exits 0 only if every scenario held.
+State goes to a temporary directory that is removed at the end.
+"""
+
+from __future__ import annotations
+
+from robot_mcp_demo._run import Scenario, main, run_demo
+
+__all__ = ["Scenario", "main", "run_demo"]

@@ -1,0 +1,322 @@
+"""The demo: start the three services, run the acceptance scenarios, print a report.
+
+Scenarios (DESIGN §2):
+
+1. a sleeper task with an ``eta_below`` trigger: every event signed and verified by the
+   fake chat app, ``seq`` 1..n with no gap or duplicate, the trigger exactly once, then
+   ``task_done``, and ``get_task`` agreeing;
+2. a cancel: ``cancel_task`` answers ``cancelled`` (twice: idempotent) and no
+   ``task_failed`` follows;
+3. a failure: ``task_failed`` carrying the structured ``FAKE_FAILURE``;
+4. memory: ``save_process`` of the mailroom document, then
+   ``find_processes("bring me the parcel from the mail room")`` ranks it first with the
+   full markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import secrets
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, TextIO
+
+__all__ = ["DemoError", "Scenario", "main", "run_demo"]
+
+_REPO_ROOT = Path(__file__).resolve().parents[2]
+_DEFAULT_SLEEPER = _REPO_ROOT / "examples" / "sleeper.py"
+MAILROOM_QUERY = "bring me the parcel from the mail room"
+MAILROOM_ID = "fetch-package-mailroom"
+
+
+class DemoError(Exception):
+    """A scenario's expectation did not hold; the message says what was seen."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One scenario's outcome."""
+
+    name: str
+    passed: bool
+    detail: str
+    duration_s: float
+
+
+def mailroom_markdown() -> str:
+    """Return the memory spec's §3 mailroom process document."""
+    return resources.files("robot_mcp_demo").joinpath("mailroom.md").read_text(encoding="utf-8")
+
+
+class _Services:
+    """MCP sessions to the sleeper and the memory server, and HTTP to the fake chat app."""
+
+    def __init__(self, stack: AsyncExitStack, fake_url: str) -> None:
+        self._stack = stack
+        self.fake_url = fake_url
+        self.sessions: dict[str, Any] = {}
+
+    async def connect(self, name: str, sse_url: str) -> None:
+        from mcp import ClientSession
+        from mcp.client.sse import sse_client
+
+        read, write = await self._stack.enter_async_context(sse_client(sse_url))
+        session = await self._stack.enter_async_context(ClientSession(read, write))
+        await session.initialize()
+        self.sessions[name] = session
+
+    async def call(self, server: str, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+        result = await self.sessions[server].call_tool(tool, args)
+        text = "".join(getattr(part, "text", "") for part in result.content)
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DemoError(f"{server}.{tool} answered non-JSON: {text[:200]!r}") from exc
+        if not isinstance(value, dict):
+            raise DemoError(f"{server}.{tool} answered {value!r}, not a JSON object")
+        return value
+
+    async def fake(self, path: str, **params: Any) -> tuple[int, Any]:
+        import httpx
+
+        async with httpx.AsyncClient(base_url=self.fake_url, timeout=60) as client:
+            response = await client.get(path, params=params)
+        return response.status_code, response.json()
+
+    async def wait_event(self, task_id: str, type_: str, timeout_s: float) -> dict[str, Any]:
+        status, body = await self.fake(
+            "/api/fake/wait", task_id=task_id, type=type_, timeout_s=timeout_s
+        )
+        if status != 200:
+            raise DemoError(f"no {type_} event for {task_id} within {timeout_s:.0f} s: {body}")
+        return dict(body)
+
+    async def timeline(self, task_id: str) -> dict[str, Any]:
+        status, body = await self.fake(f"/api/fake/tasks/{task_id}")
+        if status != 200:
+            raise DemoError(f"the fake chat app has no timeline for {task_id}: {body}")
+        return dict(body)
+
+
+def _expect(condition: bool, message: str) -> None:
+    if not condition:
+        raise DemoError(message)
+
+
+async def _scenario_trigger(s: _Services) -> str:
+    trigger = {"type": "eta_below", "seconds": 1}
+    started = await s.call(
+        "sleeper", "sleep_task", {"duration_s": 2, "tick_s": 0.25, "triggers": [trigger]}
+    )
+    task_id = started.get("task_id")
+    _expect(started.get("state") == "running", f"sleep_task answered {started}")
+    await s.wait_event(str(task_id), "task_done", 20)
+    timeline = await s.timeline(str(task_id))
+    types = [e["event"]["type"] for e in timeline["events"]]
+    seqs = timeline["seqs"]
+    _expect(seqs == list(range(1, len(seqs) + 1)), f"seq is not 1..n: {seqs}")
+    _expect(not timeline["anomalies"], f"anomalies: {timeline['anomalies']}")
+    _expect(types.count("trigger_fired") == 1, f"trigger fired {types.count('trigger_fired')}x")
+    _expect(types[-1] == "task_done", f"last event is {types[-1]}, not task_done")
+    info = await s.call("sleeper", "get_task", {"task_id": task_id})
+    _expect(info.get("state") == "succeeded", f"get_task says {info.get('state')}")
+    return f"{task_id}: {len(seqs)} signed events, seq 1..{len(seqs)}, trigger once, task_done"
+
+
+async def _scenario_cancel(s: _Services) -> str:
+    started = await s.call("sleeper", "sleep_task", {"duration_s": 30, "tick_s": 0.2})
+    task_id = str(started.get("task_id"))
+    await s.wait_event(task_id, "progress", 10)
+    first = await s.call("sleeper", "cancel_task", {"task_id": task_id})
+    second = await s.call("sleeper", "cancel_task", {"task_id": task_id})
+    _expect(first.get("state") == "cancelled", f"cancel_task answered {first}")
+    _expect(second.get("state") == "cancelled", f"second cancel_task answered {second}")
+    status, body = await s.fake("/api/fake/wait", task_id=task_id, type="task_failed", timeout_s=1)
+    _expect(status != 200, f"a cancelled task emitted task_failed: {body}")
+    info = await s.call("sleeper", "get_task", {"task_id": task_id})
+    _expect(info.get("state") == "cancelled", f"get_task says {info.get('state')}")
+    return f"{task_id}: cancelled (idempotent), no task_failed within 1 s"
+
+
+async def _scenario_failure(s: _Services) -> str:
+    started = await s.call(
+        "sleeper", "sleep_task", {"duration_s": 0.5, "tick_s": 0.25, "fail": True}
+    )
+    task_id = str(started.get("task_id"))
+    event = await s.wait_event(task_id, "task_failed", 15)
+    payload = event["event"]["payload"]
+    _expect(payload.get("error_code") == "FAKE_FAILURE", f"task_failed payload {payload}")
+    info = await s.call("sleeper", "get_task", {"task_id": task_id})
+    _expect(info.get("state") == "failed", f"get_task says {info.get('state')}")
+    return f"{task_id}: task_failed FAKE_FAILURE ({payload.get('message', '')!r})"
+
+
+async def _scenario_memory(s: _Services) -> str:
+    markdown = mailroom_markdown()
+    saved = await s.call("memory", "save_process", {"markdown": markdown})
+    _expect("error" not in saved, f"save_process answered {saved}")
+    found = await s.call("memory", "find_processes", {"query": MAILROOM_QUERY, "k": 3})
+    processes = found.get("processes") or []
+    _expect(bool(processes), f"find_processes({MAILROOM_QUERY!r}) found nothing: {found}")
+    top = processes[0]
+    _expect(top.get("id") == MAILROOM_ID, f"ranked first: {top.get('id')}")
+    _expect("## Steps" in str(top.get("markdown")), "the result lacks the full markdown")
+    return (
+        f"{MAILROOM_ID} ranked first for {MAILROOM_QUERY!r} "
+        f"(score {top.get('score', 0):.3g}, reliability {top.get('reliability', 0):.2f})"
+    )
+
+
+SCENARIOS: list[tuple[str, Callable[[_Services], Awaitable[str]]]] = [
+    ("sleeper: eta_below trigger, signed events in order", _scenario_trigger),
+    ("sleeper: cancel is idempotent, no task_failed", _scenario_cancel),
+    ("sleeper: failure carries a structured TaskFailure", _scenario_failure),
+    ("memory: save the mailroom process, find it first", _scenario_memory),
+]
+
+
+def run_demo(sleeper: Path = _DEFAULT_SLEEPER, out: TextIO = sys.stdout) -> list[Scenario]:
+    """Start the services, run every scenario, stop the services; return the outcomes.
+
+    Raises:
+        ServiceStartError: a service would not start (its output is in the message).
+    """
+    from robot_mcp_demo._processes import ServiceProcess, free_port
+
+    def say(text: str) -> None:
+        print(text, file=out, flush=True)
+
+    secret = secrets.token_hex(16)
+    python = sys.executable
+    with tempfile.TemporaryDirectory(prefix="robot-mcp-demo-") as tmp:
+        fake_port, sleeper_port, memory_port = free_port(), free_port(), free_port()
+        fake_url = f"http://127.0.0.1:{fake_port}"
+        services = [
+            ServiceProcess(
+                "fake chat app",
+                [
+                    *(python, "-m", "fake_rvc"),
+                    *("--port", str(fake_port)),
+                    *("--secret", f"sleeper={secret}"),
+                ],
+                fake_port,
+            ),
+            ServiceProcess(
+                "sleeper",
+                [python, str(sleeper)],
+                sleeper_port,
+                env={
+                    "MCP_TRANSPORT": "sse",
+                    "MCP_HOST": "127.0.0.1",
+                    "MCP_PORT": str(sleeper_port),
+                    "RVC_CALLBACK_URL": f"{fake_url}/api/agent/events",
+                    "RVC_EVENT_SECRET": secret,
+                },
+            ),
+            ServiceProcess(
+                "memory server",
+                [python, "-m", "robot_mcp_memory"],
+                memory_port,
+                env={
+                    "MCP_TRANSPORT": "sse",
+                    "MCP_HOST": "127.0.0.1",
+                    "MCP_PORT": str(memory_port),
+                    "MEMORY_DATA_DIR": str(Path(tmp) / "memory"),
+                    "ROBOT_ID": "demo",
+                },
+            ),
+        ]
+        try:
+            for service in services:
+                say(f"… starting {service.name} on 127.0.0.1:{service.port}")
+                service.start()
+            say(f"  fake chat app page: {fake_url}/")
+            return asyncio.run(_run_scenarios(fake_url, sleeper_port, memory_port, say))
+        finally:
+            for service in reversed(services):
+                service.close()
+
+
+async def _run_scenarios(
+    fake_url: str, sleeper_port: int, memory_port: int, say: Callable[[str], None]
+) -> list[Scenario]:
+    outcomes: list[Scenario] = []
+    async with AsyncExitStack() as stack:
+        services = _Services(stack, fake_url)
+        await services.connect("sleeper", f"http://127.0.0.1:{sleeper_port}/sse")
+        await services.connect("memory", f"http://127.0.0.1:{memory_port}/sse")
+        for name, scenario in SCENARIOS:
+            say(f"… {name}")
+            started = time.monotonic()
+            try:
+                detail = await scenario(services)
+                passed = True
+            except DemoError as exc:
+                detail, passed = str(exc), False
+            outcomes.append(Scenario(name, passed, detail, time.monotonic() - started))
+            say(f"  {'PASS' if passed else 'FAIL'} {detail}")
+    return outcomes
+
+
+def _report(outcomes: list[Scenario], out: TextIO) -> None:
+    width = max(len(o.name) for o in outcomes)
+    print("\nrobot-mcp demo report", file=out)
+    for o in outcomes:
+        mark = "PASS" if o.passed else "FAIL"
+        print(f"  {mark}  {o.name:<{width}}  {o.duration_s:5.1f} s", file=out)
+    passed = sum(o.passed for o in outcomes)
+    print(f"{passed} passed, {len(outcomes) - passed} failed", file=out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``robot-mcp-demo``; returns the exit code (0: every scenario held)."""
+    parser = argparse.ArgumentParser(
+        prog="robot-mcp-demo",
+        description=(
+            "Start the fake chat app, the sleeper and the memory server as real processes on "
+            "free loopback ports, run the acceptance scenarios of the kit and memory specs "
+            "over real SSE, and print a report. Exits 0 only if every scenario held. "
+            "Nothing is left behind: state lives in a temporary directory."
+        ),
+    )
+    parser.add_argument(
+        "--sleeper",
+        type=Path,
+        default=_DEFAULT_SLEEPER,
+        help="path to the sleeper example (default: examples/sleeper.py of this checkout)",
+    )
+    args = parser.parse_args(argv)
+    if not args.sleeper.is_file():
+        print(
+            f"robot-mcp-demo: the sleeper example {str(args.sleeper)!r} is missing; run the demo "
+            "from a checkout of the repository or pass --sleeper PATH.",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        import fastapi  # noqa: F401
+        import mcp  # noqa: F401
+    except ImportError as exc:
+        print(
+            f"robot-mcp-demo needs the 'all' extra ({exc.name} is missing): "
+            "uv sync, or pip install 'robot-mcp-kit[all]'",
+            file=sys.stderr,
+        )
+        return 2
+    from robot_mcp_demo._processes import ServiceStartError
+
+    try:
+        outcomes = run_demo(args.sleeper)
+    except ServiceStartError as exc:
+        print(f"robot-mcp-demo: {exc}", file=sys.stderr)
+        return 1
+    _report(outcomes, sys.stdout)
+    return 0 if all(o.passed for o in outcomes) else 1

@@ -1,0 +1,49 @@
+"""``robot-mcp-demo``, the README's first command, run as a user runs it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from robot_mcp_demo import Scenario, run_demo
+from robot_mcp_demo._run import main
+
+
+def test_demo_runs_every_scenario_and_exits_zero() -> None:
+    """The console script starts the three services, runs four scenarios and exits 0."""
+    done = subprocess.run(
+        [sys.executable, "-m", "robot_mcp_demo"],
+        capture_output=True,
+        text=True,
+        timeout=110,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "4 passed, 0 failed" in done.stdout
+    assert "fetch-package-mailroom ranked first" in done.stdout
+
+
+def test_demo_reports_a_failing_scenario(tmp_path: Path) -> None:
+    """A sleeper that fails every task makes the trigger and cancel scenarios fail, not pass."""
+    broken = tmp_path / "always_fails.py"
+    sleeper = Path(__file__).resolve().parents[2] / "examples" / "sleeper.py"
+    # The same sleeper, but every task is asked to fail: the demo must notice.
+    broken.write_text(
+        sleeper.read_text(encoding="utf-8").replace("fail: bool = False", "fail: bool = True"),
+        encoding="utf-8",
+    )
+    assert "fail: bool = True" in broken.read_text(encoding="utf-8")
+    outcomes: list[Scenario] = run_demo(broken)
+    verdicts = {o.name.split(":")[1].strip(): o.passed for o in outcomes}
+    assert verdicts["eta_below trigger, signed events in order"] is False
+    assert verdicts["failure carries a structured TaskFailure"] is True
+    assert verdicts["save the mailroom process, find it first"] is True
+
+
+def test_demo_refuses_a_missing_sleeper(tmp_path: Path, capsys) -> None:
+    """A wrong --sleeper path is one line on stderr and exit code 2."""
+    assert main(["--sleeper", str(tmp_path / "nope.py")]) == 2
+    err = capsys.readouterr().err
+    assert "nope.py" in err
+    assert "--sleeper" in err
