@@ -1,0 +1,620 @@
+"""ProcessStore: process documents as rows of ``index.db`` (memory spec §4, decision 0002).
+
+The row is the source of truth: a document's markdown is rendered from its row on the way
+out and nothing is ever written to a markdown file. Each document's row and its search
+index entry are written in ONE cold transaction (:meth:`SqliteStore.transaction`), so they
+cannot disagree and a kill -9 leaves either the old or the new document.
+
+Which path a write takes follows its kind (DESIGN §4):
+
+- cold, on the caller's thread, never dropped: :meth:`ProcessStore.save`,
+  :meth:`~ProcessStore.delete`, :meth:`~ProcessStore.reindex`, and the note that
+  :meth:`~ProcessStore.record_outcome` appends to the body;
+- hot, on the kit's writer thread (``SqliteStore.enqueue``): the outcome counters and
+  ``last_used``, as *relative* updates (``n = n + 1``). A save never writes the counters of
+  an existing row, so the two paths never overwrite each other.
+
+Search (:meth:`ProcessStore.find`): the query is NFKC-normalised and reduced to words
+(runs of Unicode letters and digits), lowercased; English function words and polite
+filler (:data:`STOPWORDS`) are dropped; adjacent words are also tried joined ("mail room"
+→ "mailroom"); each term is double-quoted — so FTS5 operators (``AND``, ``NEAR``, ``*``,
+``"``, ``^``, ``:``, parentheses...) are inert — and the terms are OR-ed, at most
+:data:`MAX_TERMS` of them. A query with no words left finds nothing. Ranking is in SQL
+over every match::
+
+    score = -bm25(processes_fts, ...weights) * (s + 1) / (s + f + 2)
+    ORDER BY score DESC LIMIT k
+
+with column weights :data:`BM25_WEIGHTS` (title counts most, then the task pattern, the
+tags, the body). A query over :data:`MAX_QUERY_BYTES` raises :class:`QueryTooLarge`
+(a :class:`~robot_mcp_memory.docmodel.DocError` with ``reason="too_large"``, so the MCP
+layer can map it like an oversized document).
+
+All methods are thread-safe (the kit store is). Added in 0.1 (issue 6).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import re
+import sqlite3
+import unicodedata
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from robot_mcp_kit.models import format_ts, utc_now
+from robot_mcp_kit.store import SqliteStore
+from robot_mcp_memory.docmodel import (
+    MAX_DOC_BYTES,
+    MAX_ID_LENGTH,
+    DocError,
+    DocTooLarge,
+    ProcessDoc,
+)
+
+__all__ = [
+    "BM25_WEIGHTS",
+    "MAX_K",
+    "MAX_LIST_LIMIT",
+    "MAX_NOTE_CHARS",
+    "MAX_QUERY_BYTES",
+    "MAX_TERMS",
+    "STOPWORDS",
+    "Found",
+    "ProcessStore",
+    "QueryTooLarge",
+    "Saved",
+    "append_outcome",
+    "search_terms",
+]
+
+logger = logging.getLogger("robot_mcp_memory.store")
+
+MAX_QUERY_BYTES = 2048
+"""Longest query accepted by :meth:`ProcessStore.find`, in UTF-8 bytes."""
+
+MAX_TERMS = 32
+"""Most terms one search ORs together (single words first, then joined pairs)."""
+
+MAX_K = 50
+"""``k`` is clamped to ``1..MAX_K``."""
+
+MAX_LIST_LIMIT = 500
+"""``limit`` is clamped to ``1..MAX_LIST_LIMIT``."""
+
+MAX_NOTE_CHARS = 500
+"""An outcome note is cut to this many characters (one line in the Outcome log)."""
+
+BM25_WEIGHTS = (0.0, 4.0, 3.0, 2.0, 1.0)
+"""bm25 weights of ``processes_fts``'s columns: id (unindexed), title, task_pattern, tags, body."""
+
+_MAX_SUFFIX = 1000  # id-2 … id-1000: beyond that, something is generating ids in a loop
+
+_STOPWORD_TEXT = """
+    a about above after again against all am an and any are as at be been before being
+    below between both but by can could did do does doing down during each either few for
+    from further had has have having he her here hers herself him himself his how i if in
+    into is it its itself just let lets me might more most must my myself neither
+    no nor not now of off on once only or other ought our ours ourselves out over own
+    same shall she should so some such than that the their theirs them themselves then
+    there these they this those through thus to too under until up upon us very was we
+    were what when where whether which while who whom whose why will with within without
+    would yet you your yours yourself yourselves
+    please pls kindly thanks thank thx hey hi hello ok okay sure maybe also really
+    s t ll re ve don doesn didn isn aren wasn weren wouldn shouldn couldn
+"""
+STOPWORDS: frozenset[str] = frozenset(_STOPWORD_TEXT.split())
+"""Words a query is not searched by: English function words and polite filler.
+
+Content verbs (get, bring, fetch, take, go, put, open) are deliberately *not* here: they
+are what a process's ``task_pattern`` is written in.
+"""
+
+_WORD = re.compile(r"[^\W_]+")
+_OUTCOME_HEADING = re.compile(r"^##[ \t]+outcome log[ \t]*$", re.MULTILINE | re.IGNORECASE)
+_SECTION_END = re.compile(r"^#{1,2}[ \t]", re.MULTILINE)
+
+_COLUMNS = (
+    "id, title, task_pattern, tags, robot, created, updated, success_count, "
+    "failure_count, last_used, source_mission_id, body, shared"
+)
+
+
+class QueryTooLarge(DocTooLarge):
+    """A search query exceeds :data:`MAX_QUERY_BYTES`.
+
+    ``field="query"``, ``reason="too_large"``, ``size`` and ``limit`` in bytes.
+    """
+
+    def __init__(self, size: int) -> None:
+        super().__init__(size, MAX_QUERY_BYTES, field="query")
+
+
+@dataclass(frozen=True)
+class Found:
+    """One search result.
+
+    ``bm25`` is the positive relevance (``-bm25()``, higher is better), ``reliability`` the
+    Laplace-smoothed success rate, ``score = bm25 * reliability`` what results are ranked by.
+    """
+
+    doc: ProcessDoc
+    score: float
+    bm25: float
+    reliability: float
+
+
+@dataclass(frozen=True)
+class Saved:
+    """The outcome of :meth:`ProcessStore.save`.
+
+    ``doc`` is the document as stored (its final id, counters, timestamps); ``created`` is
+    False when an existing document was updated; ``renamed_from`` is the id the caller
+    asked for when the document was stored under a suffixed one (``-2``, ``-3``…).
+    """
+
+    doc: ProcessDoc
+    created: bool
+    renamed_from: str | None
+
+
+def search_terms(query: str) -> list[str]:
+    """The words :meth:`ProcessStore.find` searches for, in order, deduplicated.
+
+    Single words first (lowercased, stopwords dropped), then each pair of adjacent words
+    joined into one, at most :data:`MAX_TERMS` in all. Pure.
+    """
+    words: list[str] = _WORD.findall(unicodedata.normalize("NFKC", query).lower())
+    kept = [w for w in words if w not in STOPWORDS]
+    terms: dict[str, None] = dict.fromkeys(kept)
+    for first, second in itertools.pairwise(kept):
+        terms.setdefault(first + second)
+    return list(terms)[:MAX_TERMS]
+
+
+def _match_expression(terms: Sequence[str]) -> str:
+    # Terms are letters and digits only; doubling quotes is belt and braces.
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+def _clamp(value: int, low: int, high: int) -> int:
+    return max(low, min(high, int(value)))
+
+
+def _suffixed(base: str, n: int) -> str:
+    suffix = f"-{n}"
+    return base[: MAX_ID_LENGTH - len(suffix)].rstrip("-") + suffix
+
+
+def _same_mission(stored: str | None, incoming: str | None) -> bool:
+    return stored is None or incoming is None or stored == incoming
+
+
+def _outcome_line(when: str, success: bool, note: str) -> str:
+    text = " ".join(note.split())
+    if len(text) > MAX_NOTE_CHARS:
+        text = text[: MAX_NOTE_CHARS - 1] + "…"
+    return f"- {when} {'success' if success else 'failure'}: {text}"
+
+
+def append_outcome(body: str, line: str) -> str:
+    """Return ``body`` with ``line`` appended under ``## Outcome log`` (created at the end if
+    missing). Pure."""
+    heading = _OUTCOME_HEADING.search(body)
+    if heading is None:
+        return body.rstrip("\n") + "\n\n## Outcome log\n" + line + "\n"
+    start = heading.end()
+    following = _SECTION_END.search(body, start)
+    end = following.start() if following else len(body)
+    section = body[start:end].rstrip("\n")
+    rest = body[end:]
+    return body[:start] + section + "\n" + line + "\n" + ("\n" if rest else "") + rest
+
+
+class ProcessStore:
+    """The process documents of one ``index.db`` (decision 0002).
+
+    Args:
+        store: the kit store opened on :data:`robot_mcp_memory.db.SCHEMA`
+            (:func:`robot_mcp_memory.db.open_index`). The ProcessStore owns it from here:
+            :meth:`close` closes it.
+        robot_id: written as a saved document's ``robot`` when the document says
+            ``unknown`` (the ``ROBOT_ID`` of the server).
+        clock: the time source (injected by tests).
+    """
+
+    def __init__(
+        self,
+        store: SqliteStore,
+        *,
+        robot_id: str = "unknown",
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self.store = store
+        self.robot_id = robot_id
+        self._clock = clock
+
+    # --- reads ---------------------------------------------------------------------
+
+    def get(self, id: str) -> ProcessDoc | None:
+        """The document with this id, or None. Sees committed rows (hot counter updates
+        still in the queue are not yet visible; ``store.flush()`` first if that matters)."""
+        row = self.store.query_one(
+            f"SELECT {_COLUMNS} FROM processes WHERE id = ?",  # noqa: S608 - constant columns
+            (id,),
+        )
+        return None if row is None else _row_to_doc(row)
+
+    def get_markdown(self, id: str) -> str | None:
+        """The document rendered as markdown, or None."""
+        doc = self.get(id)
+        return None if doc is None else doc.render()
+
+    def find(self, query: str, k: int = 3, *, robots: Collection[str] | None = None) -> list[Found]:
+        """The ``k`` best documents for a natural-language ``query``, best first.
+
+        Never raises for the text of a query (operators, quotes, emoji, control characters
+        are all inert), only for its size.
+
+        Args:
+            query: any text up to :data:`MAX_QUERY_BYTES`.
+            k: clamped to ``1..MAX_K``.
+            robots: None for every document; otherwise only documents whose ``robot`` is
+                one of these, plus the ``shared`` ones (an empty collection: shared only).
+
+        Raises:
+            QueryTooLarge: the query exceeds :data:`MAX_QUERY_BYTES`.
+        """
+        size = len(query.encode("utf-8", "surrogatepass"))
+        if size > MAX_QUERY_BYTES:
+            raise QueryTooLarge(size)
+        terms = search_terms(query)
+        if not terms:
+            return []
+        weights = ", ".join(repr(float(w)) for w in BM25_WEIGHTS)
+        scope_sql, scope_params = _scope(robots, "p.")
+        sql = (
+            f"SELECT {', '.join('p.' + c for c in _COLUMNS.split(', '))}, "  # noqa: S608
+            f"  -bm25(processes_fts, {weights}) AS relevance, "
+            "  (p.success_count + 1.0) / (p.success_count + p.failure_count + 2.0) "
+            "    AS reliability, "
+            f"  -bm25(processes_fts, {weights}) * (p.success_count + 1.0) "
+            "    / (p.success_count + p.failure_count + 2.0) AS score "
+            "FROM processes_fts JOIN processes AS p ON p.id = processes_fts.id "
+            f"WHERE processes_fts MATCH ? {'AND ' + scope_sql if scope_sql else ''} "
+            "ORDER BY score DESC, p.id LIMIT ?"
+        )
+        rows = self.store.query(sql, (_match_expression(terms), *scope_params, _clamp(k, 1, MAX_K)))
+        return [
+            Found(
+                doc=_row_to_doc(row),
+                score=float(row["score"]),
+                bm25=float(row["relevance"]),
+                reliability=float(row["reliability"]),
+            )
+            for row in rows
+        ]
+
+    def list(
+        self, limit: int = 50, offset: int = 0, *, robots: Collection[str] | None = None
+    ) -> list[ProcessDoc]:
+        """Documents ordered by id; ``limit`` clamped to ``1..MAX_LIST_LIMIT``.
+
+        ``robots`` filters as in :meth:`find`.
+        """
+        scope_sql, scope_params = _scope(robots, "")
+        rows = self.store.query(
+            f"SELECT {_COLUMNS} FROM processes "  # noqa: S608 - constant columns
+            f"{'WHERE ' + scope_sql if scope_sql else ''} ORDER BY id LIMIT ? OFFSET ?",
+            (*scope_params, _clamp(limit, 1, MAX_LIST_LIMIT), max(0, int(offset))),
+        )
+        return [_row_to_doc(row) for row in rows]
+
+    def count(self, *, robots: Collection[str] | None = None) -> int:
+        """How many documents there are (``robots`` filters as in :meth:`find`)."""
+        scope_sql, scope_params = _scope(robots, "")
+        row = self.store.query_one(
+            f"SELECT count(*) FROM processes {'WHERE ' + scope_sql if scope_sql else ''}",  # noqa: S608
+            scope_params,
+        )
+        return int(row[0]) if row is not None else 0
+
+    # --- cold writes ---------------------------------------------------------------
+
+    def save(self, doc: ProcessDoc) -> Saved:
+        """Insert or update a document; row and index in one transaction (cold).
+
+        Collision rules (memory spec §5): if a document with this id exists and comes from
+        the same teaching mission — equal ``source_mission_id``, or either one missing — it
+        is updated in place: content replaced, ``updated`` bumped, ``created``, the
+        counters and ``last_used`` kept. If it comes from a different mission, the document
+        goes to ``id-2``, then ``id-3``… (updating the first of those that is from its
+        mission). A new document keeps the counters and timestamps it carries (a copy
+        between deployments stays a copy); ``created`` defaults to now.
+
+        ``robot: unknown`` becomes this store's ``robot_id`` (on an update: the stored
+        robot, unless this store has a robot id).
+
+        Raises:
+            DocTooLarge: the rendered document exceeds 256 KiB.
+            DocError: ``reason="conflict"`` when ``id-2`` … ``id-1000`` are all taken.
+        """
+        size = len(doc.render().encode("utf-8", "surrogatepass"))
+        if size > MAX_DOC_BYTES:
+            raise DocTooLarge(size)
+        now = format_ts(self._clock())
+        robot = doc.robot if doc.robot != "unknown" else self.robot_id
+        base = doc.id
+        with self.store.transaction() as conn:
+            candidate, n = base, 1
+            while True:
+                row = conn.execute(
+                    "SELECT rowid, robot, source_mission_id FROM processes WHERE id = ?",
+                    (candidate,),
+                ).fetchone()
+                if row is None:
+                    self._insert(conn, doc, candidate, robot, now)
+                    created = True
+                    break
+                if _same_mission(row["source_mission_id"], doc.source_mission_id):
+                    self._update(conn, doc, candidate, row, robot, now)
+                    created = False
+                    break
+                n += 1
+                if n > _MAX_SUFFIX:
+                    raise DocError(
+                        "id",
+                        "conflict",
+                        f"id {base!r} and its suffixed forms up to "
+                        f"{_suffixed(base, _MAX_SUFFIX)!r} all belong to other missions; "
+                        "choose a different id",
+                    )
+                candidate = _suffixed(base, n)
+            stored = conn.execute(
+                f"SELECT {_COLUMNS} FROM processes WHERE id = ?",  # noqa: S608
+                (candidate,),
+            ).fetchone()
+        return Saved(
+            doc=_row_to_doc(stored),
+            created=created,
+            renamed_from=base if candidate != base else None,
+        )
+
+    def _insert(
+        self, conn: sqlite3.Connection, doc: ProcessDoc, id: str, robot: str, now: str
+    ) -> None:
+        tags = _tags_json(doc.tags)
+        cursor = conn.execute(
+            f"INSERT INTO processes ({_COLUMNS}) "  # noqa: S608 - constant columns
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                id,
+                doc.title,
+                doc.task_pattern,
+                tags,
+                robot,
+                format_ts(doc.created) if doc.created else now,
+                now,
+                doc.success_count,
+                doc.failure_count,
+                format_ts(doc.last_used) if doc.last_used else None,
+                doc.source_mission_id,
+                doc.body,
+                int(doc.shared),
+            ),
+        )
+        _index(conn, cursor.lastrowid, id, doc.title, doc.task_pattern, tags, doc.body)
+
+    def _update(
+        self,
+        conn: sqlite3.Connection,
+        doc: ProcessDoc,
+        id: str,
+        row: sqlite3.Row,
+        robot: str,
+        now: str,
+    ) -> None:
+        tags = _tags_json(doc.tags)
+        # Content columns only: the counters belong to the hot path (n = n + 1 on the
+        # writer thread) and an absolute write here could undo a queued increment.
+        conn.execute(
+            "UPDATE processes SET title = ?, task_pattern = ?, tags = ?, robot = ?, "
+            "updated = ?, source_mission_id = COALESCE(?, source_mission_id), body = ?, "
+            "shared = ? WHERE id = ?",
+            (
+                doc.title,
+                doc.task_pattern,
+                tags,
+                row["robot"] if robot == "unknown" else robot,
+                now,
+                doc.source_mission_id,
+                doc.body,
+                int(doc.shared),
+                id,
+            ),
+        )
+        _unindex(conn, row["rowid"], id)
+        _index(conn, row["rowid"], id, doc.title, doc.task_pattern, tags, doc.body)
+
+    def delete(self, id: str) -> bool:
+        """Remove the document and its index entry in one transaction; False if unknown."""
+        with self.store.transaction() as conn:
+            row = conn.execute("SELECT rowid FROM processes WHERE id = ?", (id,)).fetchone()
+            if row is None:
+                return False
+            conn.execute("DELETE FROM processes WHERE id = ?", (id,))
+            _unindex(conn, row["rowid"], id)
+        return True
+
+    def reindex(self) -> int:
+        """Rebuild ``processes_fts`` from the rows; return how many documents it indexed.
+
+        Flushes queued hot writes first, then deletes and refills the index in one
+        transaction. For a tokenizer or weight change — the index cannot drift from the
+        rows, since every write updates both in one transaction.
+        """
+        self.store.flush()
+        with self.store.transaction() as conn:
+            conn.execute("DELETE FROM processes_fts")
+            conn.execute(
+                "INSERT INTO processes_fts (rowid, id, title, task_pattern, tags, body) "
+                "SELECT rowid, id, title, task_pattern, tags, body FROM processes"
+            )
+            conn.execute("INSERT INTO processes_fts (processes_fts) VALUES ('optimize')")
+            n = int(conn.execute("SELECT count(*) FROM processes").fetchone()[0])
+        logger.info("processes_reindexed indexed=%d", n, extra={"indexed": n})
+        return n
+
+    # --- outcomes ------------------------------------------------------------------
+
+    def record_outcome(self, id: str, success: bool, note: str = "") -> ProcessDoc | None:
+        """Count one use of a process; None if the id is unknown.
+
+        The counter and ``last_used`` go through the hot path (``store.enqueue``: the
+        writer thread, never blocking the caller; dropped and counted if the queue is
+        full). A non-empty ``note`` is a cold write: one line
+        ``- <ts> success|failure: <note>`` (whitespace collapsed, cut to
+        :data:`MAX_NOTE_CHARS`) appended under ``## Outcome log`` — created at the end of
+        the body if missing — with the index entry, in one transaction. ``updated`` is not
+        bumped: an outcome is a record about the document, not an edit of it. A note that
+        would push the document over 256 KiB is not appended (logged).
+
+        Returns:
+            The document as it will be once the counter write lands (counters read before
+            the increment was queued, plus one).
+        """
+        row = self.store.query_one(
+            f"SELECT {_COLUMNS} FROM processes WHERE id = ?",  # noqa: S608
+            (id,),
+        )
+        if row is None:
+            return None
+        when = self._clock()
+        stamp = format_ts(when)
+        column = "success_count" if success else "failure_count"
+        queued = self.store.enqueue(
+            f"UPDATE processes SET {column} = {column} + 1, last_used = ? WHERE id = ?",  # noqa: S608
+            (stamp, id),
+        )
+        if not queued:
+            logger.warning(
+                "process_outcome_dropped id=%s success=%s", id, success, extra={"id": id}
+            )
+        doc = _row_to_doc(row)
+        if note.strip():
+            body = self._append_note(id, _outcome_line(stamp, success, note))
+            if body is not None:
+                doc.body = body
+        if queued:
+            doc.last_used = when
+            if success:
+                doc.success_count += 1
+            else:
+                doc.failure_count += 1
+        return doc
+
+    def _append_note(self, id: str, line: str) -> str | None:
+        with self.store.transaction() as conn:
+            row = conn.execute(
+                f"SELECT rowid, {_COLUMNS} FROM processes WHERE id = ?",  # noqa: S608
+                (id,),
+            ).fetchone()
+            if row is None:
+                return None
+            body = append_outcome(row["body"], line)
+            doc = _row_to_doc(row)
+            doc.body = body
+            if len(doc.render().encode("utf-8", "surrogatepass")) > MAX_DOC_BYTES:
+                logger.warning(
+                    "process_outcome_note_skipped id=%s reason=too_large", id, extra={"id": id}
+                )
+                return None
+            conn.execute("UPDATE processes SET body = ? WHERE id = ?", (body, id))
+            _unindex(conn, row["rowid"], id)
+            _index(conn, row["rowid"], id, row["title"], row["task_pattern"], row["tags"], body)
+        return body
+
+    # --- lifecycle -----------------------------------------------------------------
+
+    def close(self) -> None:
+        """Write queued counters and close the underlying store. Idempotent."""
+        self.store.close()
+
+    def __repr__(self) -> str:
+        return f"<ProcessStore {str(self.store.path)!r} robot_id={self.robot_id!r}>"
+
+
+# --- row helpers ----------------------------------------------------------------------
+
+
+def _tags_json(tags: Sequence[str]) -> str:
+    return json.dumps(list(tags), ensure_ascii=False)
+
+
+def _row_to_doc(row: sqlite3.Row) -> ProcessDoc:
+    return ProcessDoc(
+        id=row["id"],
+        title=row["title"],
+        task_pattern=row["task_pattern"],
+        tags=json.loads(row["tags"]),
+        robot=row["robot"],
+        created=row["created"],
+        updated=row["updated"],
+        success_count=row["success_count"],
+        failure_count=row["failure_count"],
+        last_used=row["last_used"],
+        source_mission_id=row["source_mission_id"],
+        shared=bool(row["shared"]),
+        body=row["body"],
+    )
+
+
+def _scope(robots: Collection[str] | None, prefix: str) -> tuple[str, list[Any]]:
+    if robots is None:
+        return "", []
+    names = sorted(set(robots))
+    if not names:
+        return f"{prefix}shared = 1", []
+    marks = ", ".join("?" for _ in names)
+    return f"({prefix}shared = 1 OR {prefix}robot IN ({marks}))", list(names)
+
+
+def _index(
+    conn: sqlite3.Connection,
+    rowid: int | None,
+    id: str,
+    title: str,
+    task_pattern: str,
+    tags: str,
+    body: str,
+) -> None:
+    # The index row shares the document row's rowid: one document's entry is then found
+    # by rowid instead of by scanning the (UNINDEXED) id column.
+    try:
+        conn.execute(
+            "INSERT INTO processes_fts (rowid, id, title, task_pattern, tags, body) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (rowid, id, title, task_pattern, tags, body),
+        )
+    except sqlite3.IntegrityError:
+        # Drifted rowids (see _unindex): that rowid holds another document's entry. Search
+        # joins on id, so an entry under any rowid is correct; reindex() realigns them.
+        conn.execute(
+            "INSERT INTO processes_fts (id, title, task_pattern, tags, body) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (id, title, task_pattern, tags, body),
+        )
+
+
+def _unindex(conn: sqlite3.Connection, rowid: int, id: str) -> None:
+    removed = conn.execute(
+        "DELETE FROM processes_fts WHERE rowid = ? AND id = ?", (rowid, id)
+    ).rowcount
+    if removed == 0:
+        # The rowids drifted apart (a VACUUM may renumber a table without an INTEGER
+        # PRIMARY KEY): fall back to the scan, so no stale entry survives.
+        conn.execute("DELETE FROM processes_fts WHERE id = ?", (id,))
