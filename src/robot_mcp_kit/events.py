@@ -224,7 +224,7 @@ class EventPoster:
 
         Returns at once in no-op mode, after :meth:`aclose`, or when nothing was posted.
         """
-        if self._closed or self._idle is None or self._loop is not _running_loop():
+        if self._closed or self._idle is None or self._loop is not asyncio.get_running_loop():
             return
         while self._queue or self._inflight is not None:
             if self._worker is None or self._worker.done():
@@ -238,13 +238,13 @@ class EventPoster:
         WARNING; then the HTTP client is closed.
         """
         if self._closed:
-            if self._close_done is not None and self._loop is _running_loop():
+            if self._close_done is not None and self._loop is asyncio.get_running_loop():
                 await self._close_done.wait()
             return
         self._closed = True
         if not self.enabled:
             return
-        same_loop = self._loop is _running_loop()
+        same_loop = self._loop is asyncio.get_running_loop()
         self._close_done = asyncio.Event() if same_loop else None
         try:
             worker = self._worker
@@ -337,8 +337,10 @@ class EventPoster:
         if self._loop is not loop:
             if self._loop is not None:
                 logger.warning(
-                    "EventPoster %r moved to a new event loop; its HTTP client is replaced",
+                    "EventPoster %r moved to a new event loop (the old one stopped without "
+                    "aclose()); its HTTP client is replaced, %d queued events carry over",
                     self.server_name,
+                    len(self._queue) + (self._inflight is not None),
                 )
             self._loop = loop
             self._wakeup = wakeup = asyncio.Event()
@@ -348,6 +350,9 @@ class EventPoster:
         if wakeup is None or idle is None:  # pragma: no cover - set together just above
             raise RuntimeError("EventPoster loop state is inconsistent")
         if self._worker is None or self._worker.done():
+            if self._inflight is not None:  # the last worker was cancelled mid-send: resend
+                self._queue.appendleft(self._inflight)
+                self._inflight = None
             self._worker = loop.create_task(
                 self._run(wakeup, idle), name=f"EventPoster[{self.server_name}] worker"
             )
@@ -495,13 +500,6 @@ def _check_url(url: str) -> None:
             f"{ENV_CALLBACK_URL} {url!r} must be an http:// or https:// URL with a host, "
             "e.g. http://127.0.0.1:8000/api/agent/events."
         )
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
 
 
 async def _drain(response: httpx.Response) -> None:

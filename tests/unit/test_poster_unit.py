@@ -175,8 +175,11 @@ def messages(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
 
 
 class TestDelivery:
-    async def test_event_is_posted_signed_with_the_spec_headers(self, make_poster, receiver):
+    async def test_event_is_posted_signed_with_the_spec_headers(
+        self, make_poster, receiver, caplog
+    ):
         """One POST per event: the model's JSON bytes, X-RVC-Server/-Timestamp/-Signature."""
+        caplog.set_level(logging.DEBUG, LOGGER)
         poster = make_poster()
         event = make_event()
         await poster.post(event)
@@ -188,6 +191,10 @@ class TestDelivery:
         assert attempt.headers[HEADER_SIGNATURE].startswith("sha256=")
         assert receiver.bad_signatures == []
         assert poster.stats == PosterStats(sent=1, posted=1)
+        assert any(
+            event.event_id in m and "delivered on attempt 1" in m
+            for m in messages(caplog, logging.DEBUG)
+        )
 
     async def test_retry_on_500_then_success_resigns_each_attempt(
         self, make_poster, receiver, clock
@@ -273,6 +280,9 @@ class TestDelivery:
             pytest.param("3600", 30.0, id="capped"),
             pytest.param("soon", 0.5, id="unparseable"),
             pytest.param(email.utils.formatdate(WALL0 + 12.7, usegmt=True), 12.0, id="http-date"),
+            pytest.param(email.utils.formatdate(WALL0 - 60, usegmt=True), 0.5, id="past-date"),
+            pytest.param("Mon, 30 Nov 2026 08:00:00 -0000", 0.5, id="date-without-zone"),
+            pytest.param("-5", 0.5, id="negative"),
         ],
     )
     async def test_retry_after_is_a_capped_lower_bound(
@@ -300,6 +310,16 @@ class TestDelivery:
         await poster.flush()
         assert len(receiver.attempts) == 1
         assert poster.stats.sent == 1
+
+    async def test_large_2xx_body_is_not_a_problem(self, make_poster, receiver):
+        """A chatty receiver (a big 2xx body) still acknowledges; the next event follows."""
+        receiver.script = lambda n, a: httpx.Response(200, stream=httpx.ByteStream(b"x" * 200_000))
+        poster = make_poster()
+        await poster.post(make_event(seq=1))
+        await poster.post(make_event(seq=2))
+        await poster.flush()
+        assert poster.stats == PosterStats(sent=2, posted=2)
+        assert len(receiver.attempts) == 2
 
 
 FAILURES: dict[str, Callable[[], Outcome]] = {
@@ -351,6 +371,23 @@ class TestNeverRaises:
         assert poster.stats.dropped == 1
         assert poster.stats.posted == 0
         assert any(event.event_id in m for m in messages(caplog, logging.ERROR))
+
+    async def test_a_bug_in_delivery_does_not_kill_the_worker(self, make_poster, receiver, caplog):
+        """An unexpected error while delivering gives that event up; the next is delivered."""
+
+        @dataclass(frozen=True)
+        class BrokenPolicy(RetryPolicy):
+            def next_delay(self, attempt, elapsed_s, retry_after_s=None):
+                raise ZeroDivisionError("policy bug")
+
+        receiver.script = lambda n, a: 500 if a.event["seq"] == 1 else 200
+        poster = make_poster(retry=BrokenPolicy())
+        await poster.post(make_event(seq=1))
+        await poster.post(make_event(seq=2))
+        await poster.flush()
+        assert [e["seq"] for e in receiver.delivered] == [2]
+        assert poster.stats == PosterStats(sent=1, given_up=1, posted=2)
+        assert any("unexpected error" in m for m in messages(caplog, logging.ERROR))
 
 
 class TestOrdering:
@@ -628,6 +665,37 @@ class TestConfiguration:
             request.headers[HEADER_SIGNATURE],
             now_s=clock.time(),
         )
+
+    def test_poster_survives_its_loop_ending_without_aclose(self, receiver, clock, caplog):
+        """A module-level poster used by two asyncio.run() in turn: the queue carries over."""
+        entered = asyncio.Event()
+        calls = 0
+
+        async def first_hangs(request: httpx.Request) -> httpx.Response:
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                entered.set()
+                await asyncio.Event().wait()
+            return await receiver(request)
+
+        poster = EventPoster(
+            "navigation", URL, SECRET, transport=httpx.MockTransport(first_hangs), clock=clock
+        )
+
+        async def first_run() -> None:
+            await poster.post(make_event(seq=1))
+            await poster.post(make_event(seq=2))
+            await entered.wait()  # seq 1 in flight when this loop ends
+
+        async def second_run() -> None:
+            await poster.post(make_event(seq=3))
+            await poster.aclose()
+
+        asyncio.run(first_run())
+        asyncio.run(second_run())
+        assert [e["seq"] for e in receiver.delivered] == [1, 2, 3]
+        assert any("new event loop" in m for m in messages(caplog, logging.WARNING))
 
     def test_construction_needs_no_running_loop(self, receiver):
         """A poster built at import time (no loop) works once a loop runs."""
