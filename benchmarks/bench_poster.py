@@ -142,7 +142,7 @@ async def main(n: int, chunk: int, port: int) -> int:
             before = await received(probe, base)
             for i, lo in enumerate(range(0, n, chunk)):
                 hi = min(lo + chunk, n)
-                order = [("raw", raw), ("poster", poster)]
+                order: list[tuple[str, Raw | Poster]] = [("raw", raw), ("poster", poster)]
                 if i % 2:
                     order.reverse()  # alternate who goes first: same load for both
                 for name, side in order:

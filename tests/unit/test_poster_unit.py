@@ -421,7 +421,9 @@ class TestOrdering:
 
 
 class TestBoundedQueue:
-    async def test_full_queue_drops_the_oldest_and_counts_it(self, make_poster, receiver, caplog):
+    async def test_full_queue_drops_the_oldest_and_counts_it(
+        self, make_poster, receiver: Receiver, caplog
+    ):
         """With queue_max=3 and the head stuck in flight, the oldest waiting events go first."""
         entered, release = asyncio.Event(), asyncio.Event()
 
@@ -666,7 +668,9 @@ class TestConfiguration:
             now_s=clock.time(),
         )
 
-    def test_poster_survives_its_loop_ending_without_aclose(self, receiver, clock, caplog):
+    def test_poster_survives_its_loop_ending_without_aclose(
+        self, receiver: Receiver, clock, caplog
+    ):
         """A module-level poster used by two asyncio.run() in turn: the queue carries over."""
         entered = asyncio.Event()
         calls = 0
