@@ -227,6 +227,8 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     server = _Server(uvicorn_config(app, log_level=args.log_level))
     try:
         server.run(sockets=[sock])
+    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it handled; we are done
+        pass
     finally:
         recorder.close_streams()
         sock.close()
