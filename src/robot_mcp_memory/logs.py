@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import MutableMapping
 from typing import Any, TextIO
 
 import structlog
@@ -61,7 +62,7 @@ def configure_logging(
         final.append(structlog.processors.format_exc_info)
     final.append(renderer)
     formatter = structlog.stdlib.ProcessorFormatter(
-        foreign_pre_chain=[*shared, structlog.stdlib.ExtraAdder()],
+        foreign_pre_chain=[*shared, structlog.stdlib.ExtraAdder(), _drop_color_message],
         processors=final,
     )
 
@@ -93,6 +94,14 @@ def configure_logging(
 def get_logger(name: str) -> Any:
     """A structlog logger named ``name`` (the stdlib logger it writes through)."""
     return structlog.stdlib.get_logger(name)
+
+
+def _drop_color_message(
+    _: Any, __: str, event_dict: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """Uvicorn adds an ANSI-coloured copy of each message as an extra; it is noise in JSON."""
+    event_dict.pop("color_message", None)
+    return event_dict
 
 
 def _isatty(stream: TextIO) -> bool:

@@ -1,0 +1,390 @@
+"""The memory server as a real child process over real HTTP (SSE and streamable HTTP)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+from mcp import ClientSession
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+
+pytestmark = pytest.mark.slow
+
+TOKEN = "integration-token-7f3a"
+READY_TIMEOUT_S = 20.0
+
+MAILROOM = """\
+---
+id: fetch-package-mailroom
+title: Fetch a package from the mailroom
+task_pattern: "fetch|get|bring ... package|parcel ... mailroom"
+tags: [delivery, mailroom]
+robot: g1-lab-01
+created: 2026-06-12T14:00:00Z
+updated: 2026-06-12T14:00:00Z
+success_count: 3
+failure_count: 1
+last_used: 2026-06-12T16:20:00Z
+source_mission_id: m-9af31c
+---
+
+## Steps
+1. navigation.navigate_to(mailroom) with trigger eta_below:10
+2. on trigger → perception.prewarm("mailroom, parcel shelf")
+3. perception.find_object("package labeled <addressee>")
+
+## Pitfalls & fixes
+- After 18:00 the door is often closed → DOOR_CLOSED is recoverable: ask reception.
+
+## Operator notes
+- Visitor packages are on the lower shelf.
+"""
+
+OTHER = """\
+---
+id: water-plants
+title: Water the office plants
+tags: [plants]
+---
+
+## Steps
+1. Fill the can in the kitchen, water each pot on the window sill.
+"""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ServerProcess:
+    """``python -m robot_mcp_memory`` as a child process with its stderr in a file."""
+
+    def __init__(self, data_dir: Path, *, transport: str = "sse", token: str | None = TOKEN):
+        self.data_dir = data_dir
+        self.transport = transport
+        self.token = token
+        self.port = free_port()
+        self.log_path = data_dir.parent / f"server-{self.port}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> ServerProcess:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("MCP_", "MEMORY_"))}
+        env.update(
+            MCP_TRANSPORT=self.transport,
+            MCP_PORT=str(self.port),
+            MEMORY_DATA_DIR=str(self.data_dir),
+            ROBOT_ID="it-robot",
+        )
+        if self.token:
+            env["MEMORY_TOKEN"] = self.token
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "robot_mcp_memory"],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
+        self._wait_ready()
+        return self
+
+    def _wait_ready(self) -> None:
+        assert self.proc is not None
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                pytest.fail(f"server exited {self.proc.returncode}: {self.log_text()}")
+            try:
+                if httpx.get(f"{self.base}/healthz", timeout=1.0).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+        pytest.fail(f"server not ready after {READY_TIMEOUT_S}s: {self.log_text()}")
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def log_events(self) -> list[dict]:
+        events = []
+        for line in self.log_text().splitlines():
+            try:
+                events.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        return events
+
+    def documents(self) -> int:
+        return int(httpx.get(f"{self.base}/healthz", timeout=5).json()["documents"])
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+
+@pytest.fixture
+def spawn(tmp_path):
+    started: list[ServerProcess] = []
+
+    def _spawn(**kwargs) -> ServerProcess:
+        server = ServerProcess(tmp_path / "data", **kwargs)
+        started.append(server)
+        return server.start()
+
+    yield _spawn
+    for server in started:
+        server.stop()
+
+
+@asynccontextmanager
+async def sse_session(server: ServerProcess):
+    async with (
+        sse_client(f"{server.base}/sse", headers=server.headers()) as (read, write),
+        ClientSession(read, write, read_timeout_seconds=timedelta(seconds=15)) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+async def call(session: ClientSession, tool: str, **args) -> dict:
+    result = await session.call_tool(tool, args)
+    assert not result.isError, result.content
+    return json.loads(result.content[0].text)
+
+
+async def official_client_error(server: ServerProcess, authorization: str) -> BaseException | None:
+    """What the official SSE client raises trying to delete a process with ``authorization``."""
+    try:
+        with anyio.fail_after(10):
+            async with (
+                sse_client(f"{server.base}/sse", headers={"Authorization": authorization}) as rw,
+                ClientSession(*rw) as session,
+            ):
+                await session.initialize()
+                await session.call_tool("delete_process", {"id": "fetch-package-mailroom"})
+    except BaseException as exc:  # the client surfaces the 401 as an error (group)
+        return exc
+    return None
+
+
+def tool_calls(server: ServerProcess) -> list[dict]:
+    return [e for e in server.log_events() if e.get("event") == "tool_call"]
+
+
+class TestSse:
+    async def test_demo_mailroom_ranks_first_over_sse(self, spawn):
+        """Spec §8 demo over real SSE: the paraphrased instruction finds the mailroom doc first."""
+        server = spawn()
+        async with sse_session(server) as session:
+            saved = await call(session, "save_process", markdown=MAILROOM)
+            await call(session, "save_process", markdown=OTHER)
+            found = await call(
+                session, "find_processes", query="bring me the parcel from the mail room"
+            )
+        assert saved["id"] == "fetch-package-mailroom"
+        first = found["processes"][0]
+        assert first["id"] == "fetch-package-mailroom"
+        assert "Visitor packages are on the lower shelf." in first["markdown"]
+        assert first["markdown"].startswith("---\nid: fetch-package-mailroom\n")
+        assert server.documents() == 2
+        events = tool_calls(server)
+        assert [e["tool"] for e in events] == ["save_process", "save_process", "find_processes"]
+        assert all(e["outcome"] == "ok" and e["duration_ms"] >= 0 for e in events)
+
+    def test_healthz_needs_no_token(self, spawn):
+        """GET /healthz answers without a token."""
+        server = spawn()
+        r = httpx.get(f"{server.base}/healthz", timeout=5)
+        assert r.status_code == 200
+        assert r.json() == {"status": "ok", "documents": 0}
+
+    def test_store_ready_line_comes_through_structlog_with_its_fields(self, spawn):
+        """The kit's stdlib store_ready line is a JSON event with its extras as fields."""
+        server = spawn()
+        ready = [e for e in server.log_events() if str(e.get("event")).startswith("store_ready")]
+        assert len(ready) == 1
+        assert ready[0]["logger"] == "robot_mcp_kit.store"
+        assert ready[0]["level"] == "info"
+        assert "timestamp" in ready[0]
+        assert ready[0]["to_version"] >= 1  # an `extra=` field, not just the message
+        assert "processes" in ready[0]["counts"]
+
+    def test_sigterm_stops_cleanly_and_closes_the_store(self, spawn):
+        """SIGTERM: exit 0 after the store is closed (memory_server_stopped is the last word)."""
+        server = spawn()
+        server.stop()
+        assert server.proc is not None
+        assert server.proc.returncode == 0
+        events = [e.get("event") for e in server.log_events()]
+        assert events[-1] == "memory_server_stopped"
+
+    async def test_wrong_token_is_401_and_no_tool_runs(self, spawn):
+        """Without the right token: 401 + WWW-Authenticate, the count holds, no tool_call logged."""
+        server = spawn()
+        async with sse_session(server) as session:
+            await call(session, "save_process", markdown=MAILROOM)
+        before = server.documents()
+        calls_before = len(tool_calls(server))
+
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "delete_process", "arguments": {"id": "fetch-package-mailroom"}},
+        }
+        async with httpx.AsyncClient(base_url=server.base, timeout=5) as http:
+            for headers in ({}, {"Authorization": "Bearer wrong"}):
+                r = await http.get("/sse", headers=headers)
+                assert r.status_code == 401
+                assert r.headers["www-authenticate"].startswith("Bearer")
+                assert r.json()["error"] == "unauthorized"
+                r = await http.post("/messages/?session_id=0", json=body, headers=headers)
+                assert r.status_code == 401
+
+        # The official client, too, gets nowhere with a wrong token.
+        failure = await official_client_error(server, "Bearer wrong")
+        assert failure is not None
+
+        assert server.documents() == before == 1
+        assert len(tool_calls(server)) == calls_before
+        rejected = [e for e in server.log_events() if e.get("event") == "auth_rejected"]
+        assert rejected
+
+    async def test_sigkill_during_saves_loses_no_returned_save(self, spawn, tmp_path):
+        """kill -9 mid-stream: after restart every acknowledged save is there and findable,
+        and rows, index and listing agree."""
+        server = spawn()
+        acknowledged: list[str] = []
+        filler = "Carry the item carefully along the corridor. " * 400  # ~18 KiB per doc
+
+        def killer() -> None:
+            deadline = time.monotonic() + 30
+            while len(acknowledged) < 15 and time.monotonic() < deadline:
+                time.sleep(0.001)
+            server.kill9()
+
+        async def stream() -> None:
+            async with sse_session(server) as session:
+                for i in range(10_000):
+                    markdown = (
+                        f"---\nid: kill-doc-{i}\ntitle: Kill test zebra{i}\n---\n\n"
+                        f"## Steps\n1. {filler}\n"
+                    )
+                    result = await session.call_tool(
+                        "save_process", {"markdown": markdown}, timedelta(seconds=5)
+                    )
+                    if result.isError:
+                        return
+                    acknowledged.append(json.loads(result.content[0].text)["id"])
+
+        thread = threading.Thread(target=killer, daemon=True)
+        thread.start()
+        try:
+            with anyio.fail_after(60):
+                await stream()
+        except Exception:  # noqa: S110 - the connection dies with the server, by design
+            pass
+        except BaseExceptionGroup:
+            pass
+        thread.join(timeout=30)
+        assert server.proc is not None
+        assert server.proc.returncode == -signal.SIGKILL
+        assert len(acknowledged) >= 15
+
+        restarted = spawn()  # same data dir
+        assert restarted.data_dir == server.data_dir
+        async with sse_session(restarted) as session:
+            listed = await call(session, "list_processes", limit=500)
+            rows = restarted.documents()
+            indexed = (await call(session, "reindex"))["indexed"]
+            for doc_id in acknowledged:
+                n = doc_id.rsplit("-", 1)[1]
+                found = await call(session, "find_processes", query=f"zebra{n}", k=1)
+                assert [p["id"] for p in found["processes"]] == [doc_id]
+        assert indexed == rows == len(listed["processes"])
+        assert rows >= len(acknowledged)
+        assert set(acknowledged) <= {p["id"] for p in listed["processes"]}
+
+
+class TestStreamableHttp:
+    async def test_initialize_and_list_tools(self, spawn):
+        """Streamable HTTP: initialize + list_tools through the official client, with the token."""
+        server = spawn(transport="streamable-http")
+        async with (
+            httpx.AsyncClient(headers=server.headers(), timeout=15) as http,
+            streamable_http_client(f"{server.base}/mcp", http_client=http) as (read, write, _),
+            ClientSession(read, write) as session,
+        ):
+            init = await session.initialize()
+            tools = await session.list_tools()
+            saved = await call(session, "save_process", markdown=MAILROOM)
+        assert init.serverInfo.name == "memory"
+        assert len(tools.tools) == 7
+        assert saved["id"] == "fetch-package-mailroom"
+
+    def test_token_gate_and_host_header_protection(self, spawn):
+        """No token: 401; the right token but a foreign Host header: refused by FastMCP."""
+        server = spawn(transport="streamable-http")
+        init = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"},
+            },
+        }
+        accept = {"Accept": "application/json, text/event-stream"}
+        r = httpx.post(f"{server.base}/mcp", json=init, headers=accept, timeout=5)
+        assert r.status_code == 401
+        r = httpx.post(
+            f"{server.base}/mcp",
+            json=init,
+            headers={**accept, **server.headers(), "Host": "evil.example:80"},
+            timeout=5,
+        )
+        assert r.status_code in (403, 421)
+        r = httpx.post(
+            f"{server.base}/mcp", json=init, headers={**accept, **server.headers()}, timeout=5
+        )
+        assert r.status_code == 200
+        session_id = r.headers["mcp-session-id"]
+        r = httpx.delete(
+            f"{server.base}/mcp", headers={**server.headers(), "mcp-session-id": session_id}
+        )
+        assert r.status_code == 200
+        assert httpx.get(f"{server.base}/healthz", timeout=5).status_code == 200
