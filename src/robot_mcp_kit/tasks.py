@@ -553,6 +553,14 @@ class TaskManager:
         return True
 
     async def _run(self, task: _Task, body: TaskBody) -> None:
+        try:
+            await self._run_body(task, body)
+        finally:
+            # Only now: while the terminal event is being handed over, the handle is the
+            # strong reference that keeps this asyncio task alive (the loop's is weak).
+            task.handle = None
+
+    async def _run_body(self, task: _Task, body: TaskBody) -> None:
         ctx = TaskContext(self, task)
         try:
             outcome = await body(ctx)
@@ -589,8 +597,6 @@ class TaskManager:
                 ),
             )
             raise
-        finally:
-            task.handle = None
         if task.cancel_requested:
             self._finish_cancelled_anyway(task, "returned normally")
             return

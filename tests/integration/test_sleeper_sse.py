@@ -303,3 +303,31 @@ async def test_failing_task_emits_task_failed(sleeper_url, event_receiver):
     assert final["state"] == "failed"
     assert final["failure"]["error_code"] == "FAKE_FAILURE"
     assert event_receiver.rejected() == []
+
+
+@pytest.mark.parametrize(
+    ("overrides", "fragment"),
+    [
+        ({"MCP_TRANSPORT": "carrier-pigeon"}, "MCP_TRANSPORT must be one of"),
+        ({"MCP_TRANSPORT": "sse", "MCP_PORT": "ninety"}, "MCP_PORT must be an integer"),
+        (
+            {"MCP_TRANSPORT": "sse", "RVC_CALLBACK_URL": "http://127.0.0.1:9/x"},
+            "RVC_EVENT_SECRET",
+        ),
+    ],
+)
+def test_bad_configuration_exits_with_one_line(overrides, fragment):
+    """Misconfiguration stops the sleeper at once with a one-line reason, not a traceback."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MCP_", "RVC_"))}
+    env.update(overrides)
+    proc = subprocess.run(
+        [sys.executable, str(SLEEPER_PATH)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode != 0
+    assert fragment in proc.stderr
+    assert "Traceback" not in proc.stderr
