@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -60,6 +61,14 @@ def _parser() -> argparse.ArgumentParser:
     )
 
 
+class _Terminated(Exception):
+    """SIGTERM arrived; unwinds ``serve`` so the store is closed (hot writes flushed)."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise _Terminated
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the server until it is stopped; returns the process exit status."""
     missing = _missing_extra()
@@ -84,16 +93,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Before build_server: FastMCP's constructor calls logging.basicConfig, a no-op once
     # the root logger has our handler.
     configure_logging()
+    # Python's default SIGTERM action kills the process on the spot, and uvicorn re-raises
+    # the SIGTERM it captured once its graceful shutdown is done — either way `serve`'s
+    # finally (closing the store) would never run. Turn it into an exception instead.
+    signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         serve(settings)
+    except (_Terminated, KeyboardInterrupt):
+        pass
     except StoreError as exc:
         return _refuse(str(exc))
     except OSError as exc:
         if exc.filename is None:
             raise
         return _refuse(f"cannot use MEMORY_DATA_DIR={str(settings.data_dir)!r}: {exc}")
-    except KeyboardInterrupt:
-        pass
     return 0
 
 

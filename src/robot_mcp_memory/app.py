@@ -1,0 +1,111 @@
+"""Serving the memory server: the HTTP app (/healthz + the bearer gate) and the run loop.
+
+The HTTP transports use FastMCP's own Starlette apps (``sse_app()`` /
+``streamable_http_app()``) so its Host/Origin (DNS-rebinding) checks and, for streamable
+HTTP, the session manager's lifespan stay exactly as FastMCP wires them; this module adds
+the ``GET /healthz`` route to that app and wraps it in :class:`BearerAuthMiddleware` when
+``MEMORY_TOKEN`` is set. Uvicorn is started here rather than through ``FastMCP.run`` so
+that wrapping is possible and uvicorn logs through our structlog pipeline.
+
+The store is opened by :func:`serve` *before* anything listens, so a corrupt ``index.db``
+surfaces as an exception the entry point turns into one line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import anyio
+import anyio.to_thread
+import uvicorn
+from mcp.server.fastmcp import FastMCP
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp
+
+from robot_mcp_memory.auth import ADMIN, BearerAuthMiddleware, TokenAuth
+from robot_mcp_memory.logs import get_logger
+from robot_mcp_memory.server import StoreHolder, build_server
+from robot_mcp_memory.settings import Settings, Transport
+
+__all__ = ["HEALTHZ_PATH", "build_http_app", "serve"]
+
+HEALTHZ_PATH = "/healthz"
+_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
+_log = get_logger("robot_mcp_memory.app")
+
+
+def build_http_app(settings: Settings, mcp: FastMCP, holder: StoreHolder) -> ASGIApp:
+    """The ASGI app of an HTTP transport: FastMCP's app + /healthz, gated when a token is set.
+
+    ``GET /healthz`` needs no token and answers ``{"status": "ok", "documents": n}`` while
+    the store is open, 503 ``{"status": "unavailable"}`` otherwise.
+    """
+
+    async def healthz(_: Request) -> Response:
+        store = holder.store
+        if store is None:
+            return JSONResponse({"status": "unavailable"}, status_code=503)
+        documents = await anyio.to_thread.run_sync(store.count)
+        return JSONResponse({"status": "ok", "documents": documents})
+
+    if settings.transport is Transport.SSE:
+        starlette_app = mcp.sse_app()
+    elif settings.transport is Transport.STREAMABLE_HTTP:
+        starlette_app = mcp.streamable_http_app()  # its lifespan runs the session manager
+    else:
+        raise ValueError(f"build_http_app: {settings.transport.value!r} is not an HTTP transport")
+    starlette_app.router.routes.append(
+        Route(HEALTHZ_PATH, healthz, methods=["GET"], include_in_schema=False)
+    )
+
+    app: ASGIApp = starlette_app
+
+    if settings.token is not None:
+        auth = TokenAuth({settings.token.get_secret_value(): ADMIN})
+        app = BearerAuthMiddleware(app, auth, exempt_paths=frozenset({HEALTHZ_PATH}))
+    return app
+
+
+def serve(settings: Settings) -> None:
+    """Open the store, serve ``settings.transport`` until stopped, then close the store.
+
+    Blocks. Store errors (``StoreUnreadable``, ``SchemaTooNew``…) are raised before
+    anything listens; closing flushes queued hot writes.
+    """
+    holder = StoreHolder.for_settings(settings)
+    store = holder.acquire()
+    try:
+        _log.info(
+            "memory_server_starting",
+            transport=settings.transport.value,
+            host=settings.host if settings.is_http else None,
+            port=settings.port if settings.is_http else None,
+            data_dir=str(settings.data_dir),
+            robot_id=settings.robot_id,
+            auth="bearer" if settings.token is not None else "none",
+            documents=store.count(),
+        )
+        if settings.is_http and settings.token is None and settings.host not in _LOOPBACK:
+            _log.warning(
+                "serving_without_auth",
+                host=settings.host,
+                detail="MEMORY_TOKEN is unset and the server binds a non-loopback address",
+            )
+        mcp = build_server(settings, holder=holder)
+        if settings.transport is Transport.STDIO:
+            anyio.run(mcp.run_stdio_async)
+        else:
+            config = uvicorn.Config(
+                build_http_app(settings, mcp, holder),
+                host=settings.host,
+                port=settings.port,
+                log_config=None,  # keep our structlog handler on the root logger
+                lifespan="on",
+                timeout_graceful_shutdown=5,  # open SSE streams must not block a SIGTERM
+                server_header=False,
+            )
+            uvicorn.Server(config).run()
+    finally:
+        holder.release()
+        _log.info("memory_server_stopped")
