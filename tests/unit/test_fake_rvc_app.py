@@ -281,6 +281,21 @@ class TestBadInput:
         assert [e.seq for e in recorder.events()] == [1, 2]
 
 
+class TestLogging:
+    async def test_each_outcome_logs_one_line(self, client, caplog):
+        """An accepted, a duplicate and a rejected post log one line each on fake_rvc."""
+        caplog.set_level("INFO", logger="fake_rvc")
+        event = make_event()
+        await post_event(client, event)
+        await post_event(client, event)
+        await post_event(client, make_event(seq=2), secret="wrong")
+        messages = [r.getMessage() for r in caplog.records if r.name == "fake_rvc"]
+        assert len(messages) == 3
+        assert messages[0].startswith("accepted server='sleeper' task='slee-1a2b3c' seq=1")
+        assert messages[1].startswith("duplicate ")
+        assert messages[2].startswith("rejected status=401 reason=bad_signature")
+
+
 class TestTimeline:
     async def test_gap_is_recorded_with_evidence(self, client, recorder):
         """seq 1 then 3 records a gap expecting 2."""

@@ -128,3 +128,18 @@ def test_stop_ends_open_streams(rvc):
         started = time.monotonic()
         rvc.stop()
         assert time.monotonic() - started < 5
+
+
+def test_raw_header_injection_gets_400_and_server_keeps_serving(rvc):
+    """A bare CR inside an X-RVC-Server value is refused with 400 at the HTTP layer."""
+    import socket
+
+    request = (
+        b"POST /api/agent/events HTTP/1.1\r\nHost: x\r\n"
+        b"X-RVC-Server: sleeper\rX-Injected: 1\r\nContent-Length: 2\r\n\r\n{}"
+    )
+    with socket.create_connection(("127.0.0.1", rvc.port), timeout=10) as sock:
+        sock.sendall(request)
+        reply = sock.recv(1024)
+    assert reply.startswith(b"HTTP/1.1 400")
+    assert post(rvc.events_url, make_body()).status_code == 200
