@@ -23,7 +23,7 @@ from robot_mcp_kit.models import (
     TaskState,
 )
 from robot_mcp_kit.signing import sign, verify
-from robot_mcp_kit.tasks import TaskBody, TaskContext, TaskError, TaskManager
+from robot_mcp_kit.tasks import EventSink, TaskBody, TaskContext, TaskError, TaskManager
 
 if TYPE_CHECKING:
     from robot_mcp_kit.fastmcp_ext import register_task_tools
@@ -34,6 +34,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "ConfigurationError",
     "EventPoster",
+    "EventSink",
     "EventType",
     "PosterStats",
     "RobotMcpKitError",
