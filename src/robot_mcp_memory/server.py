@@ -212,6 +212,12 @@ def build_server(settings: Settings, *, holder: StoreHolder | None = None) -> Fa
             result = {"error": "internal", "detail": f"{type(exc).__name__}: {exc}"}
             _log.exception("tool_failed", tool=tool)
         duration_ms = round((time.perf_counter() - started) * 1000, 3)
+        if outcome == "ok" and isinstance(result, dict):
+            # Say what the call did, not only that it worked: the stored id, the hit count.
+            if "id" in result and "id" not in fields:
+                fields["id"] = result["id"]
+            if isinstance(result.get("processes"), list):
+                fields["results"] = len(result["processes"])
         _log.info(
             "tool_call",
             tool=tool,
@@ -300,7 +306,7 @@ def build_server(settings: Settings, *, holder: StoreHolder | None = None) -> Fa
                 out["renamed_from"] = saved.renamed_from
             return out
 
-        return await call("save_process", run, size=len(markdown))
+        return await call("save_process", run, markdown_chars=len(markdown))
 
     @mcp.tool()
     async def record_outcome(id: str, success: bool, note: str = "") -> str:

@@ -482,6 +482,18 @@ class TestLogging:
                 assert isinstance(e["duration_ms"], float)
                 assert e["duration_ms"] >= 0
 
+    async def test_tool_call_event_says_what_the_call_did(self, settings):
+        """A save logs the stored id; a find logs how many processes it returned."""
+        async with session(settings) as client:
+            with capture_logs() as logs:
+                await call(client, "save_process", markdown=MAILROOM)
+                await call(client, "find_processes", query="mailroom parcel")
+        save, find = [e for e in logs if e["event"] == "tool_call"]
+        assert save["id"] == "fetch-package-mailroom"
+        assert save["markdown_chars"] == len(MAILROOM)
+        assert (find["results"], find["k"], find["robot"]) == (1, 3, None)
+        assert "markdown" not in find  # bodies never go to the log
+
 
 class TestStoreHolder:
     def test_last_release_closes(self):
