@@ -1,0 +1,153 @@
+"""The clauses of the Async Task Contract and the failure messages that cite them.
+
+Every failing conformance test ends in :func:`violation`, which fails the test with a
+message of the form::
+
+    kit spec §3.1 (seq contiguous from 1): task slee-1a2b3c got seqs [1, 2, 4]
+      evidence: {...the offending event or response...}
+
+The clause texts quote or closely paraphrase the kit spec (``robot-mcp-kit-spec.md``),
+so an author can look the requirement up by its section number.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+import pytest
+
+__all__ = ["Clause", "clauses", "short", "violation"]
+
+_EVIDENCE_LIMIT = 4000
+
+
+@dataclass(frozen=True)
+class Clause:
+    """One requirement of the contract: where it is written and what it says."""
+
+    section: str
+    text: str
+
+    def __str__(self) -> str:
+        return f"kit spec §{self.section} ({self.text})"
+
+
+class clauses:
+    """The catalogue; each test cites one of these."""
+
+    TOOLS_EXIST = Clause(
+        "3.3", "every task-capable server exposes get_task, cancel_task and list_tasks"
+    )
+    TOOL_SCHEMA = Clause(
+        "3.3",
+        "get_task(task_id: str), cancel_task(task_id: str), "
+        "list_tasks(states: list[str] | None = None)",
+    )
+    TOOL_DESCRIPTION = Clause(
+        "4.4",
+        "the tools' descriptions tell the LLM they are for status/cancel of long-running "
+        "tasks, not for starting work",
+    )
+    TOOLS_RETURN_JSON = Clause("3.3", "all reconciliation tools return JSON strings")
+    START_RETURNS_AT_ONCE = Clause(
+        "1, 4.2",
+        "a long-running tool returns immediately with a task_id (state running) and the "
+        "work continues in the server; callers expect a ~30 s call timeout",
+    )
+    TASK_INFO_SHAPE = Clause(
+        "4.1",
+        "TaskInfo = {task_id, server, tool, state, created_at, updated_at, triggers, "
+        "est_duration_s, progress, result, failure}",
+    )
+    TASK_ID_FORM = Clause(
+        "3.1, 4.2", 'task_id is "<server-short>-<6 hex>", server_short = first 4 chars of the name'
+    )
+    SIGNED = Clause(
+        "3.1",
+        "every event POST carries X-RVC-Server, X-RVC-Timestamp (unix s, ±300 s) and "
+        'X-RVC-Signature: sha256=HMAC-SHA256(secret, f"{timestamp}.{raw_body}")',
+    )
+    EVENT_BODY = Clause(
+        "3.1, 4.1",
+        "the body is a TaskEvent: schema_version 1, event_id, task_id, server, tool, type, "
+        "seq, ts, payload",
+    )
+    EVENT_IDENTITY = Clause(
+        "3.1",
+        "an event names its task_id, the server (= X-RVC-Server) and the tool that started it",
+    )
+    EVENT_ID_UNIQUE = Clause("3.1", "event_id is a uuid4, unique per event")
+    TIMESTAMP = Clause("3.1", "ts is the event's time, UTC ISO 8601")
+    PAYLOAD = Clause(
+        "3.1",
+        'payload by type: progress a dict; trigger_fired {"trigger": <the trigger dict>, ...}; '
+        'task_done {"result": <dict>}; task_failed a TaskFailure',
+    )
+    SEQ_CONTIGUOUS = Clause(
+        "3.1, 4.2", "seq is per task, starts at 1, increases by one, posted in seq order"
+    )
+    ONE_TERMINAL = Clause(
+        "4.2", "a finished task emits exactly one terminal event (task_done or task_failed)"
+    )
+    NOTHING_AFTER_TERMINAL = Clause("4.2", "a task emits nothing after task_done / task_failed")
+    GET_TASK_AGREES = Clause(
+        "3.3, 4.1",
+        "get_task returns the TaskInfo: state, last progress payload, result when "
+        "succeeded, failure when failed, as the events said",
+    )
+    FAILURE = Clause(
+        "4.2",
+        "a body that raises TaskError ends in state failed and emits task_failed carrying "
+        "the TaskFailure",
+    )
+    CANCEL_RETURNS = Clause("3.3", 'cancel_task(task_id) → {"task_id": ..., "state": "cancelled"}')
+    CANCEL_IDEMPOTENT = Clause("3.3", "cancel_task is idempotent")
+    CANCEL_NO_EVENT = Clause(
+        "4.2", 'a cancelled task ends in state "cancelled" with no failure event (no task_failed)'
+    )
+    CANCEL_FINISHED = Clause(
+        "3.3", "cancelling a finished task returns its terminal state unchanged"
+    )
+    LIST_TASKS = Clause("3.3", 'list_tasks(states=None) → {"tasks": [TaskInfo, ...]}')
+    LIST_FILTER = Clause(
+        "3.3", 'list_tasks(states=[...]) returns only tasks in those states, e.g. ["running"]'
+    )
+    NOT_FOUND = Clause("3.3, 4.2", 'an unknown task id → {"error": "not_found"}')
+    DELIVERY = Clause(
+        "3.1",
+        "delivery is at-least-once: anything but a 2xx (or a connection error) is retried "
+        "and events for one task are POSTed in seq order",
+    )
+    RETRY_SCHEDULE = Clause(
+        "3.1", "retries back off exponentially: 0.5 s, 2 s, 8 s, then every 30 s, for 10 minutes"
+    )
+    UNKNOWN_TRIGGER = Clause(
+        "3.2", "servers must ignore unknown trigger types (with a WARNING log)"
+    )
+    PROGRESS_ABOVE = Clause(
+        "3.2, 4.2",
+        "progress_above fires once when progress ≥ percent; at most once per task unless "
+        '"repeat": true',
+    )
+
+
+def short(value: Any, limit: int = _EVIDENCE_LIMIT) -> str:
+    """Render evidence as indented JSON, cut to ``limit`` characters."""
+    try:
+        text = json.dumps(value, indent=2, default=str, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    if len(text) > limit:
+        text = text[:limit] + f"\n... ({len(text) - limit} more characters)"
+    return text
+
+
+def violation(clause: Clause, summary: str, evidence: Any = None) -> NoReturn:
+    """Fail the current test: the clause, what broke, and the evidence."""
+    message = f"{clause}: {summary}"
+    if evidence is not None:
+        body = short(evidence).replace("\n", "\n    ")
+        message += f"\n  evidence:\n    {body}"
+    pytest.fail(message, pytrace=False)

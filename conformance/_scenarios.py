@@ -1,0 +1,334 @@
+"""Task runs the conformance tests inspect, and the harness that produces them.
+
+A :class:`TaskRun` is one task started through the server's start tool and watched to
+its end: the start call, every event fake_rvc verified for it, every POST attempt it
+saw (including rejected and faulted ones), and ``get_task`` afterwards. Runs are shared
+by many tests (one run, many clauses), so each is produced once per session by a fixture
+in ``conftest.py``.
+
+Waiting never relies on a fixed sleep to make something happen: the harness waits on
+fake_rvc's recorder with deadlines. The only fixed waits are observation windows that
+prove an absence (nothing arrives after a terminal event, no ``task_failed`` after a
+cancel), and they are short.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from conformance._checks import Clause, violation
+from conformance._target import Config, McpClient, ToolReply
+
+if TYPE_CHECKING:
+    from fake_rvc import Attempt, FakeRvcServer, ReceivedEvent
+
+__all__ = [
+    "PROGRESS_TRIGGER",
+    "TERMINAL_EVENT_TYPES",
+    "TERMINAL_STATES",
+    "UNKNOWN_TRIGGER",
+    "CancelRun",
+    "DeliveryRun",
+    "Harness",
+    "Runs",
+    "TaskRun",
+]
+
+TERMINAL_STATES = frozenset({"succeeded", "failed", "cancelled"})
+TERMINAL_EVENT_TYPES = frozenset({"task_done", "task_failed"})
+
+QUIET_S = 0.4
+"""How long to keep listening after a terminal event, to catch anything sent after it."""
+SETTLE_S = 3.0
+"""How long after get_task reports a terminal state the terminal event may still take
+(covers the poster's first two retries, 0.5 s and 2 s)."""
+
+
+@dataclass
+class TaskRun:
+    """One task, from its start call to its end, as the suite observed it."""
+
+    label: str
+    start: ToolReply
+    started_wall: float
+    task_id: str | None
+    events: list[ReceivedEvent] = field(default_factory=list)
+    attempts: list[Attempt] = field(default_factory=list)
+    final: ToolReply | None = None
+    note: str | None = None
+
+    @property
+    def info(self) -> dict[str, Any] | None:
+        """The start call's TaskInfo (a dict), or None when it did not return one."""
+        data = self.start.data
+        return data if isinstance(data, dict) and "task_id" in data else None
+
+    @property
+    def final_info(self) -> dict[str, Any] | None:
+        """``get_task``'s TaskInfo after the run, or None."""
+        data = None if self.final is None else self.final.data
+        return data if isinstance(data, dict) and "task_id" in data else None
+
+    def event_dicts(self) -> list[dict[str, Any]]:
+        """The verified events as sent (JSON mode), in arrival order."""
+        return [e.event.model_dump(mode="json") for e in self.events]
+
+    def attempt_dicts(self) -> list[dict[str, Any]]:
+        """The POST attempts, without the bulky fields, in arrival order."""
+        keep = ("n", "server", "status", "outcome", "reason", "detail", "seq", "type")
+        return [{k: a.to_dict()[k] for k in keep} for a in self.attempts]
+
+    def require_task(self, clause: Clause) -> str:
+        """Return the task id, or fail: the start call did not start a task."""
+        if self.task_id is None:
+            violation(
+                clause,
+                f"the {self.label} task could not be started, so this clause cannot be "
+                "checked; the start tool must return a TaskInfo JSON with a task_id",
+                self.start.evidence(),
+            )
+        return self.task_id
+
+    def require_events(self, clause: Clause) -> list[ReceivedEvent]:
+        """Return the verified events, or fail saying what fake_rvc got instead."""
+        task_id = self.require_task(clause)
+        if self.events:
+            return self.events
+        rejected = [a for a in self.attempts if a.outcome == "rejected"]
+        if rejected:
+            reasons = sorted({a.reason or "?" for a in rejected})
+            summary = (
+                f"no event of task {task_id} ({self.label}) passed fake_rvc's checks: "
+                f"{len(rejected)} POST(s) rejected ({', '.join(reasons)}); see "
+                "test_events_are_signed_with_the_shared_secret and "
+                "test_event_bodies_are_task_events"
+            )
+        else:
+            summary = (
+                f"no event of task {task_id} ({self.label}) reached fake_rvc; is the server "
+                "posting to RVC_CALLBACK_URL?"
+            )
+        if self.note:
+            summary += f" ({self.note})"
+        violation(
+            clause, summary, {"attempts": self.attempt_dicts(), "get_task": self.final_evidence()}
+        )
+
+    def final_evidence(self) -> Any:
+        return None if self.final is None else self.final.evidence()
+
+    def terminal_events(self) -> list[ReceivedEvent]:
+        return [e for e in self.events if e.type in TERMINAL_EVENT_TYPES]
+
+
+UNKNOWN_TRIGGER: dict[str, Any] = {"type": "conformance_unknown_trigger_v1", "level": 3}
+PROGRESS_TRIGGER: dict[str, Any] = {"type": "progress_above", "percent": 50}
+
+
+@dataclass
+class Runs:
+    """The shared task runs, started together and observed to their end.
+
+    ``failed`` is None without ``--fail-args``; the trigger runs are None when the start
+    tool has no ``triggers`` argument.
+    """
+
+    completed: TaskRun
+    failed: TaskRun | None
+    unknown_trigger: TaskRun | None
+    progress_above: TaskRun | None
+    triggers_supported: bool
+
+    def all(self) -> list[TaskRun]:
+        runs = [self.completed, self.failed, self.unknown_trigger, self.progress_above]
+        return [run for run in runs if run is not None]
+
+
+@dataclass
+class CancelRun:
+    """A long task cancelled twice while running, then left alone for a moment."""
+
+    run: TaskRun
+    before: ToolReply | None
+    first: ToolReply | None
+    second: ToolReply | None
+    after: ToolReply | None
+
+
+@dataclass
+class DeliveryRun:
+    """A task whose first POSTs were answered 500 and then dropped by fake_rvc."""
+
+    run: TaskRun
+    attempts: list[Attempt]
+    """Every attempt fake_rvc saw from the first fault on, in arrival order."""
+    faults: tuple[str, ...]
+    faults_left: int
+
+
+class Harness:
+    """Starts tasks on the server under test and watches them through fake_rvc.
+
+    Keeps the ids of every task it started, so it can cancel the ones still running
+    before a test that needs the server's event queue to itself.
+    """
+
+    def __init__(self, config: Config, client: McpClient, rvc: FakeRvcServer) -> None:
+        self.config = config
+        self.client = client
+        self.rvc = rvc
+        self.started: list[str] = []
+
+    # -- calls --------------------------------------------------------------------------
+
+    def call(self, tool: str, arguments: dict[str, Any] | None = None) -> ToolReply:
+        return self.client.call(tool, arguments)
+
+    def state_of(self, task_id: str) -> str | None:
+        """The state get_task reports, or None if it does not answer with a TaskInfo."""
+        reply = self.call("get_task", {"task_id": task_id})
+        data = reply.data
+        if reply.answered and isinstance(data, dict) and isinstance(data.get("state"), str):
+            return str(data["state"])
+        return None
+
+    def start(self, arguments: dict[str, Any], label: str) -> TaskRun:
+        """Call the start tool with ``arguments``; return the run (not yet observed)."""
+        wall = time.time()
+        reply = self.call(self.config.start_tool, arguments)
+        data = reply.data
+        task_id = None
+        if reply.answered and isinstance(data, dict) and isinstance(data.get("task_id"), str):
+            task_id = data["task_id"]
+            self.started.append(task_id)
+        return TaskRun(label=label, start=reply, started_wall=wall, task_id=task_id)
+
+    # -- watching -----------------------------------------------------------------------
+
+    def events(self, task_id: str) -> list[ReceivedEvent]:
+        return self.rvc.state.events(task_id=task_id)
+
+    def attempts(self, task_id: str) -> list[Attempt]:
+        return [a for a in self.rvc.state.attempts() if a.task_id == task_id]
+
+    def _has_terminal(self, task_id: str) -> bool:
+        timeline = self.rvc.state.timeline(task_id)
+        return timeline is not None and timeline.terminal is not None
+
+    def observe(
+        self,
+        run: TaskRun,
+        *,
+        timeout_s: float | None = None,
+        settle_s: float = SETTLE_S,
+        quiet_s: float = QUIET_S,
+    ) -> TaskRun:
+        """Wait for the run's terminal event, then listen ``quiet_s`` more; fill the run.
+
+        Gives up when ``timeout_s`` passes, or ``settle_s`` after get_task first reports
+        a terminal state without the terminal event having arrived (it will not).
+        """
+        if run.task_id is None:
+            return run
+        task_id = run.task_id
+        recorder = self.rvc.state
+        deadline = time.monotonic() + (timeout_s or self.config.task_timeout_s)
+        settled_since: float | None = None
+        next_poll = 0.0
+        while not self._has_terminal(task_id):
+            now = time.monotonic()
+            if now >= deadline:
+                run.note = f"no terminal event within {timeout_s or self.config.task_timeout_s:g} s"
+                break
+            if now >= next_poll:
+                next_poll = now + 0.25
+                if self.state_of(task_id) in TERMINAL_STATES:
+                    settled_since = now if settled_since is None else settled_since
+                    if now - settled_since >= settle_s:
+                        run.note = (
+                            f"get_task reported a terminal state but no terminal event "
+                            f"arrived within {settle_s:g} s"
+                        )
+                        break
+            with contextlib.suppress(TimeoutError):
+                recorder.wait_for(
+                    lambda r: self._has_terminal(task_id) or None,
+                    timeout_s=max(0.01, min(0.25, deadline - time.monotonic())),
+                )
+        # An observation window: anything sent after the terminal event shows up here.
+        time.sleep(quiet_s)
+        run.events = self.events(task_id)
+        run.attempts = self.attempts(task_id)
+        run.final = self.call("get_task", {"task_id": task_id})
+        return run
+
+    def run(self, arguments: dict[str, Any], label: str, **observe: Any) -> TaskRun:
+        """Start a task and observe it to its end."""
+        return self.observe(self.start(arguments, label), **observe)
+
+    # -- scenarios ----------------------------------------------------------------------
+
+    def cancel_scenario(self) -> CancelRun:
+        """Start a long task, cancel it twice once it runs, listen, and read it back."""
+        run = self.start(self.config.long_args, "cancelled")
+        if run.task_id is None:
+            return CancelRun(run, None, None, None, None)
+        task_id = run.task_id
+        recorder = self.rvc.state
+        # The task surely runs once it has reported something.
+        with contextlib.suppress(TimeoutError):
+            recorder.wait_for_event(task_id, None, timeout_s=3.0)
+        before = self.call("get_task", {"task_id": task_id})
+        first = self.call("cancel_task", {"task_id": task_id})
+        second = self.call("cancel_task", {"task_id": task_id})
+
+        def terminal_posted(r: Any) -> bool:
+            return any(
+                a.task_id == task_id and a.type in TERMINAL_EVENT_TYPES for a in r.attempts()
+            )
+
+        # An observation window that ends early if a terminal event is posted.
+        with contextlib.suppress(TimeoutError):
+            recorder.wait_for(terminal_posted, timeout_s=0.8)
+        time.sleep(0.1)
+        after = self.call("get_task", {"task_id": task_id})
+        run.events = self.events(task_id)
+        run.attempts = self.attempts(task_id)
+        run.final = after
+        return CancelRun(run, before, first, second, after)
+
+    def quiesce(self) -> None:
+        """Cancel every task this harness started that still runs, then flush events.
+
+        The flush is a barrier task: the contract's poster sends in FIFO order, so once
+        the barrier's terminal event has arrived, everything posted before it has too.
+        """
+        for task_id in list(self.started):
+            if self.state_of(task_id) == "running":
+                self.call("cancel_task", {"task_id": task_id})
+        self.run(self.config.start_args, "barrier")
+
+    def delivery_scenario(self) -> DeliveryRun:
+        """Answer the next POSTs 500, then drop the connection; run a task through it."""
+        self.quiesce()
+        recorder = self.rvc.state
+        name = self.config.server_name
+        seen = recorder.attempts()
+        first_n = (seen[-1].n if seen else 0) + 1
+        recorder.inject_fault(name, status=500, count=1)
+        recorder.inject_fault(name, drop=True, count=1)
+        run = self.start(self.config.start_args, "delivery")
+        # 0.5 s + 2 s of back-off before the first event gets through, then the rest.
+        self.observe(run, timeout_s=self.config.task_timeout_s + 10, settle_s=8.0)
+        faults_left = sum(f.remaining for f in recorder.faults() if f.server == name)
+        recorder.clear_faults(name)
+        attempts = [a for a in recorder.attempts() if a.n >= first_n]
+        return DeliveryRun(
+            run=run,
+            attempts=attempts,
+            faults=("500", "dropped connection"),
+            faults_left=faults_left,
+        )
