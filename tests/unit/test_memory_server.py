@@ -264,7 +264,9 @@ class TestReadsAndWrites:
                 success=False,
                 note="door was locked",
             )
-            assert (out["success_count"], out["failure_count"]) == (4, 2)
+            # The reply counts this call's increment on top of the row as read; the first
+            # call's increment may still be queued (hot path), so only this one is certain.
+            assert out["failure_count"] == 2
             assert out["last_used"]
             await call(client, "reindex")  # flushes the hot counter writes
             got = await call(client, "get_process", id="fetch-package-mailroom")
