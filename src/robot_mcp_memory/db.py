@@ -26,8 +26,11 @@ store always writes a value. Row conventions ``ProcessStore`` relies on:
 - ``tags`` is a JSON array; ``processes_fts.tags`` holds the same text (the tokenizer
   splits on the JSON punctuation, so the tags are indexed as words);
 - ``shared`` is 0/1 (a fleet-wide document, DESIGN §5);
-- the rowid of a ``processes_fts`` row equals the rowid of its ``processes`` row, so one
-  document's index entry is found without scanning the index.
+- the rowid of a ``processes_fts`` row equals the rowid of its ``processes`` row: search
+  joins the two on it and a document's index entry is found without scanning the index
+  (its ``id`` column is kept, as the spec's DDL has it, for humans and for ``reindex``
+  checks). ``VACUUM`` keeps rowids here (sqlite 3.40, checked), and ``reindex()``
+  re-derives every entry from the rows in any case.
 """
 
 from __future__ import annotations

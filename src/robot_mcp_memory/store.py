@@ -26,7 +26,12 @@ over every match::
     ORDER BY score DESC LIMIT k
 
 with column weights :data:`BM25_WEIGHTS` (title counts most, then the task pattern, the
-tags, the body). A query over :data:`MAX_QUERY_BYTES` raises :class:`QueryTooLarge`
+tags, the body). The index is joined to the rows by rowid: every write gives a document's
+index entry its row's rowid (and ``reindex()`` rebuilds them that way), so the ``id``
+column of ``processes_fts`` is never read on the search path — reading it for every match
+costs more than the search itself (see ``benchmarks/bench_memory.py``).
+
+A query over :data:`MAX_QUERY_BYTES` raises :class:`QueryTooLarge`
 (a :class:`~robot_mcp_memory.docmodel.DocError` with ``reason="too_large"``, so the MCP
 layer can map it like an oversized document).
 
@@ -98,7 +103,7 @@ _STOPWORD_TEXT = """
     a about above after again against all am an and any are as at be been before being
     below between both but by can could did do does doing down during each either few for
     from further had has have having he her here hers herself him himself his how i if in
-    into is it its itself just let lets me might more most must my myself neither
+    into is it its itself just let lets me might more most must my myself near neither
     no nor not now of off on once only or other ought our ours ourselves out over own
     same shall she should so some such than that the their theirs them themselves then
     there these they this those through thus to too under until up upon us very was we
@@ -277,16 +282,24 @@ class ProcessStore:
             return []
         weights = ", ".join(repr(float(w)) for w in BM25_WEIGHTS)
         scope_sql, scope_params = _scope(robots, "p.")
+        reliability = "(p.success_count + 1.0) / (p.success_count + p.failure_count + 2.0)"
+        # Two steps: score every match joining the index to the rows by rowid (the index
+        # row shares its document row's rowid), keep the top k by score, and only then
+        # read those k rows in full. Reading the fts `id` column, or carrying bodies
+        # through the sort, for every match would cost more than the search itself.
         sql = (
             f"SELECT {', '.join('p.' + c for c in _COLUMNS.split(', '))}, "  # noqa: S608
-            f"  -bm25(processes_fts, {weights}) AS relevance, "
-            "  (p.success_count + 1.0) / (p.success_count + p.failure_count + 2.0) "
-            "    AS reliability, "
-            f"  -bm25(processes_fts, {weights}) * (p.success_count + 1.0) "
-            "    / (p.success_count + p.failure_count + 2.0) AS score "
-            "FROM processes_fts JOIN processes AS p ON p.id = processes_fts.id "
-            f"WHERE processes_fts MATCH ? {'AND ' + scope_sql if scope_sql else ''} "
-            "ORDER BY score DESC, p.id LIMIT ?"
+            "  top.relevance, top.reliability, top.score "
+            "FROM ("
+            "  SELECT processes_fts.rowid AS rid, "
+            f"   -bm25(processes_fts, {weights}) AS relevance, "
+            f"   {reliability} AS reliability, "
+            f"   -bm25(processes_fts, {weights}) * {reliability} AS score "
+            "  FROM processes_fts JOIN processes AS p ON p.rowid = processes_fts.rowid "
+            f"  WHERE processes_fts MATCH ? {'AND ' + scope_sql if scope_sql else ''} "
+            "  ORDER BY score DESC, rid LIMIT ?"
+            ") AS top JOIN processes AS p ON p.rowid = top.rid "
+            "ORDER BY top.score DESC, top.rid"
         )
         rows = self.store.query(sql, (_match_expression(terms), *scope_params, _clamp(k, 1, MAX_K)))
         return [
@@ -437,7 +450,6 @@ class ProcessStore:
                 id,
             ),
         )
-        _unindex(conn, row["rowid"], id)
         _index(conn, row["rowid"], id, doc.title, doc.task_pattern, tags, doc.body)
 
     def delete(self, id: str) -> bool:
@@ -447,7 +459,7 @@ class ProcessStore:
             if row is None:
                 return False
             conn.execute("DELETE FROM processes WHERE id = ?", (id,))
-            _unindex(conn, row["rowid"], id)
+            _unindex(conn, row["rowid"])
         return True
 
     def reindex(self) -> int:
@@ -534,7 +546,6 @@ class ProcessStore:
                 )
                 return None
             conn.execute("UPDATE processes SET body = ? WHERE id = ?", (body, id))
-            _unindex(conn, row["rowid"], id)
             _index(conn, row["rowid"], id, row["title"], row["task_pattern"], row["tags"], body)
         return body
 
@@ -592,29 +603,17 @@ def _index(
     tags: str,
     body: str,
 ) -> None:
-    # The index row shares the document row's rowid: one document's entry is then found
-    # by rowid instead of by scanning the (UNINDEXED) id column.
-    try:
-        conn.execute(
-            "INSERT INTO processes_fts (rowid, id, title, task_pattern, tags, body) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            (rowid, id, title, task_pattern, tags, body),
-        )
-    except sqlite3.IntegrityError:
-        # Drifted rowids (see _unindex): that rowid holds another document's entry. Search
-        # joins on id, so an entry under any rowid is correct; reindex() realigns them.
-        conn.execute(
-            "INSERT INTO processes_fts (id, title, task_pattern, tags, body) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (id, title, task_pattern, tags, body),
-        )
+    # The index row shares the document row's rowid: search joins the two on it, and a
+    # document's entry is found without scanning the (UNINDEXED) id column. An entry
+    # already at that rowid can only be a stale one (the rows' rowids are unique), so it
+    # is replaced.
+    conn.execute("DELETE FROM processes_fts WHERE rowid = ?", (rowid,))
+    conn.execute(
+        "INSERT INTO processes_fts (rowid, id, title, task_pattern, tags, body) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (rowid, id, title, task_pattern, tags, body),
+    )
 
 
-def _unindex(conn: sqlite3.Connection, rowid: int, id: str) -> None:
-    removed = conn.execute(
-        "DELETE FROM processes_fts WHERE rowid = ? AND id = ?", (rowid, id)
-    ).rowcount
-    if removed == 0:
-        # The rowids drifted apart (a VACUUM may renumber a table without an INTEGER
-        # PRIMARY KEY): fall back to the scan, so no stale entry survives.
-        conn.execute("DELETE FROM processes_fts WHERE id = ?", (id,))
+def _unindex(conn: sqlite3.Connection, rowid: int) -> None:
+    conn.execute("DELETE FROM processes_fts WHERE rowid = ?", (rowid,))

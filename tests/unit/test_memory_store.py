@@ -553,17 +553,22 @@ class TestDeleteListReindex:
         assert [d.id for d in store.list(limit=0)] == ["p-0"]
         assert len(store.list(limit=10_000, offset=-3)) == 5
 
-    def test_drifted_index_rowid_is_healed_by_a_save(self, store: ProcessStore) -> None:
-        """If an index entry's rowid no longer matches its row, a save still replaces it."""
+    def test_index_entry_follows_its_row_by_rowid(self, store: ProcessStore) -> None:
+        """Each index entry has its row's rowid; an orphan entry is never returned and
+        reindex drops it."""
         store.save(make_doc("a", title="Old words"))
         store.save(make_doc("b", title="Other"))
+        pairs = store.store.query(
+            "SELECT p.id, f.id FROM processes AS p JOIN processes_fts AS f ON f.rowid = p.rowid"
+        )
+        assert sorted(tuple(r) for r in pairs) == [("a", "a"), ("b", "b")]
         with store.store.transaction() as conn:
-            conn.execute("DELETE FROM processes_fts WHERE id = 'a'")
             conn.execute(
                 "INSERT INTO processes_fts (rowid, id, title, task_pattern, tags, body) "
-                "VALUES (999, 'a', 'Old words', '', '[]', 'x')"
+                "VALUES (999, 'ghost', 'Old ghost words', '', '[]', 'x')"
             )
         store.save(make_doc("a", title="New words"))
-        rows = store.store.query("SELECT title FROM processes_fts WHERE id = 'a'")
-        assert [r[0] for r in rows] == ["New words"]
-        assert store.find("old") == []
+        assert [f.doc.id for f in store.find("words", k=5)] == ["a"]
+        assert store.find("ghost") == []
+        assert store.reindex() == 2
+        assert store.store.query_one("SELECT count(*) FROM processes_fts")[0] == 2
