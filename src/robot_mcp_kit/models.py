@@ -44,8 +44,6 @@ TERMINAL_EVENT_TYPES: frozenset[str] = frozenset({"task_done", "task_failed"})
 """Event types after which a task emits nothing more (a cancelled task emits neither)."""
 
 
-
-
 def utc_now() -> datetime:
     """Return the current time as an aware UTC datetime."""
     return datetime.now(UTC)

@@ -93,9 +93,7 @@ def check(
             f"X-RVC-Timestamp {ts} is {ts - now:.0f} s in the future; "
             f"at most {max_skew_s} s is accepted.",
         )
-    if not isinstance(signature_header, str) or not signature_header.startswith(
-        SIGNATURE_PREFIX
-    ):
+    if not isinstance(signature_header, str) or not signature_header.startswith(SIGNATURE_PREFIX):
         raise SignatureError(
             "malformed_signature",
             f"X-RVC-Signature must look like 'sha256=<64 hex digits>', "
