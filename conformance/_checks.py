@@ -133,10 +133,25 @@ class clauses:
     )
 
 
-def short(value: Any, limit: int = _EVIDENCE_LIMIT) -> str:
-    """Render evidence as indented JSON, cut to ``limit`` characters."""
+def _render(value: Any, indent: str, width: int) -> str:
+    flat = json.dumps(value, default=str, ensure_ascii=False)
+    if len(indent) + len(flat) <= width or not isinstance(value, dict | list) or not value:
+        return flat
+    inner = indent + "  "
+    if isinstance(value, dict):
+        items = [
+            f"{inner}{json.dumps(str(k), ensure_ascii=False)}: {_render(v, inner, width)}"
+            for k, v in value.items()
+        ]
+        return "{\n" + ",\n".join(items) + f"\n{indent}}}"
+    items = [inner + _render(v, inner, width) for v in value]
+    return "[\n" + ",\n".join(items) + f"\n{indent}]"
+
+
+def short(value: Any, limit: int = _EVIDENCE_LIMIT, width: int = 96) -> str:
+    """Render evidence as JSON, short parts on one line, cut to ``limit`` characters."""
     try:
-        text = json.dumps(value, indent=2, default=str, ensure_ascii=False)
+        text = _render(value, "", width)
     except (TypeError, ValueError):
         text = repr(value)
     if len(text) > limit:

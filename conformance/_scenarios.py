@@ -59,6 +59,8 @@ class TaskRun:
     attempts: list[Attempt] = field(default_factory=list)
     final: ToolReply | None = None
     note: str | None = None
+    rejections: dict[str, int] = field(default_factory=dict)
+    """fake_rvc's rejections of this server's POSTs so far (any task), by reason."""
 
     @property
     def info(self) -> dict[str, Any] | None:
@@ -102,9 +104,14 @@ class TaskRun:
             reasons = sorted({a.reason or "?" for a in rejected})
             summary = (
                 f"no event of task {task_id} ({self.label}) passed fake_rvc's checks: "
-                f"{len(rejected)} POST(s) rejected ({', '.join(reasons)}); see "
-                "test_events_are_signed_with_the_shared_secret and "
-                "test_event_bodies_are_task_events"
+                f"{len(rejected)} POST(s) rejected ({', '.join(reasons)})"
+            )
+        elif self.rejections:
+            counts = ", ".join(f"{k} x{v}" for k, v in sorted(self.rejections.items()))
+            summary = (
+                f"no event of task {task_id} ({self.label}) reached fake_rvc, which has "
+                f"rejected this server's POSTs ({counts}); the server's poster is still "
+                "retrying those"
             )
         else:
             summary = (
@@ -247,10 +254,13 @@ class Harness:
                 next_poll = now + 0.25
                 if self.state_of(task_id) in TERMINAL_STATES:
                     settled_since = now if settled_since is None else settled_since
-                    if now - settled_since >= settle_s:
+                    # fake_rvc rejects a POST every time (a bad signature stays bad), so
+                    # once it has rejected one, waiting longer shows nothing new.
+                    patience = 0.5 if self._rejections() else settle_s
+                    if now - settled_since >= patience:
                         run.note = (
                             f"get_task reported a terminal state but no terminal event "
-                            f"arrived within {settle_s:g} s"
+                            f"arrived within {patience:g} s"
                         )
                         break
             with contextlib.suppress(TimeoutError):
@@ -263,7 +273,12 @@ class Harness:
         run.events = self.events(task_id)
         run.attempts = self.attempts(task_id)
         run.final = self.call("get_task", {"task_id": task_id})
+        run.rejections = self._rejections()
         return run
+
+    def _rejections(self) -> dict[str, int]:
+        rejections: dict[str, int] = self.rvc.state.counters()["rejections"]
+        return rejections
 
     def run(self, arguments: dict[str, Any], label: str, **observe: Any) -> TaskRun:
         """Start a task and observe it to its end."""
@@ -298,6 +313,7 @@ class Harness:
         run.events = self.events(task_id)
         run.attempts = self.attempts(task_id)
         run.final = after
+        run.rejections = self._rejections()
         return CancelRun(run, before, first, second, after)
 
     def quiesce(self) -> None:

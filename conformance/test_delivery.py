@@ -34,6 +34,14 @@ def _by_event(attempts: list[Any]) -> dict[Any, list[Any]]:
     return grouped
 
 
+def _rejected_too(delivery: DeliveryRun) -> str:
+    """A note for failure messages when fake_rvc also rejected the server's POSTs."""
+    if not delivery.run.rejections:
+        return ""
+    counts = ", ".join(f"{k} x{v}" for k, v in sorted(delivery.run.rejections.items()))
+    return f" (fake_rvc has also rejected this server's POSTs: {counts})"
+
+
 def _brief(attempt: Any) -> dict[str, Any]:
     return {
         "n": attempt.n,
@@ -55,7 +63,7 @@ def test_every_event_arrives_in_order_despite_500s_and_drops(delivery: DeliveryR
         violation(
             clause,
             f"fake_rvc never got to answer 500 or drop: task {task_id} posted nothing "
-            f"({delivery.faults_left} injected faults unused)",
+            f"({delivery.faults_left} injected faults unused)" + _rejected_too(delivery),
             {"attempts": [_brief(a) for a in delivery.attempts]},
         )
     accepted = {_key(a) for a in delivery.attempts if a.outcome in ("accepted", "duplicate")}
@@ -65,7 +73,7 @@ def test_every_event_arrives_in_order_despite_500s_and_drops(delivery: DeliveryR
                 clause,
                 f"event seq {attempt.seq} ({attempt.type}) of task {attempt.task_id} was "
                 f"{'dropped' if attempt.outcome == 'dropped' else f'answered {attempt.status}'} "
-                "and never delivered afterwards",
+                "and never delivered afterwards" + _rejected_too(delivery),
                 {
                     "failed_attempt": attempt.to_dict(),
                     "attempts": [_brief(a) for a in delivery.attempts],
@@ -114,6 +122,7 @@ def test_retries_follow_the_backoff_schedule(delivery: DeliveryRun) -> None:
     if measured == 0:
         violation(
             clause,
-            "no event was retried after fake_rvc answered 500 / dropped the connection",
+            "no event was retried after fake_rvc answered 500 / dropped the connection"
+            + _rejected_too(delivery),
             {"attempts": [_brief(a) for a in delivery.attempts]},
         )

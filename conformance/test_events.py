@@ -12,7 +12,7 @@ from datetime import timedelta
 from pydantic import ValidationError
 
 from conformance._checks import clauses, violation
-from conformance._scenarios import Runs
+from conformance._scenarios import Harness, Runs
 from conformance._target import Config
 from robot_mcp_kit.models import TaskFailure
 
@@ -33,20 +33,21 @@ SIGNATURE_REASONS = frozenset(
 MAX_CLOCK_SKEW = timedelta(seconds=300)
 
 
-def test_events_are_signed_with_the_shared_secret(runs: Runs, conformance_config: Config) -> None:
+def test_events_are_signed_with_the_shared_secret(
+    runs: Runs, harness: Harness, conformance_config: Config
+) -> None:
     """§3.1: X-RVC-Server, X-RVC-Timestamp and X-RVC-Signature = HMAC-SHA256 of ts.body."""
     clause = clauses.SIGNED
+    for attempt in harness.rvc.state.attempts():
+        if attempt.outcome == "rejected" and attempt.reason in SIGNATURE_REASONS:
+            violation(
+                clause,
+                f"fake_rvc rejected a POST (task {attempt.task_id}, seq {attempt.seq}): "
+                f"{attempt.reason} — {attempt.detail} (expected X-RVC-Server "
+                f"{conformance_config.server_name!r}, signed with --secret)",
+                attempt.to_dict(),
+            )
     for run in runs.all():
-        run.require_task(clause)
-        for attempt in run.attempts:
-            if attempt.outcome == "rejected" and attempt.reason in SIGNATURE_REASONS:
-                violation(
-                    clause,
-                    f"fake_rvc rejected a POST of task {run.task_id} ({run.label}): "
-                    f"{attempt.reason} — {attempt.detail} (expected X-RVC-Server "
-                    f"{conformance_config.server_name!r}, signed with --secret)",
-                    attempt.to_dict(),
-                )
         run.require_events(clause)
 
 

@@ -1,0 +1,94 @@
+"""A sleeper-like capability server with seams for one deliberate defect each.
+
+The conformance meta-test (``tests/integration/test_conformance_catches_broken_servers.py``)
+starts each script of this folder as a real SSE server through ``--server-cmd`` and checks
+that the conformance suite fails exactly the tests that the script's defect breaks.
+``control.py`` is this server unmodified; it must pass everything.
+
+The server reads ``MCP_PORT``, ``RVC_CALLBACK_URL`` and ``RVC_EVENT_SECRET`` like the
+sleeper. It is deliberately independent of ``examples/sleeper.py``, so a change to the
+example cannot change what the meta-test proves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+from collections.abc import Callable
+from typing import Any
+
+from mcp.server.fastmcp import FastMCP
+
+from robot_mcp_kit import EventPoster, TaskContext, TaskError, TaskManager, register_task_tools
+from robot_mcp_kit.models import TaskEvent
+
+NAME = "sleeper"
+
+
+class Relay:
+    """The event sink between the manager and the poster; remembers each task's last seq.
+
+    Defects subclass it to alter what is sent (``send``), or use ``last_seq`` to post
+    events of their own.
+    """
+
+    def __init__(self, poster: EventPoster) -> None:
+        self.poster = poster
+        self.last_seq: dict[str, int] = {}
+
+    async def post(self, event: TaskEvent) -> None:
+        await self.send(event)
+
+    async def send(self, event: TaskEvent) -> None:
+        self.last_seq[event.task_id] = max(event.seq, self.last_seq.get(event.task_id, 0))
+        await self.poster.post(event)
+
+
+def build(
+    *,
+    poster: EventPoster | None = None,
+    relay: Callable[[EventPoster], Relay] = Relay,
+    manager_cls: type[TaskManager] = TaskManager,
+) -> tuple[FastMCP[Any], TaskManager, EventPoster]:
+    """Build the server: ``sleep_task`` plus the kit's reconciliation tools."""
+    poster = poster if poster is not None else EventPoster(NAME)
+    manager = manager_cls(NAME, relay(poster), known_trigger_types=("progress_above",))
+    mcp: FastMCP[Any] = FastMCP(NAME, host="127.0.0.1", port=int(os.environ["MCP_PORT"]))
+    register_task_tools(mcp, manager)
+
+    @mcp.tool()
+    async def sleep_task(
+        duration_s: float,
+        fail: bool = False,
+        triggers: list[dict[str, Any]] | None = None,
+        tick_s: float = 1.0,
+    ) -> str:
+        """Start a fake long-running task that sleeps for duration_s; returns its task_id."""
+
+        async def body(ctx: TaskContext) -> dict[str, Any]:
+            ticks = max(1, math.ceil(duration_s / tick_s - 1e-9))
+            for tick in range(1, ticks + 1):
+                await asyncio.sleep(tick_s)
+                await ctx.progress({"percent": round(100 * tick / ticks, 2)})
+            if fail:
+                raise TaskError("FAKE_FAILURE", "The sleeper was asked to fail.")
+            return {"slept_s": duration_s}
+
+        info = manager.start("sleep_task", body, triggers=triggers, est_duration_s=duration_s)
+        return info.model_dump_json()
+
+    return mcp, manager, poster
+
+
+def serve(mcp: FastMCP[Any], manager: TaskManager, poster: EventPoster) -> None:
+    """Run ``mcp`` over SSE until interrupted, then close the manager and the poster."""
+
+    async def main() -> None:
+        try:
+            await mcp.run_sse_async()
+        finally:
+            await manager.aclose()
+            await poster.aclose()
+
+    asyncio.run(main())
