@@ -1,0 +1,166 @@
+"""The conformance suite can fail: each deliberately broken server fails exactly its tests.
+
+Every script in ``tests/conformance_broken/`` is the same small kit-built server with one
+defect (``control.py`` has none). For each, the conformance suite runs in a subprocess
+with ``--server-cmd``, writing a JUnit report, and the set of conformance tests that
+failed must equal the set the defect breaks: no more (a sloppy check blaming the wrong
+clause), no less (a check that cannot fail). The runs happen in parallel, once per
+module, and each parametrized test asserts one server's verdict.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+BROKEN = REPO / "tests" / "conformance_broken"
+
+# Shorter tasks than the sleeper defaults keep each run to a few seconds.
+SUITE_ARGS = [
+    "--start-tool",
+    "sleep_task",
+    "--start-args",
+    '{"duration_s": 0.5, "tick_s": 0.1}',
+    "--fail-args",
+    '{"duration_s": 0.3, "tick_s": 0.1, "fail": true}',
+    "--cancel-args",
+    '{"duration_s": 30, "tick_s": 0.1}',
+]
+
+# Every test that needs at least one verified event: with a bad signature, none arrives.
+NEEDS_VERIFIED_EVENTS = {
+    "test_events_are_signed_with_the_shared_secret",
+    "test_event_bodies_are_task_events",
+    "test_events_name_their_task_server_and_tool",
+    "test_event_ids_are_unique_uuid4",
+    "test_event_timestamps_are_utc_and_current",
+    "test_event_payloads_match_their_type",
+    "test_seq_is_contiguous_from_1",
+    "test_a_finished_task_emits_exactly_one_terminal_event",
+    "test_nothing_is_emitted_after_the_terminal_event",
+    "test_get_task_agrees_with_the_events",
+    "test_failing_task_ends_failed_with_its_task_failure",
+    "test_every_event_arrives_in_order_despite_500s_and_drops",
+    "test_retries_follow_the_backoff_schedule",
+    "test_unknown_trigger_type_is_ignored",
+    "test_progress_above_fires_once_when_percent_is_reported",
+}
+
+EXPECTED_FAILURES: dict[str, set[str]] = {
+    "control": set(),
+    "bad_signature": NEEDS_VERIFIED_EVENTS,
+    "seq_gap": {"test_seq_is_contiguous_from_1"},
+    "task_failed_after_cancel": {"test_cancelled_task_stays_cancelled_and_emits_no_task_failed"},
+    "missing_list_tasks": {
+        "test_reconciliation_tool_is_listed[list_tasks]",
+        "test_reconciliation_tool_input_schema[list_tasks]",
+        "test_reconciliation_tool_description_says_it_does_not_start_work[list_tasks]",
+        "test_list_tasks_returns_task_infos",
+        "test_list_tasks_filters_by_state[running]",
+        "test_list_tasks_filters_by_state[succeeded]",
+        "test_list_tasks_filters_by_state[failed]",
+        "test_list_tasks_filters_by_state[cancelled]",
+    },
+    "non_idempotent_cancel": {"test_cancel_task_is_idempotent"},
+    "no_retry": {
+        "test_every_event_arrives_in_order_despite_500s_and_drops",
+        "test_retries_follow_the_backoff_schedule",
+    },
+    "events_after_terminal": {"test_nothing_is_emitted_after_the_terminal_event"},
+}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one conformance run against one server reported."""
+
+    returncode: int
+    passed: frozenset[str]
+    failed: frozenset[str]
+    skipped: frozenset[str]
+    output: str
+
+
+def _run_suite(script: str, report: Path) -> Verdict:
+    server_cmd = shlex.join([sys.executable, str(BROKEN / f"{script}.py")])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONFORMANCE_")}
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "conformance",
+        "--server-cmd",
+        server_cmd,
+        *SUITE_ARGS,
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        f"--junitxml={report}",
+    ]
+    proc = subprocess.run(
+        argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=110, check=False
+    )
+    passed: set[str] = set()
+    failed: set[str] = set()
+    skipped: set[str] = set()
+    if report.is_file():
+        # S314: the report is the one our own subprocess just wrote.
+        for case in ET.parse(report).getroot().iter("testcase"):  # noqa: S314
+            name = case.get("name", "?")
+            if case.find("failure") is not None or case.find("error") is not None:
+                failed.add(name)
+            elif case.find("skipped") is not None:
+                skipped.add(name)
+            else:
+                passed.add(name)
+    return Verdict(
+        proc.returncode,
+        frozenset(passed),
+        frozenset(failed),
+        frozenset(skipped),
+        proc.stdout[-6000:] + proc.stderr[-3000:],
+    )
+
+
+@pytest.fixture(scope="module")
+def verdicts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Verdict]:
+    """Run the conformance suite against every broken server, a few at a time."""
+    reports = tmp_path_factory.mktemp("conformance-reports")
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        futures = {
+            name: pool.submit(_run_suite, name, reports / f"{name}.xml")
+            for name in EXPECTED_FAILURES
+        }
+        return {name: future.result() for name, future in futures.items()}
+
+
+def test_every_broken_server_script_is_covered():
+    """Each script in tests/conformance_broken/ has an expected verdict, and vice versa."""
+    scripts = {p.stem for p in BROKEN.glob("*.py") if not p.stem.startswith("_")}
+    assert scripts == set(EXPECTED_FAILURES)
+
+
+@pytest.mark.parametrize("server", sorted(EXPECTED_FAILURES))
+def test_conformance_fails_exactly_the_tests_the_defect_breaks(server, verdicts):
+    """The suite's failing tests against this server are exactly the expected ones."""
+    verdict = verdicts[server]
+    expected = EXPECTED_FAILURES[server]
+    ran = verdict.passed | verdict.failed | verdict.skipped
+    assert len(ran) >= 38, f"the suite collected only {len(ran)} tests:\n{verdict.output}"
+    assert not verdict.skipped, f"unexpected skips {sorted(verdict.skipped)}"
+    assert verdict.failed == expected, (
+        f"{server}: unexpectedly failed {sorted(verdict.failed - expected)}, "
+        f"unexpectedly passed {sorted(expected - verdict.failed)}\n{verdict.output}"
+    )
+    assert verdict.returncode == (1 if expected else 0), verdict.output
