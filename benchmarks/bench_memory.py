@@ -136,7 +136,7 @@ class Corpus:
             tool = rng.choice(TOOLS)
             # Mostly the task's own object; now and then another one it meets on the way.
             thing = obj if rng.random() < 0.7 else rng.choice(OBJECTS)
-            steps.append(f'{n}. {tool}("{rng.choice((mod, *MODIFIERS[:3]))} {thing}")')
+            steps.append(f'{n}. {tool}("{mod} {thing}")')
         body = (
             "## Steps\n"
             + "\n".join(steps)
