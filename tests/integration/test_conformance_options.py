@@ -1,0 +1,56 @@
+"""The conformance suite's command line: a usage error, the report header, a dead server.
+
+Each test runs ``python -m pytest conformance ...`` in a subprocess, as an author would;
+the option parsing itself is covered in process by tests/unit/test_conformance_config.py.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _suite(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("CONFORMANCE_")}
+    clean.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "conformance", "-p", "no:cacheprovider", *args],
+        cwd=REPO,
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_contradictory_options_are_a_usage_error():
+    """--server-url with --server-cmd stops the run before any test, exit code 4, the reason."""
+    proc = _suite("--server-url", "http://127.0.0.1:9/sse", "--server-cmd", "python server.py")
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert "--server-url and --server-cmd are alternatives" in proc.stderr
+
+
+def test_report_header_names_the_target_and_env_fallback_works():
+    """CONFORMANCE_SERVER_URL stands in for --server-url; the header names target and port."""
+    proc = _suite(
+        "--collect-only",
+        env={"CONFORMANCE_SERVER_URL": "http://127.0.0.1:9/sse", "CONFORMANCE_SERVER_NAME": "nav"},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "conformance target: http://127.0.0.1:9/sse" in proc.stdout
+    assert "conformance fake_rvc: 127.0.0.1:8765, X-RVC-Server 'nav'" in proc.stdout
+
+
+def test_server_that_dies_at_startup_is_reported_with_its_output():
+    """A --server-cmd that exits before answering fails the run, quoting what it printed."""
+    dying = shlex.join([sys.executable, "-c", "import sys; print('no config, bye'); sys.exit(3)"])
+    proc = _suite("--server-cmd", dying, "-x", "-k", "test_reconciliation_tool_is_listed")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "exited with status 3" in proc.stdout
+    assert "no config, bye" in proc.stdout
