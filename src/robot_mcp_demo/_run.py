@@ -25,7 +25,6 @@ import time
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -52,8 +51,8 @@ class Scenario:
 
 
 def mailroom_markdown() -> str:
-    """Return the memory spec's §3 mailroom process document."""
-    return resources.files("robot_mcp_demo").joinpath("mailroom.md").read_text(encoding="utf-8")
+    """Return the memory spec's §3 mailroom process document (``examples/mailroom.md``)."""
+    return (_REPO_ROOT / "examples" / "mailroom.md").read_text(encoding="utf-8")
 
 
 class _Services:

@@ -26,32 +26,9 @@ pytestmark = pytest.mark.slow
 TOKEN = "integration-token-7f3a"
 READY_TIMEOUT_S = 20.0
 
-MAILROOM = """\
----
-id: fetch-package-mailroom
-title: Fetch a package from the mailroom
-task_pattern: "fetch|get|bring ... package|parcel ... mailroom"
-tags: [delivery, mailroom]
-robot: g1-lab-01
-created: 2026-06-12T14:00:00Z
-updated: 2026-06-12T14:00:00Z
-success_count: 3
-failure_count: 1
-last_used: 2026-06-12T16:20:00Z
-source_mission_id: m-9af31c
----
-
-## Steps
-1. navigation.navigate_to(mailroom) with trigger eta_below:10
-2. on trigger → perception.prewarm("mailroom, parcel shelf")
-3. perception.find_object("package labeled <addressee>")
-
-## Pitfalls & fixes
-- After 18:00 the door is often closed → DOOR_CLOSED is recoverable: ask reception.
-
-## Operator notes
-- Visitor packages are on the lower shelf.
-"""
+MAILROOM = (Path(__file__).resolve().parents[2] / "examples" / "mailroom.md").read_text(
+    encoding="utf-8"
+)
 
 OTHER = """\
 ---

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import pytest
 import structlog
@@ -22,32 +23,9 @@ from robot_mcp_memory.server import (
 )
 from robot_mcp_memory.settings import Settings
 
-MAILROOM = """\
----
-id: fetch-package-mailroom            # kebab-case slug, unique; server enforces
-title: Fetch a package from the mailroom
-task_pattern: "fetch|get|bring ... package|parcel ... mailroom"   # free-text hint, also indexed
-tags: [delivery, mailroom]
-robot: g1-lab-01                      # provenance (env ROBOT_ID at save time)
-created: 2026-06-12T14:00:00Z
-updated: 2026-06-12T14:00:00Z
-success_count: 3
-failure_count: 1
-last_used: 2026-06-12T16:20:00Z
-source_mission_id: m-9af31c           # the teaching mission that produced it
----
-
-## Steps
-1. navigation.navigate_to(mailroom) with trigger eta_below:10
-2. on trigger → perception.prewarm("mailroom, parcel shelf")
-3. perception.find_object("package labeled <addressee>")
-
-## Pitfalls & fixes
-- After 18:00 the door is often closed → DOOR_CLOSED is recoverable: ask reception.
-
-## Operator notes
-- Visitor packages are on the lower shelf.
-"""
+MAILROOM = (Path(__file__).resolve().parents[2] / "examples" / "mailroom.md").read_text(
+    encoding="utf-8"
+)
 
 TOOLS = {
     "find_processes",
