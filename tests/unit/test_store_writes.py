@@ -201,6 +201,19 @@ class TestHotPath:
         assert store.stats.written == 3
         assert sorted(r["n"] for r in store.query("SELECT n FROM events")) == [1, 2, 3]
 
+    def test_enqueue_racing_close_is_a_counted_drop_not_a_silent_loss(self, tmp_path):
+        """A hot write that reaches the writer after stop() began is refused and counted.
+
+        Regression: the open check ran before the writer's lock, so a job appended while
+        close() was stopping the thread was never written yet enqueue() returned True.
+        """
+        s = SqliteStore(tmp_path / "x.db", SCHEMA)
+        writer = s._writer  # the race is between these two calls; drive them in order
+        assert writer.stop(timeout_s=10)
+        assert writer.enqueue("INSERT INTO events (n) VALUES (1)", ()) is False
+        assert s.stats.dropped == 1
+        s.close()
+
     def test_close_writes_what_is_queued_and_is_idempotent(self, tmp_path):
         """close() drains the queue; a second close is a no-op; later use raises."""
         path = tmp_path / "x.db"

@@ -84,9 +84,12 @@ class HotWriter:
     # --- producer side -------------------------------------------------------------
 
     def enqueue(self, sql: str, params: Params) -> bool:
-        """Queue one statement; False (and one more drop) when the queue is full."""
+        """Queue one statement; False (and one more drop) when the queue is full or closing."""
         with self._qlock:
-            if len(self._jobs) >= self._queue_max:
+            # Checked under the lock stop() takes: a job accepted here is one the thread
+            # will still drain; one arriving after stop() began is a counted drop, never a
+            # silent loss.
+            if self._stopping or len(self._jobs) >= self._queue_max:
                 self._dropped += 1
                 self._drop_streak += 1
                 streak = self._drop_streak
@@ -127,7 +130,8 @@ class HotWriter:
 
     def stop(self, timeout_s: float) -> bool:
         """Drain what is queued, stop the thread; False if it did not stop in time."""
-        self._stopping = True
+        with self._qlock:
+            self._stopping = True
         self._wake.set()
         self.thread.join(timeout_s)
         return not self.thread.is_alive()
