@@ -152,13 +152,16 @@ def build_server(
                 )
             return {"slept_s": duration_s}
 
-        info = manager.start(
-            "sleep_task",
-            body,
-            triggers=triggers,
-            est_duration_s=float(duration_s),
-            known_trigger_types=KNOWN_TRIGGER_TYPES,
-        )
+        try:
+            info = manager.start(
+                "sleep_task",
+                body,
+                triggers=triggers,
+                est_duration_s=float(duration_s),
+                known_trigger_types=KNOWN_TRIGGER_TYPES,
+            )
+        except RuntimeError as exc:  # the manager is closed: the server is shutting down
+            return json.dumps({"error": "unavailable", "detail": str(exc)})
         return info.model_dump_json()
 
     return mcp

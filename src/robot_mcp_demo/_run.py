@@ -122,7 +122,9 @@ async def _scenario_trigger(s: _Services) -> str:
     types = [e["event"]["type"] for e in timeline["events"]]
     seqs = timeline["seqs"]
     _expect(seqs == list(range(1, len(seqs) + 1)), f"seq is not 1..n: {seqs}")
-    _expect(not timeline["anomalies"], f"anomalies: {timeline['anomalies']}")
+    # A duplicate is legal (delivery is at least once); gaps, reorders and late events are not.
+    anomalies = [a for a in timeline["anomalies"] if a.get("kind") != "duplicate"]
+    _expect(not anomalies, f"anomalies: {anomalies}")
     _expect(types.count("trigger_fired") == 1, f"trigger fired {types.count('trigger_fired')}x")
     _expect(types[-1] == "task_done", f"last event is {types[-1]}, not task_done")
     info = await s.call("sleeper", "get_task", {"task_id": task_id})
@@ -139,7 +141,7 @@ async def _scenario_cancel(s: _Services) -> str:
     _expect(first.get("state") == "cancelled", f"cancel_task answered {first}")
     _expect(second.get("state") == "cancelled", f"second cancel_task answered {second}")
     status, body = await s.fake("/api/fake/wait", task_id=task_id, type="task_failed", timeout_s=1)
-    _expect(status != 200, f"a cancelled task emitted task_failed: {body}")
+    _expect(status == 408, f"expected no task_failed (a 408 timeout), got {status}: {body}")
     info = await s.call("sleeper", "get_task", {"task_id": task_id})
     _expect(info.get("state") == "cancelled", f"get_task says {info.get('state')}")
     return f"{task_id}: cancelled (idempotent), no task_failed within 1 s"

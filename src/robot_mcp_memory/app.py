@@ -22,6 +22,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
+from robot_mcp_kit.store import StoreClosed
 from robot_mcp_memory.auth import ADMIN, BearerAuthMiddleware, TokenAuth
 from robot_mcp_memory.logs import get_logger
 from robot_mcp_memory.server import StoreHolder, build_server
@@ -46,7 +47,10 @@ def build_http_app(settings: Settings, mcp: FastMCP, holder: StoreHolder) -> ASG
         store = holder.store
         if store is None:
             return JSONResponse({"status": "unavailable"}, status_code=503)
-        documents = await anyio.to_thread.run_sync(store.count)
+        try:
+            documents = await anyio.to_thread.run_sync(store.count)
+        except StoreClosed:  # shutting down between the check and the count
+            return JSONResponse({"status": "unavailable"}, status_code=503)
         return JSONResponse({"status": "ok", "documents": documents})
 
     if settings.transport is Transport.SSE:

@@ -367,7 +367,9 @@ def build_server(settings: Settings, *, holder: StoreHolder | None = None) -> Fa
                     field="limit" if limit < 0 else "offset",
                 )
             used = min(limit, MAX_LIMIT)
-            docs = store.list(used, offset, robots=visible_robots(robot, tenant))
+            docs = (
+                [] if used == 0 else store.list(used, offset, robots=visible_robots(robot, tenant))
+            )
             return {
                 "processes": [doc.frontmatter() for doc in docs],
                 "limit": used,

@@ -268,6 +268,14 @@ class TestReadsAndWrites:
             again = await call(client, "delete_process", id="fetch-package-mailroom")
             assert again["error"] == "not_found"
 
+    async def test_list_with_limit_zero_returns_nothing(self, settings):
+        """limit=0 answers an empty page that says limit 0 (regression: it returned one)."""
+        async with session(settings) as client:
+            await call(client, "save_process", markdown=doc("proc-0", "Process 0"))
+            page = await call(client, "list_processes", limit=0)
+        assert page["processes"] == []
+        assert page["limit"] == 0
+
     async def test_list_pages_frontmatter_without_bodies(self, settings):
         """list_processes returns summaries (no body/markdown), paged by limit/offset."""
         async with session(settings) as client:
