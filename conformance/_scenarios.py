@@ -15,6 +15,7 @@ cancel), and they are short.
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -221,6 +222,9 @@ class Harness:
     def attempts(self, task_id: str) -> list[Attempt]:
         return [a for a in self.rvc.state.attempts() if a.task_id == task_id]
 
+    def _any_terminal(self, task_ids: tuple[str, ...], _recorder: object) -> bool | None:
+        return any(self._has_terminal(t) for t in task_ids) or None
+
     def _has_terminal(self, task_id: str) -> bool:
         timeline = self.rvc.state.timeline(task_id)
         return timeline is not None and timeline.terminal is not None
@@ -233,48 +237,72 @@ class Harness:
         settle_s: float = SETTLE_S,
         quiet_s: float = QUIET_S,
     ) -> TaskRun:
-        """Wait for the run's terminal event, then listen ``quiet_s`` more; fill the run.
+        """Wait for the run's terminal event, then listen ``quiet_s`` more; fill the run."""
+        self.observe_all([run], timeout_s=timeout_s, settle_s=settle_s, quiet_s=quiet_s)
+        return run
 
-        Gives up when ``timeout_s`` passes, or ``settle_s`` after get_task first reports
-        a terminal state without the terminal event having arrived (it will not).
+    def observe_all(
+        self,
+        runs: list[TaskRun],
+        *,
+        timeout_s: float | None = None,
+        settle_s: float = SETTLE_S,
+        quiet_s: float = QUIET_S,
+    ) -> None:
+        """Wait for each run's terminal event, listen ``quiet_s`` more, fill the runs.
+
+        Gives up on a run when ``timeout_s`` passes, or ``settle_s`` after get_task first
+        reports a terminal state without the terminal event having arrived (it will not).
+        Runs that run side by side share the waiting and the one observation window.
         """
-        if run.task_id is None:
-            return run
-        task_id = run.task_id
         recorder = self.rvc.state
-        deadline = time.monotonic() + (timeout_s or self.config.task_timeout_s)
-        settled_since: float | None = None
+        timeout = timeout_s or self.config.task_timeout_s
+        deadline = time.monotonic() + timeout
+        pending = {run.task_id: run for run in runs if run.task_id is not None}
+        settled_since: dict[str, float] = {}
         next_poll = 0.0
-        while not self._has_terminal(task_id):
+        while True:
+            for task_id in [t for t in pending if self._has_terminal(t)]:
+                del pending[task_id]
+            if not pending:
+                break
             now = time.monotonic()
             if now >= deadline:
-                run.note = f"no terminal event within {timeout_s or self.config.task_timeout_s:g} s"
+                for run in pending.values():
+                    run.note = f"no terminal event within {timeout:g} s"
                 break
             if now >= next_poll:
                 next_poll = now + 0.25
-                if self.state_of(task_id) in TERMINAL_STATES:
-                    settled_since = now if settled_since is None else settled_since
-                    # fake_rvc rejects a POST every time (a bad signature stays bad), so
-                    # once it has rejected one, waiting longer shows nothing new.
-                    patience = 0.5 if self._rejections() else settle_s
-                    if now - settled_since >= patience:
+                # fake_rvc rejects a POST every time (a bad signature stays bad), so once
+                # it has rejected one, waiting longer shows nothing new.
+                patience = 0.5 if self._rejections() else settle_s
+                for task_id, run in list(pending.items()):
+                    if self.state_of(task_id) not in TERMINAL_STATES:
+                        continue
+                    since = settled_since.setdefault(task_id, now)
+                    if now - since >= patience:
                         run.note = (
-                            f"get_task reported a terminal state but no terminal event "
+                            "get_task reported a terminal state but no terminal event "
                             f"arrived within {patience:g} s"
                         )
-                        break
+                        del pending[task_id]
+                if not pending:
+                    break
             with contextlib.suppress(TimeoutError):
                 recorder.wait_for(
-                    lambda r: self._has_terminal(task_id) or None,
+                    functools.partial(self._any_terminal, tuple(pending)),
                     timeout_s=max(0.01, min(0.25, deadline - time.monotonic())),
                 )
-        # An observation window: anything sent after the terminal event shows up here.
+        # An observation window: anything sent after a terminal event shows up here.
         time.sleep(quiet_s)
-        run.events = self.events(task_id)
-        run.attempts = self.attempts(task_id)
-        run.final = self.call("get_task", {"task_id": task_id})
-        run.rejections = self._rejections()
-        return run
+        rejections = self._rejections()
+        for run in runs:
+            if run.task_id is None:
+                continue
+            run.events = self.events(run.task_id)
+            run.attempts = self.attempts(run.task_id)
+            run.final = self.call("get_task", {"task_id": run.task_id})
+            run.rejections = rejections
 
     def _rejections(self) -> dict[str, int]:
         rejections: dict[str, int] = self.rvc.state.counters()["rejections"]
@@ -293,9 +321,13 @@ class Harness:
             return CancelRun(run, None, None, None, None)
         task_id = run.task_id
         recorder = self.rvc.state
-        # The task surely runs once it has reported something.
+        # The task surely runs once it has reported something (unless fake_rvc rejects
+        # the server's posts, and then no report will come).
         with contextlib.suppress(TimeoutError):
-            recorder.wait_for_event(task_id, None, timeout_s=3.0)
+            recorder.wait_for(
+                lambda r: bool(r.events(task_id=task_id)) or bool(r.counters()["rejected"]),
+                timeout_s=3.0,
+            )
         before = self.call("get_task", {"task_id": task_id})
         first = self.call("cancel_task", {"task_id": task_id})
         second = self.call("cancel_task", {"task_id": task_id})

@@ -105,6 +105,9 @@ def _run_suite(script: str, report: Path) -> Verdict:
         *SUITE_ARGS,
         "-p",
         "no:cacheprovider",
+        # The child must not run pytest-cov: it would erase and combine the parent's
+        # coverage data files (coverage's subprocess patch still measures the child).
+        "--no-cov",
         "-q",
         f"--junitxml={report}",
     ]

@@ -19,7 +19,17 @@ def _suite(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
     clean = {k: v for k, v in os.environ.items() if not k.startswith("CONFORMANCE_")}
     clean.update(env or {})
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "conformance", "-p", "no:cacheprovider", *args],
+        # --no-cov: a child pytest-cov would erase and combine the parent's coverage files.
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "conformance",
+            "-p",
+            "no:cacheprovider",
+            "--no-cov",
+            *args,
+        ],
         cwd=REPO,
         env=clean,
         capture_output=True,
