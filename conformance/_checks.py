@@ -31,7 +31,8 @@ class Clause:
     text: str
 
     def __str__(self) -> str:
-        return f"kit spec §{self.section} ({self.text})"
+        where = ", ".join(f"§{part.strip()}" for part in self.section.split(","))
+        return f"kit spec {where} ({self.text})"
 
 
 class clauses:
