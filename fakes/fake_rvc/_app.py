@@ -483,13 +483,10 @@ def create_app(
     @app.get("/api/fake/tasks", summary="Every task seen, with a summary")
     async def list_tasks(recorder: RecorderDep) -> dict[str, Any]:
         tasks = []
-        for task_id in recorder.task_ids():
-            timeline = recorder.timeline(task_id)
-            if timeline is None:  # reset in between
-                continue
+        for timeline in recorder.timelines():
             tasks.append(
                 {
-                    "task_id": task_id,
+                    "task_id": timeline.task_id,
                     "server": timeline.server,
                     "events": len(timeline.events),
                     "terminal": None if timeline.terminal is None else timeline.terminal.type,
@@ -503,8 +500,8 @@ def create_app(
         summary="One task's timeline with gaps, duplicates and anomalies",
         responses={404: _ERROR_RESPONSE},
     )
-    async def get_task(task_id: str, recorder: RecorderDep) -> Any:
-        timeline = recorder.timeline(task_id)
+    async def get_task(task_id: str, recorder: RecorderDep, server: str | None = None) -> Any:
+        timeline = recorder.timeline(task_id, server)
         if timeline is None:
             return _error(404, "not_found", f"No event has named task {task_id[:100]!r}.")
         return timeline.to_dict()
@@ -533,9 +530,10 @@ def create_app(
         task_id: Annotated[str, Query(min_length=1)],
         type: EventType | None = None,
         timeout_s: Annotated[float, Query(gt=0, le=300)] = 10.0,
+        server: str | None = None,
     ) -> Any:
         try:
-            found = await recorder.wait_for_event_async(task_id, type, timeout_s)
+            found = await recorder.wait_for_event_async(task_id, type, timeout_s, server=server)
         except TimeoutError as exc:
             return _error(408, "timeout", str(exc))
         return found.to_dict()

@@ -261,7 +261,9 @@ class Recorder:
         self._n = 0
         self._events: list[ReceivedEvent] = []
         self._by_event_id: dict[str, ReceivedEvent] = {}
-        self._timelines: dict[str, Timeline] = {}
+        # Keyed by (server, task_id): a task id is unique only within its server (kit spec
+        # §4.2: four characters of the server name and six hex digits).
+        self._timelines: dict[tuple[str, str], Timeline] = {}
         self._faults: dict[str, list[Fault]] = {}
         self._counters: collections.Counter[str] = collections.Counter()
         self._rejections: collections.Counter[str] = collections.Counter()
@@ -310,7 +312,7 @@ class Recorder:
         with self._lock:
             original = self._by_event_id.get(event.event_id)
             if original is not None:
-                first_timeline = self._timelines[original.task_id]
+                first_timeline = self._timelines[(original.server, original.task_id)]
                 first_timeline.duplicates += 1
                 dup: dict[str, Any] = {
                     "kind": "duplicate",
@@ -338,10 +340,11 @@ class Recorder:
                 )
             else:
                 received = ReceivedEvent(event, server, n, received_wall, received_mono)
-                timeline = self._timelines.get(event.task_id)
+                key = (server, event.task_id)
+                timeline = self._timelines.get(key)
                 if timeline is None:
                     timeline = Timeline(task_id=event.task_id, server=server)
-                    self._timelines[event.task_id] = timeline
+                    self._timelines[key] = timeline
                 anomalies = self._track(timeline, received)
                 for anomaly in anomalies:
                     timeline._add_anomaly(anomaly)
@@ -458,27 +461,47 @@ class Recorder:
                 and (type is None or e.type == type)
             ]
 
-    def timeline(self, task_id: str) -> Timeline | None:
-        """Return a snapshot of one task's timeline, or None if no event named it."""
+    def _matching(self, task_id: str, server: str | None) -> list[Timeline]:
+        # Caller holds the lock. Without a server, every server's task of that id.
+        if server is not None:
+            found = self._timelines.get((server, task_id))
+            return [] if found is None else [found]
+        return [t for (_, tid), t in self._timelines.items() if tid == task_id]
+
+    def timeline(self, task_id: str, server: str | None = None) -> Timeline | None:
+        """Return a snapshot of one task's timeline, or None if no event named it.
+
+        Task ids are unique per server; pass ``server`` when two servers may share one.
+        Without it, the first server (in order of first event) that used the id is meant.
+        """
         with self._lock:
-            timeline = self._timelines.get(task_id)
-            if timeline is None:
+            matching = self._matching(task_id, server)
+            if not matching:
                 return None
-            return Timeline(
-                task_id=timeline.task_id,
-                server=timeline.server,
-                events=list(timeline.events),
-                expected_seq=timeline.expected_seq,
-                terminal=timeline.terminal,
-                anomalies=list(timeline.anomalies),
-                duplicates=timeline.duplicates,
-                anomalies_truncated=timeline.anomalies_truncated,
-            )
+            return self._snapshot(matching[0])
+
+    def timelines(self) -> list[Timeline]:
+        """Return a snapshot of every task's timeline, in order of first event."""
+        with self._lock:
+            return [self._snapshot(t) for t in self._timelines.values()]
+
+    @staticmethod
+    def _snapshot(timeline: Timeline) -> Timeline:
+        return Timeline(
+            task_id=timeline.task_id,
+            server=timeline.server,
+            events=list(timeline.events),
+            expected_seq=timeline.expected_seq,
+            terminal=timeline.terminal,
+            anomalies=list(timeline.anomalies),
+            duplicates=timeline.duplicates,
+            anomalies_truncated=timeline.anomalies_truncated,
+        )
 
     def task_ids(self) -> list[str]:
         """Return the ids of every task seen, in order of first event."""
         with self._lock:
-            return list(self._timelines)
+            return list(dict.fromkeys(task_id for _, task_id in self._timelines))
 
     def attempts(self, server: str | None = None) -> list[Attempt]:
         """Return the kept attempts in arrival order, optionally for one server header."""
@@ -648,18 +671,23 @@ class Recorder:
             with self._lock:
                 self._async_waiters.discard(waiter)
 
-    def _find_event(self, task_id: str, type: str | None) -> ReceivedEvent | None:
+    def _find_event(
+        self, task_id: str, type: str | None, server: str | None = None
+    ) -> ReceivedEvent | None:
         with self._lock:
-            timeline = self._timelines.get(task_id)
-            if timeline is None:
-                return None
-            for e in timeline.events:
-                if type is None or e.type == type:
-                    return e
+            for timeline in self._matching(task_id, server):
+                for e in timeline.events:
+                    if type is None or e.type == type:
+                        return e
             return None
 
     def wait_for_event(
-        self, task_id: str, type: str | None = None, timeout_s: float = 10.0
+        self,
+        task_id: str,
+        type: str | None = None,
+        timeout_s: float = 10.0,
+        *,
+        server: str | None = None,
     ) -> ReceivedEvent:
         """Block until task ``task_id`` has an event of ``type`` (any type when None).
 
@@ -669,16 +697,23 @@ class Recorder:
             TimeoutError: no such event within ``timeout_s``; the message says what was seen.
         """
         try:
-            return self.wait_for(lambda r: r._find_event(task_id, type), timeout_s)
+            return self.wait_for(lambda r: r._find_event(task_id, type, server), timeout_s)
         except TimeoutError:
             raise TimeoutError(self._timeout_message(task_id, type, timeout_s)) from None
 
     async def wait_for_event_async(
-        self, task_id: str, type: str | None = None, timeout_s: float = 10.0
+        self,
+        task_id: str,
+        type: str | None = None,
+        timeout_s: float = 10.0,
+        *,
+        server: str | None = None,
     ) -> ReceivedEvent:
         """Async twin of :meth:`wait_for_event`, usable on any loop."""
         try:
-            return await self.wait_for_async(lambda r: r._find_event(task_id, type), timeout_s)
+            return await self.wait_for_async(
+                lambda r: r._find_event(task_id, type, server), timeout_s
+            )
         except TimeoutError:
             raise TimeoutError(self._timeout_message(task_id, type, timeout_s)) from None
 

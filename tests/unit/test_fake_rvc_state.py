@@ -209,3 +209,38 @@ class TestFeeds:
         record(recorder, make_event(2))
         assert seen == [1]
         assert "listener" in caplog.text
+
+
+def test_same_task_id_from_two_servers_keeps_two_timelines() -> None:
+    """Task ids are unique per server only: two servers' ``perc-1a2b3c`` never merge.
+
+    Regression: timelines were keyed by task id alone, so the second server's seq 1 read
+    as a reorder of the first's.
+    """
+    from datetime import UTC, datetime
+
+    recorder = Recorder()
+    for n, server in enumerate(("perception", "perception-buffer"), start=1):
+        event = TaskEvent(
+            event_id=new_event_id(),
+            task_id="perc-1a2b3c",
+            server=server,
+            tool="watch_for",
+            type="progress",
+            seq=1,
+            ts=datetime.now(UTC),
+            payload={},
+        )
+        recorder.record_event(event, server=server, n=n, received_wall=0.0, received_mono=0.0)
+
+    first = recorder.timeline("perc-1a2b3c", "perception")
+    second = recorder.timeline("perc-1a2b3c", "perception-buffer")
+    assert first is not None
+    assert second is not None
+    assert (first.seqs, second.seqs) == ([1], [1])
+    assert first.anomalies == []
+    assert second.anomalies == []
+    assert recorder.task_ids() == ["perc-1a2b3c"]
+    assert len(recorder.timelines()) == 2
+    found = recorder.wait_for_event("perc-1a2b3c", "progress", 1, server="perception-buffer")
+    assert found.server == "perception-buffer"
