@@ -47,6 +47,7 @@ Added in 0.1 (issue 6).
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import UTC, date, datetime, time
 from typing import Any
@@ -495,6 +496,17 @@ class ProcessDoc(BaseModel):
 def _yaml_value(value: Any) -> str:
     if isinstance(value, datetime):
         return format_ts(value)
+    if isinstance(value, list):
+        return _yaml_dump(tuple(value))
+    return _yaml_dump(value)
+
+
+@functools.lru_cache(maxsize=8192, typed=True)  # typed: True and 1 must not share
+def _yaml_dump(value: Any) -> str:
+    # Memoized: yaml.safe_dump costs ~30 µs a value and every search result renders its
+    # frontmatter again; the same titles, tags and robots recur from call to call.
+    if isinstance(value, tuple):
+        value = list(value)
     dumped = yaml.safe_dump(
         value, default_flow_style=True, allow_unicode=True, width=2**31 - 1, sort_keys=False
     )

@@ -228,7 +228,7 @@ def build_server(settings: Settings, *, holder: StoreHolder | None = None) -> Fa
         )
         return json.dumps(result, ensure_ascii=False)
 
-    @mcp.tool()
+    @mcp.tool(structured_output=False)
     async def find_processes(query: str, k: int = 3, robot: str | None = None) -> str:
         """Find the stored processes most relevant to a task instruction.
 
@@ -270,7 +270,7 @@ def build_server(settings: Settings, *, holder: StoreHolder | None = None) -> Fa
 
         return await call("find_processes", run, k=k_used, robot=robot)
 
-    @mcp.tool()
+    @mcp.tool(structured_output=False)
     async def get_process(id: str) -> str:
         """Get one stored process by id, as its full markdown plus its frontmatter fields.
 
@@ -284,7 +284,7 @@ def build_server(settings: Settings, *, holder: StoreHolder | None = None) -> Fa
 
         return await call("get_process", run, id=id)
 
-    @mcp.tool()
+    @mcp.tool(structured_output=False)
     async def save_process(markdown: str) -> str:
         """Store a process document (YAML frontmatter + markdown body, at most 256 KiB).
 
@@ -308,7 +308,7 @@ def build_server(settings: Settings, *, holder: StoreHolder | None = None) -> Fa
 
         return await call("save_process", run, markdown_chars=len(markdown))
 
-    @mcp.tool()
+    @mcp.tool(structured_output=False)
     async def record_outcome(id: str, success: bool, note: str = "") -> str:
         """Record how a mission that used a process went, so flaky processes lose weight.
 
@@ -327,7 +327,7 @@ def build_server(settings: Settings, *, holder: StoreHolder | None = None) -> Fa
 
         return await call("record_outcome", run, id=id, success=success)
 
-    @mcp.tool()
+    @mcp.tool(structured_output=False)
     async def delete_process(id: str) -> str:
         """Delete a stored process (its row and its search entry, in one transaction).
 
@@ -347,7 +347,7 @@ def build_server(settings: Settings, *, holder: StoreHolder | None = None) -> Fa
 
         return await call("delete_process", run, id=id)
 
-    @mcp.tool()
+    @mcp.tool(structured_output=False)
     async def list_processes(limit: int = 50, offset: int = 0, robot: str | None = None) -> str:
         """List stored processes as frontmatter summaries (no bodies), oldest id order.
 
@@ -378,7 +378,7 @@ def build_server(settings: Settings, *, holder: StoreHolder | None = None) -> Fa
 
         return await call("list_processes", run, limit=limit, offset=offset, robot=robot)
 
-    @mcp.tool()
+    @mcp.tool(structured_output=False)
     async def reindex() -> str:
         """Rebuild the search index from the stored processes (admin only).
 

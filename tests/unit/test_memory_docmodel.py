@@ -290,3 +290,17 @@ def test_random_frontmatter_raises_only_doc_error(fields: dict[str, object]) -> 
     else:
         return
     assert error.field in (*FIELDS, "frontmatter", "body")
+
+
+def test_render_keeps_true_and_one_apart() -> None:
+    """``shared: true`` and a count of 1 render as themselves whichever came first.
+
+    Regression guard for the memoized YAML scalar rendering (True == 1 in Python).
+    """
+    shared = ProcessDoc.parse(
+        MAILROOM.replace("failure_count: 1", "failure_count: 1\nshared: true")
+    )
+    one = ProcessDoc.parse(MAILROOM)
+    assert "shared: true" in shared.render()
+    assert "failure_count: 1\n" in one.render()
+    assert "failure_count: 1\n" in shared.render()
