@@ -133,7 +133,8 @@ def test_list_tasks_filters_by_state(
         member = cancelled.run.require_task(clause)
     try:
         actual = harness.state_of(member)
-        if actual != state:
+        if actual is not None and actual != state:
+            # get_task is judged elsewhere; here there is no task in this state to look for.
             pytest.skip(f"task {member} is {actual!r}, not {state!r}; nothing to filter for")
         reply = harness.call("list_tasks", {"states": [state]})
         tasks = _tasks(reply, clause)
