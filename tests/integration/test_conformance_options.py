@@ -64,3 +64,38 @@ def test_server_that_dies_at_startup_is_reported_with_its_output():
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "exited with status 3" in proc.stdout
     assert "no config, bye" in proc.stdout
+
+
+def test_server_url_mode_passes_against_a_separately_started_sleeper():
+    """Issue 4's "done when": the suite passes against a sleeper it did not start itself."""
+    from robot_mcp_demo._processes import ServiceProcess, free_port
+
+    port, callback_port = free_port(), free_port()
+    sleeper = ServiceProcess(
+        "sleeper",
+        [sys.executable, str(REPO / "examples" / "sleeper.py")],
+        port,
+        env={
+            "MCP_TRANSPORT": "sse",
+            "MCP_HOST": "127.0.0.1",
+            "MCP_PORT": str(port),
+            "RVC_CALLBACK_URL": f"http://127.0.0.1:{callback_port}/api/agent/events",
+            "RVC_EVENT_SECRET": "sep-secret",
+        },
+    )
+    try:
+        sleeper.start(ready_timeout_s=30)
+        proc = _suite(
+            "--server-url",
+            f"http://127.0.0.1:{port}/sse",
+            "--callback-port",
+            str(callback_port),
+            "--secret",
+            "sep-secret",
+            "-q",
+        )
+    finally:
+        sleeper.close()
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert " passed" in proc.stdout
+    assert "failed" not in proc.stdout
