@@ -28,6 +28,7 @@ from typing import Any
 
 import anyio.to_thread
 from mcp.server.fastmcp import FastMCP
+from mcp.server.transport_security import TransportSecuritySettings
 
 from robot_mcp_memory.auth import Tenant, current_tenant
 from robot_mcp_memory.db import open_index
@@ -155,6 +156,28 @@ class StoreHolder:
         return self._store
 
 
+_LOOPBACK_HOSTS = ("127.0.0.1:*", "localhost:*", "[::1]:*")
+
+
+def transport_security(settings: Settings) -> TransportSecuritySettings | None:
+    """The Host/Origin (DNS-rebinding) check for the HTTP transports.
+
+    With ``MEMORY_ALLOWED_HOSTS`` unset this is None: FastMCP's own default, which checks
+    for a loopback bind and checks nothing for ``0.0.0.0`` (where the token is the guard).
+    With it set, only those Host values (plus loopback, for local health checks and tools)
+    and the matching http/https origins are accepted, whatever the bind address.
+    """
+    hosts = settings.allowed_host_list
+    if not hosts:
+        return None
+    allowed = [*hosts, *_LOOPBACK_HOSTS]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=allowed,
+        allowed_origins=[f"{scheme}://{host}" for host in allowed for scheme in ("http", "https")],
+    )
+
+
 def build_server(settings: Settings, *, holder: StoreHolder | None = None) -> FastMCP:
     """A fresh ``FastMCP("memory")`` with the seven process tools.
 
@@ -180,6 +203,7 @@ def build_server(settings: Settings, *, holder: StoreHolder | None = None) -> Fa
         host=settings.host,
         port=settings.port,
         lifespan=lifespan,
+        transport_security=transport_security(settings),
     )
 
     async def call(

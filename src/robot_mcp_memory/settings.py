@@ -8,6 +8,7 @@ what is valid, so ``robot-mcp-memory`` can refuse to start without a traceback.
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -43,8 +44,17 @@ ENV_VARS: dict[str, tuple[str, str, str]] = {
         "unset",
         "bearer token required on the HTTP transports (unset: no auth, loopback/tailnet only)",
     ),
+    "MEMORY_ALLOWED_HOSTS": (
+        "allowed_hosts",
+        "unset",
+        "comma-separated Host values clients use, e.g. brain-memory:9103 or brain-memory:*; "
+        "turns on the Host/Origin (DNS-rebinding) check when bound beyond loopback",
+    ),
 }
 _FIELD_TO_ENV = {field: env for env, (field, _, _) in ENV_VARS.items()}
+
+
+_HOST_PATTERN = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:(\*|[0-9]{1,5}))?")
 
 
 class SettingsError(ValueError):
@@ -90,6 +100,25 @@ class Settings(BaseSettings):
     token: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("token", "MEMORY_TOKEN")
     )
+    allowed_hosts: str = Field(
+        default="", validation_alias=AliasChoices("allowed_hosts", "MEMORY_ALLOWED_HOSTS")
+    )
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _hosts_are_host_port_patterns(cls, value: str) -> str:
+        hosts = [h.strip() for h in value.split(",") if h.strip()]
+        for host in hosts:
+            if not _HOST_PATTERN.fullmatch(host):
+                raise ValueError(
+                    f"entry {host!r} is not host, host:port or host:* (no scheme, no path)"
+                )
+        return ",".join(hosts)
+
+    @property
+    def allowed_host_list(self) -> tuple[str, ...]:
+        """``MEMORY_ALLOWED_HOSTS`` split into its entries; empty when unset."""
+        return tuple(h for h in self.allowed_hosts.split(",") if h)
 
     @field_validator("transport", mode="before")
     @classmethod

@@ -51,7 +51,15 @@ def free_port() -> int:
 class ServerProcess:
     """``python -m robot_mcp_memory`` as a child process with its stderr in a file."""
 
-    def __init__(self, data_dir: Path, *, transport: str = "sse", token: str | None = TOKEN):
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        transport: str = "sse",
+        token: str | None = TOKEN,
+        env: dict[str, str] | None = None,
+    ):
+        self.extra_env = env or {}
         self.data_dir = data_dir
         self.transport = transport
         self.token = token
@@ -73,6 +81,7 @@ class ServerProcess:
         )
         if self.token:
             env["MEMORY_TOKEN"] = self.token
+        env.update(self.extra_env)
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "robot_mcp_memory"],
@@ -365,3 +374,39 @@ class TestStreamableHttp:
         )
         assert r.status_code == 200
         assert httpx.get(f"{server.base}/healthz", timeout=5).status_code == 200
+
+
+def test_allowed_hosts_admit_the_named_host_and_refuse_others(spawn):
+    """MEMORY_ALLOWED_HOSTS: a client naming the service host is served, a foreign one is not.
+
+    Bound to loopback here (tests never bind beyond it); FastMCP's loopback-only default
+    would refuse ``brain-memory``, so a 200 proves the setting is what is applied.
+    """
+    server = spawn(
+        transport="streamable-http", token=None, env={"MEMORY_ALLOWED_HOSTS": "brain-memory:*"}
+    )
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"},
+        },
+    }
+    accept = {"Accept": "application/json, text/event-stream"}
+    named = httpx.post(
+        f"{server.base}/mcp",
+        json=init,
+        headers={**accept, "Host": f"brain-memory:{server.port}"},
+        timeout=5,
+    )
+    foreign = httpx.post(
+        f"{server.base}/mcp",
+        json=init,
+        headers={**accept, "Host": f"evil.example:{server.port}"},
+        timeout=5,
+    )
+    assert named.status_code == 200, named.text
+    assert foreign.status_code == 421, foreign.text

@@ -109,3 +109,30 @@ class TestValidation:
         """Tests and callers construct settings with field names."""
         s = Settings(transport="sse", port=1234, data_dir=tmp_path, robot_id="r1")
         assert (s.transport, s.port, s.index_path) == (Transport.SSE, 1234, tmp_path / "index.db")
+
+
+class TestAllowedHosts:
+    def test_allowed_hosts_are_split_and_trimmed(self, monkeypatch):
+        """MEMORY_ALLOWED_HOSTS is a comma-separated list of host, host:port or host:*."""
+        monkeypatch.setenv("MEMORY_ALLOWED_HOSTS", " brain-memory:*, 10.0.0.5:9103 ,[::1]:*,")
+        assert load_settings().allowed_host_list == ("brain-memory:*", "10.0.0.5:9103", "[::1]:*")
+
+    @pytest.mark.parametrize("bad", ["http://brain-memory", "brain memory", "host:port", "a/b"])
+    def test_a_url_or_junk_is_refused_naming_the_variable(self, monkeypatch, bad):
+        """A scheme, a path or a space is refused in one line naming the variable."""
+        monkeypatch.setenv("MEMORY_ALLOWED_HOSTS", bad)
+        with pytest.raises(SettingsError) as err:
+            load_settings()
+        assert err.value.variable == "MEMORY_ALLOWED_HOSTS"
+        assert "\n" not in str(err.value)
+
+    def test_unset_leaves_fastmcp_default(self):
+        """Unset: no explicit transport security (FastMCP checks loopback binds itself)."""
+        from robot_mcp_memory.server import transport_security
+
+        assert transport_security(Settings()) is None
+        explicit = transport_security(Settings(allowed_hosts="brain-memory:*"))
+        assert explicit is not None
+        assert explicit.enable_dns_rebinding_protection
+        assert "brain-memory:*" in explicit.allowed_hosts
+        assert "https://brain-memory:*" in explicit.allowed_origins
