@@ -150,6 +150,36 @@ class ReceivedEvent:
         }
 
 
+def _stored_attempt(
+    event: TaskEvent | ReceivedEvent,
+    outcome: Outcome,
+    anomalies: tuple[dict[str, Any], ...],
+    n: int,
+    received_wall: float,
+    received_mono: float,
+    server: str,
+) -> Attempt:
+    """The 200 attempt of a verified event: its fields come from ``event``.
+
+    ``event`` is the new event (``accepted``) or the stored original (``duplicate``; same
+    ``event_id``), so a duplicate reports the original's task, seq, type and payload.
+    """
+    return Attempt(
+        n=n,
+        received_wall=received_wall,
+        received_mono=received_mono,
+        server=server,
+        status=200,
+        outcome=outcome,
+        event_id=event.event_id,
+        task_id=event.task_id,
+        seq=event.seq,
+        type=event.type,
+        payload=event.payload,
+        anomalies=anomalies,
+    )
+
+
 @dataclass
 class Timeline:
     """Everything known about one task, in arrival order.
@@ -324,19 +354,8 @@ class Recorder:
                 first_timeline._add_anomaly(dup)
                 self._counters["duplicates"] += 1
                 self._counters["anomaly_duplicate"] += 1
-                attempt = Attempt(
-                    n=n,
-                    received_wall=received_wall,
-                    received_mono=received_mono,
-                    server=server,
-                    status=200,
-                    outcome="duplicate",
-                    event_id=event.event_id,
-                    task_id=original.task_id,
-                    seq=original.seq,
-                    type=original.type,
-                    payload=original.payload,
-                    anomalies=(dup,),
+                attempt = _stored_attempt(
+                    original, "duplicate", (dup,), n, received_wall, received_mono, server
                 )
             else:
                 received = ReceivedEvent(event, server, n, received_wall, received_mono)
@@ -355,19 +374,8 @@ class Recorder:
                 self._events.append(received)
                 self._by_event_id[event.event_id] = received
                 self._counters["accepted"] += 1
-                attempt = Attempt(
-                    n=n,
-                    received_wall=received_wall,
-                    received_mono=received_mono,
-                    server=server,
-                    status=200,
-                    outcome="accepted",
-                    event_id=event.event_id,
-                    task_id=event.task_id,
-                    seq=event.seq,
-                    type=event.type,
-                    payload=event.payload,
-                    anomalies=tuple(anomalies),
+                attempt = _stored_attempt(
+                    event, "accepted", tuple(anomalies), n, received_wall, received_mono, server
                 )
             self._store_attempt(attempt)
         self._after_change(attempt)
