@@ -46,7 +46,7 @@ from fastapi import Depends, FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field, ValidationError
 
-from fake_rvc._state import Attempt, Recorder
+from fake_rvc._state import Attempt, Outcome, Recorder
 from robot_mcp_kit._exceptions import SignatureError
 from robot_mcp_kit.models import SCHEMA_VERSION, EventType, TaskEvent
 from robot_mcp_kit.signing import (
@@ -299,7 +299,8 @@ def create_app(
         server: str | None = None
         peek: dict[str, Any] = {}
 
-        def reject(status: int, code: str, detail: str) -> JSONResponse:
+        def record_unstored(status: int | None, outcome: Outcome, reason: str, detail: str) -> None:
+            """Record an attempt that stored no event, with what ``peek`` made of the body."""
             recorder.record_attempt(
                 Attempt(
                     n=n,
@@ -307,12 +308,15 @@ def create_app(
                     received_mono=received_mono,
                     server=server,
                     status=status,
-                    outcome="rejected",
-                    reason=code,
+                    outcome=outcome,
+                    reason=reason,
                     detail=detail,
                     **peek,
                 )
             )
+
+        def reject(status: int, code: str, detail: str) -> JSONResponse:
+            record_unstored(status, "rejected", code, detail)
             _log.warning(
                 "rejected status=%d reason=%s server=%r detail=%s", status, code, server, detail
             )
@@ -361,18 +365,11 @@ def create_app(
             if fault.delay_s:
                 await asyncio.sleep(fault.delay_s)
             if fault.drop or fault.status is not None:
-                recorder.record_attempt(
-                    Attempt(
-                        n=n,
-                        received_wall=received_wall,
-                        received_mono=received_mono,
-                        server=server,
-                        status=fault.status,
-                        outcome="dropped" if fault.drop else "fault",
-                        reason="injected_fault",
-                        detail=f"Injected fault {fault.to_dict()}.",
-                        **peek,
-                    )
+                record_unstored(
+                    fault.status,
+                    "dropped" if fault.drop else "fault",
+                    "injected_fault",
+                    f"Injected fault {fault.to_dict()}.",
                 )
                 if fault.drop:
                     _log.warning("dropped connection (injected fault) server=%r", server)
