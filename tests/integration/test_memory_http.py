@@ -41,6 +41,20 @@ tags: [plants]
 1. Fill the can in the kitchen, water each pot on the window sill.
 """
 
+# A raw JSON-RPC ``initialize`` request and the Accept header Streamable HTTP wants, for the
+# tests that talk to /mcp below the official client.
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"},
+    },
+}
+ACCEPT = {"Accept": "application/json, text/event-stream"}
+
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -344,28 +358,17 @@ class TestStreamableHttp:
     def test_token_gate_and_host_header_protection(self, spawn):
         """No token: 401; the right token but a foreign Host header: refused by FastMCP."""
         server = spawn(transport="streamable-http")
-        init = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "0"},
-            },
-        }
-        accept = {"Accept": "application/json, text/event-stream"}
-        r = httpx.post(f"{server.base}/mcp", json=init, headers=accept, timeout=5)
+        r = httpx.post(f"{server.base}/mcp", json=INITIALIZE, headers=ACCEPT, timeout=5)
         assert r.status_code == 401
         r = httpx.post(
             f"{server.base}/mcp",
-            json=init,
-            headers={**accept, **server.headers(), "Host": "evil.example:80"},
+            json=INITIALIZE,
+            headers={**ACCEPT, **server.headers(), "Host": "evil.example:80"},
             timeout=5,
         )
         assert r.status_code in (403, 421)
         r = httpx.post(
-            f"{server.base}/mcp", json=init, headers={**accept, **server.headers()}, timeout=5
+            f"{server.base}/mcp", json=INITIALIZE, headers={**ACCEPT, **server.headers()}, timeout=5
         )
         assert r.status_code == 200
         session_id = r.headers["mcp-session-id"]
@@ -385,27 +388,16 @@ def test_allowed_hosts_admit_the_named_host_and_refuse_others(spawn):
     server = spawn(
         transport="streamable-http", token=None, env={"MEMORY_ALLOWED_HOSTS": "brain-memory:*"}
     )
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "0"},
-        },
-    }
-    accept = {"Accept": "application/json, text/event-stream"}
     named = httpx.post(
         f"{server.base}/mcp",
-        json=init,
-        headers={**accept, "Host": f"brain-memory:{server.port}"},
+        json=INITIALIZE,
+        headers={**ACCEPT, "Host": f"brain-memory:{server.port}"},
         timeout=5,
     )
     foreign = httpx.post(
         f"{server.base}/mcp",
-        json=init,
-        headers={**accept, "Host": f"evil.example:{server.port}"},
+        json=INITIALIZE,
+        headers={**ACCEPT, "Host": f"evil.example:{server.port}"},
         timeout=5,
     )
     assert named.status_code == 200, named.text
