@@ -14,19 +14,6 @@ from mcp.server.fastmcp import FastMCP
 from mcp.shared.memory import create_connected_server_and_client_session
 
 from robot_mcp_kit import TaskContext, TaskError, TaskInfo, TaskManager, register_task_tools
-from robot_mcp_kit.testing import RecordingPoster
-
-
-@pytest.fixture
-def poster() -> RecordingPoster:
-    return RecordingPoster()
-
-
-@pytest.fixture
-async def manager(poster: RecordingPoster):
-    manager = TaskManager("sleeper", poster)
-    yield manager
-    await manager.aclose()
 
 
 @asynccontextmanager

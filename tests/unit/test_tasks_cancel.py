@@ -9,19 +9,6 @@ from typing import Any
 import pytest
 
 from robot_mcp_kit import TaskContext, TaskError, TaskManager
-from robot_mcp_kit.testing import RecordingPoster
-
-
-@pytest.fixture
-def poster() -> RecordingPoster:
-    return RecordingPoster()
-
-
-@pytest.fixture
-async def manager(poster: RecordingPoster):
-    manager = TaskManager("sleeper", poster)
-    yield manager
-    await manager.aclose()
 
 
 def blocking_body(seen: list[str], started: asyncio.Event):
