@@ -6,11 +6,13 @@ so what more than one of them needs lives here as a fixture.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import pytest
 
 from robot_mcp_kit import TaskManager
+from robot_mcp_kit.models import TaskEvent, new_event_id
 from robot_mcp_kit.testing import RecordingPoster
 
 
@@ -26,3 +28,27 @@ async def manager(poster: RecordingPoster) -> AsyncIterator[TaskManager]:
     manager = TaskManager("sleeper", poster)
     yield manager
     await manager.aclose()
+
+
+def _make_event(
+    seq: int = 1, type: str = "progress", task_id: str = "slee-1a2b3c", **fields: Any
+) -> TaskEvent:
+    """A valid ``sleeper`` TaskEvent with a fresh event_id; ``fields`` override any field."""
+    data: dict[str, Any] = {
+        "event_id": new_event_id(),
+        "task_id": task_id,
+        "server": "sleeper",
+        "tool": "sleep",
+        "type": type,
+        "seq": seq,
+        "ts": "2025-12-12T09:33:20.000Z",
+        "payload": {"eta_s": 2},
+    }
+    data.update(fields)
+    return TaskEvent.model_validate(data)
+
+
+@pytest.fixture
+def make_event() -> Callable[..., TaskEvent]:
+    """The event factory ``make_event(seq=1, type="progress", task_id=..., **fields)``."""
+    return _make_event

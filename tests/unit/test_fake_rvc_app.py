@@ -11,27 +11,12 @@ import pytest
 
 from fake_rvc import ConnectionDropped, Recorder, create_app
 from fake_rvc._app import get_clock
-from robot_mcp_kit.models import TaskEvent, new_event_id
+from robot_mcp_kit.models import TaskEvent
 from robot_mcp_kit.signing import signed_headers
 
 NOW = 1_765_532_000
 SECRET = "s3cret"
 URL = "/api/agent/events"
-
-
-def make_event(seq: int = 1, type: str = "progress", task_id: str = "slee-1a2b3c", **kw: Any):
-    fields: dict[str, Any] = {
-        "event_id": new_event_id(),
-        "task_id": task_id,
-        "server": "sleeper",
-        "tool": "sleep",
-        "type": type,
-        "seq": seq,
-        "ts": "2025-12-12T09:33:20.000Z",
-        "payload": {"eta_s": 2},
-    }
-    fields.update(kw)
-    return TaskEvent.model_validate(fields)
 
 
 def signed(body: bytes, server: str = "sleeper", secret: str = SECRET, ts: int = NOW):
@@ -61,7 +46,7 @@ async def post_raw(client: httpx.AsyncClient, body: bytes, **kw: Any) -> httpx.R
 
 
 class TestAccepting:
-    async def test_signed_event_is_accepted_and_stored(self, client, recorder):
+    async def test_signed_event_is_accepted_and_stored(self, client, recorder, make_event):
         """A correctly signed TaskEvent gets 200 and is listed once."""
         event = make_event()
         response = await post_event(client, event)
@@ -74,7 +59,9 @@ class TestAccepting:
         }
         assert [e.event for e in recorder.events()] == [event]
 
-    async def test_duplicate_event_id_is_acknowledged_and_stored_once(self, client, recorder):
+    async def test_duplicate_event_id_is_acknowledged_and_stored_once(
+        self, client, recorder, make_event
+    ):
         """A second post of the same event_id gets 200 {"duplicate": true} and is not stored."""
         event = make_event()
         await post_event(client, event)
@@ -87,7 +74,9 @@ class TestAccepting:
         assert [a["kind"] for a in timeline.anomalies] == ["duplicate"]
         assert recorder.counters()["duplicates"] == 1
 
-    async def test_flood_of_duplicates_is_stored_once_and_others_survive(self, client, recorder):
+    async def test_flood_of_duplicates_is_stored_once_and_others_survive(
+        self, client, recorder, make_event
+    ):
         """Two hundred concurrent copies of one event store it once; a later event still lands."""
         event = make_event()
         responses = await asyncio.gather(*(post_event(client, event) for _ in range(200)))
@@ -98,7 +87,7 @@ class TestAccepting:
         assert [e.seq for e in recorder.events()] == [1, 2]
         assert recorder.counters()["duplicates"] == 199
 
-    async def test_extra_fields_in_a_valid_event_are_ignored(self, client, recorder):
+    async def test_extra_fields_in_a_valid_event_are_ignored(self, client, recorder, make_event):
         """Unknown top-level keys do not make a TaskEvent invalid (forward compatibility)."""
         data = json.loads(make_event().model_dump_json()) | {"future": 1}
         response = await post_raw(client, json.dumps(data).encode())
@@ -120,7 +109,9 @@ class TestAuthentication:
             (lambda h: h.update({"X-RVC-Signature": "sha256=" + "0" * 64}), "bad_signature"),
         ],
     )
-    async def test_bad_credentials_get_401_with_reason(self, client, recorder, mutate, reason):
+    async def test_bad_credentials_get_401_with_reason(
+        self, client, recorder, mutate, reason, make_event
+    ):
         """Each authentication failure is a 401 naming its reason, recorded as rejected."""
         body = make_event().model_dump_json().encode()
         headers = signed(body)
@@ -134,7 +125,7 @@ class TestAuthentication:
         [attempt] = recorder.attempts()
         assert (attempt.status, attempt.outcome, attempt.reason) == (401, "rejected", reason)
 
-    async def test_stale_timestamp_check_follows_the_overridden_clock(self, recorder):
+    async def test_stale_timestamp_check_follows_the_overridden_clock(self, recorder, make_event):
         """The clock dependency decides staleness, so a test can move time."""
         app = create_app({"sleeper": SECRET}, state=recorder)
         app.dependency_overrides[get_clock] = lambda: lambda: NOW + 1000
@@ -144,17 +135,17 @@ class TestAuthentication:
             response = await post_event(c, make_event())
         assert response.json()["error"] == "stale_timestamp"
 
-    async def test_timestamp_within_skew_is_accepted(self, client):
+    async def test_timestamp_within_skew_is_accepted(self, client, make_event):
         """A timestamp 300 s off either way is still accepted."""
         assert (await post_event(client, make_event(), ts=NOW - 300)).status_code == 200
         assert (await post_event(client, make_event(), ts=NOW + 300)).status_code == 200
 
-    async def test_body_signed_for_another_server_is_rejected(self, client):
+    async def test_body_signed_for_another_server_is_rejected(self, client, make_event):
         """An event signed with another server's secret fails the signature check."""
         response = await post_event(client, make_event(), secret="n4v")
         assert response.json()["error"] == "bad_signature"
 
-    async def test_tampered_body_is_rejected(self, client):
+    async def test_tampered_body_is_rejected(self, client, make_event):
         """Changing the body after signing breaks the signature."""
         body = make_event().model_dump_json().encode()
         headers = signed(body)
@@ -196,7 +187,7 @@ class TestBadInput:
             ({"server": "nav"}, "server_mismatch", "nav"),
         ],
     )
-    async def test_not_a_task_event_gets_422(self, client, change, code, mentions):
+    async def test_not_a_task_event_gets_422(self, client, change, code, mentions, make_event):
         """Wrong schema_version, unknown type, bad fields and a server mismatch are 422s."""
         data = json.loads(make_event().model_dump_json()) | change
         response = await post_raw(client, json.dumps(data).encode())
@@ -204,7 +195,7 @@ class TestBadInput:
         assert response.json()["error"] == code
         assert mentions in response.json()["detail"]
 
-    async def test_missing_field_is_named(self, client):
+    async def test_missing_field_is_named(self, client, make_event):
         """A body missing task_id says so."""
         data = json.loads(make_event().model_dump_json())
         del data["task_id"]
@@ -253,7 +244,7 @@ class TestBadInput:
             ("X-RVC-Server", "sleeper\x01"),
         ],
     )
-    async def test_header_injection_gets_400(self, client, recorder, header, value):
+    async def test_header_injection_gets_400(self, client, recorder, header, value, make_event):
         """X-RVC-* values with control or non-ASCII characters are refused with 400."""
         body = make_event().model_dump_json().encode()
         headers = {k: v.encode("latin-1") for k, v in signed(body).items()}
@@ -263,7 +254,7 @@ class TestBadInput:
         assert response.json()["error"] == "invalid_header"
         assert recorder.counters()["rejected"] == 1
 
-    async def test_repeated_server_header_gets_400(self, client):
+    async def test_repeated_server_header_gets_400(self, client, make_event):
         """Two X-RVC-Server headers are ambiguous and refused."""
         body = make_event().model_dump_json().encode()
         headers = [*signed(body).items(), ("X-RVC-Server", "nav")]
@@ -271,7 +262,7 @@ class TestBadInput:
         assert response.status_code == 400
         assert response.json()["error"] == "duplicate_header"
 
-    async def test_app_keeps_serving_after_bad_input(self, client, recorder):
+    async def test_app_keeps_serving_after_bad_input(self, client, recorder, make_event):
         """After a burst of bad posts, a good event is still accepted and nothing was lost."""
         first = make_event(seq=1)
         await post_event(client, first)
@@ -282,7 +273,7 @@ class TestBadInput:
 
 
 class TestLogging:
-    async def test_each_outcome_logs_one_line(self, client, caplog):
+    async def test_each_outcome_logs_one_line(self, client, caplog, make_event):
         """An accepted, a duplicate and a rejected post log one line each on fake_rvc."""
         caplog.set_level("INFO", logger="fake_rvc")
         event = make_event()
@@ -297,7 +288,7 @@ class TestLogging:
 
 
 class TestTimeline:
-    async def test_gap_is_recorded_with_evidence(self, client, recorder):
+    async def test_gap_is_recorded_with_evidence(self, client, recorder, make_event):
         """seq 1 then 3 records a gap expecting 2."""
         await post_event(client, make_event(seq=1))
         response = await post_event(client, make_event(seq=3))
@@ -308,12 +299,12 @@ class TestTimeline:
         assert timeline is not None
         assert timeline.missing_seqs == [2]
 
-    async def test_first_event_above_one_is_a_gap(self, client, recorder):
+    async def test_first_event_above_one_is_a_gap(self, client, recorder, make_event):
         """A task whose first event is seq 2 has lost seq 1."""
         await post_event(client, make_event(seq=2))
         assert recorder.counters()["anomalies"]["gap"] == 1
 
-    async def test_late_event_is_a_reorder_and_fills_the_gap(self, client, recorder):
+    async def test_late_event_is_a_reorder_and_fills_the_gap(self, client, recorder, make_event):
         """seq 1, 3, 2: the 2 is a reorder, and nothing is missing afterwards."""
         for seq in (1, 3, 2):
             await post_event(client, make_event(seq=seq))
@@ -324,7 +315,7 @@ class TestTimeline:
         assert timeline.missing_seqs == []
         assert timeline.expected_seq == 4
 
-    async def test_event_after_terminal_is_flagged(self, client, recorder):
+    async def test_event_after_terminal_is_flagged(self, client, recorder, make_event):
         """Anything after task_done is an after_terminal anomaly."""
         await post_event(client, make_event(seq=1, type="task_done", payload={"result": {}}))
         response = await post_event(client, make_event(seq=2))
@@ -332,7 +323,7 @@ class TestTimeline:
         assert kinds == ["after_terminal"]
         assert recorder.counters()["anomalies"]["after_terminal"] == 1
 
-    async def test_in_order_events_have_no_anomalies(self, client, recorder):
+    async def test_in_order_events_have_no_anomalies(self, client, recorder, make_event):
         """1, 2, 3 then task_failed: a clean timeline ending in the terminal event."""
         for seq in (1, 2, 3):
             await post_event(client, make_event(seq=seq))
@@ -354,7 +345,7 @@ class TestTimeline:
 
 
 class TestInspection:
-    async def test_events_filter_by_server_task_and_type(self, client):
+    async def test_events_filter_by_server_task_and_type(self, client, make_event):
         """GET /api/fake/events filters on server, task_id and type."""
         await post_event(client, make_event(seq=1, task_id="slee-aaaaaa"))
         await post_event(client, make_event(seq=2, task_id="slee-aaaaaa", type="task_done"))
@@ -374,7 +365,7 @@ class TestInspection:
         tasks = (await client.get("/api/fake/tasks")).json()["tasks"]
         assert [t["task_id"] for t in tasks] == ["slee-aaaaaa", "slee-bbbbbb", "nav-cccccc"]
 
-    async def test_counters_and_attempts_cover_every_outcome(self, client):
+    async def test_counters_and_attempts_cover_every_outcome(self, client, make_event):
         """Counters add up accepted, duplicate and rejected posts; attempts list them all."""
         event = make_event()
         await post_event(client, event)
@@ -396,7 +387,7 @@ class TestInspection:
         assert all(a["received_mono"] > 0 for a in attempts)
         assert attempts[0]["received_wall"] == NOW
 
-    async def test_reset_forgets_everything(self, client, recorder):
+    async def test_reset_forgets_everything(self, client, recorder, make_event):
         """POST /api/fake/reset empties events, attempts, counters and faults."""
         await post_event(client, make_event())
         recorder.inject_fault("sleeper", status=500)
@@ -410,7 +401,7 @@ class TestInspection:
 
 
 class TestWaiting:
-    async def test_long_poll_returns_when_the_event_arrives(self, client):
+    async def test_long_poll_returns_when_the_event_arrives(self, client, make_event):
         """GET /api/fake/wait blocks until the awaited event is posted, then returns it."""
         done = make_event(seq=1, type="task_done", payload={"result": {"ok": True}})
         waiter = asyncio.create_task(
@@ -426,14 +417,14 @@ class TestWaiting:
         assert response.status_code == 200
         assert response.json()["event"]["event_id"] == done.event_id
 
-    async def test_long_poll_returns_an_event_already_there(self, client):
+    async def test_long_poll_returns_an_event_already_there(self, client, make_event):
         """Waiting for an event that already arrived returns at once."""
         event = make_event()
         await post_event(client, event)
         response = await client.get("/api/fake/wait", params={"task_id": event.task_id})
         assert response.json()["event"]["event_id"] == event.event_id
 
-    async def test_long_poll_times_out_with_408(self, client):
+    async def test_long_poll_times_out_with_408(self, client, make_event):
         """No matching event within timeout_s is a 408 saying what was seen."""
         await post_event(client, make_event())
         response = await client.get(
@@ -443,7 +434,7 @@ class TestWaiting:
         assert response.status_code == 408
         assert "#1 progress" in response.json()["detail"]
 
-    async def test_async_wait_on_the_python_api(self, client, recorder):
+    async def test_async_wait_on_the_python_api(self, client, recorder, make_event):
         """Recorder.wait_for_event_async wakes when the event is recorded."""
         event = make_event(type="trigger_fired")
         waiter = asyncio.create_task(
@@ -455,7 +446,7 @@ class TestWaiting:
 
 
 class TestFaults:
-    async def test_injected_status_answers_the_next_n_posts(self, client, recorder):
+    async def test_injected_status_answers_the_next_n_posts(self, client, recorder, make_event):
         """Two injected 503s answer two posts without storing; the third is processed."""
         response = await client.post(
             "/api/fake/faults", json={"server": "sleeper", "status": 503, "count": 2}
@@ -468,19 +459,19 @@ class TestFaults:
         assert [a.outcome for a in recorder.attempts()] == ["fault", "fault", "accepted"]
         assert recorder.counters()["faults"] == 2
 
-    async def test_faults_are_per_server(self, client):
+    async def test_faults_are_per_server(self, client, make_event):
         """A fault for nav leaves sleeper's posts alone."""
         await client.post("/api/fake/faults", json={"server": "nav", "status": 500})
         assert (await post_event(client, make_event())).status_code == 200
         nav = make_event(server="nav", task_id="nav-000001")
         assert (await post_event(client, nav, server="nav", secret="n4v")).status_code == 500
 
-    async def test_wildcard_fault_matches_any_server(self, client):
+    async def test_wildcard_fault_matches_any_server(self, client, make_event):
         """A fault for "*" answers the next post from whichever server."""
         await client.post("/api/fake/faults", json={"server": "*", "status": 429})
         assert (await post_event(client, make_event())).status_code == 429
 
-    async def test_fault_injection_through_python_api_and_clear(self, client, recorder):
+    async def test_fault_injection_through_python_api_and_clear(self, client, recorder, make_event):
         """inject_fault and clear_faults on the recorder; GET and DELETE over HTTP agree."""
         recorder.inject_fault("sleeper", status=500, count=3)
         listed = (await client.get("/api/fake/faults")).json()["faults"]
@@ -490,7 +481,7 @@ class TestFaults:
         assert (await client.delete("/api/fake/faults")).json() == {"faults": []}
         assert (await post_event(client, make_event())).status_code == 200
 
-    async def test_delay_fault_delays_then_processes(self, client, recorder):
+    async def test_delay_fault_delays_then_processes(self, client, recorder, make_event):
         """A delay-only fault answers late, but answers normally."""
         recorder.inject_fault("sleeper", delay_s=0.2)
         loop = asyncio.get_running_loop()
@@ -500,7 +491,7 @@ class TestFaults:
         assert loop.time() - started >= 0.2
         assert len(recorder.events()) == 1
 
-    async def test_drop_in_process_raises_connection_dropped(self, client, recorder):
+    async def test_drop_in_process_raises_connection_dropped(self, client, recorder, make_event):
         """Without a socket to close, a drop raises ConnectionDropped and stores nothing."""
         recorder.inject_fault("sleeper", drop=True)
         with pytest.raises(ConnectionDropped):
@@ -522,7 +513,7 @@ class TestFaults:
         """A fault with nothing to do, conflicting or out-of-range fields is refused."""
         assert (await client.post("/api/fake/faults", json=spec)).status_code == 422
 
-    async def test_empty_status_fault_sends_no_body(self, client):
+    async def test_empty_status_fault_sends_no_body(self, client, make_event):
         """A 204 fault answers with an empty body (HTTP forbids one)."""
         await client.post("/api/fake/faults", json={"server": "sleeper", "status": 204})
         response = await post_event(client, make_event())

@@ -9,29 +9,9 @@ import httpx
 import pytest
 
 from fake_rvc import FakeRvcServer
-from robot_mcp_kit.models import TaskEvent, new_event_id
 from robot_mcp_kit.signing import signed_headers
 
 SECRET = "s3cret"
-
-
-def make_body(seq: int = 1, type: str = "progress", task_id: str = "slee-1a2b3c") -> bytes:
-    return (
-        TaskEvent.model_validate(
-            {
-                "event_id": new_event_id(),
-                "task_id": task_id,
-                "server": "sleeper",
-                "tool": "sleep",
-                "type": type,
-                "seq": seq,
-                "ts": "2025-12-12T09:33:20.000Z",
-                "payload": {"eta_s": 1},
-            }
-        )
-        .model_dump_json()
-        .encode()
-    )
 
 
 def post(url: str, body: bytes, secret: str = SECRET) -> httpx.Response:
@@ -58,10 +38,10 @@ def test_url_before_start_raises():
         _ = FakeRvcServer({"sleeper": SECRET}).url
 
 
-def test_drop_fault_is_a_connection_error_not_a_500(rvc):
+def test_drop_fault_is_a_connection_error_not_a_500(rvc, make_event):
     """An injected drop closes the connection: the client sees a transport error."""
     rvc.state.inject_fault("sleeper", drop=True)
-    body = make_body()
+    body = make_event().model_dump_json().encode()
     with pytest.raises(httpx.TransportError):
         post(rvc.events_url, body)
     assert [a.outcome for a in rvc.state.attempts()] == ["dropped"]
@@ -71,18 +51,18 @@ def test_drop_fault_is_a_connection_error_not_a_500(rvc):
     assert len(rvc.state.events()) == 1
 
 
-def test_drop_fault_over_http_api(rvc):
+def test_drop_fault_over_http_api(rvc, make_event):
     """POST /api/fake/faults with drop: true drops the next post."""
     response = httpx.post(rvc.url + "/api/fake/faults", json={"server": "sleeper", "drop": True})
     assert response.status_code == 201
     with pytest.raises(httpx.TransportError):
-        post(rvc.events_url, make_body())
+        post(rvc.events_url, make_event().model_dump_json().encode())
 
 
-def test_retry_attempt_times_are_recorded(rvc):
+def test_retry_attempt_times_are_recorded(rvc, make_event):
     """Two 500s then success: three attempts with increasing monotonic receive times."""
     rvc.state.inject_fault("sleeper", status=500, count=2)
-    body = make_body()
+    body = make_event().model_dump_json().encode()
     assert [post(rvc.events_url, body).status_code for _ in range(3)] == [500, 500, 200]
     attempts = rvc.state.attempts(server="sleeper")
     assert [a.status for a in attempts] == [500, 500, 200]
@@ -90,15 +70,15 @@ def test_retry_attempt_times_are_recorded(rvc):
     assert monos == sorted(monos)
 
 
-def test_sync_wait_from_the_test_thread(rvc):
+def test_sync_wait_from_the_test_thread(rvc, make_event):
     """state.wait_for_event blocks the test thread while uvicorn's thread records."""
-    body = make_body(type="task_done")
+    body = make_event(type="task_done").model_dump_json().encode()
     assert post(rvc.events_url, body).status_code == 200
     found = rvc.state.wait_for_event("slee-1a2b3c", "task_done", timeout_s=5)
     assert found.event_id == json.loads(body)["event_id"]
 
 
-def test_sse_stream_sends_attempts_live(rvc):
+def test_sse_stream_sends_attempts_live(rvc, make_event):
     """The page's SSE stream delivers a posted event and a rejected one as they arrive."""
     with (
         httpx.Client(timeout=10) as client,
@@ -106,9 +86,9 @@ def test_sse_stream_sends_attempts_live(rvc):
     ):
         lines = stream.iter_lines()
         assert next(lines).startswith("retry:")
-        body = make_body()
+        body = make_event().model_dump_json().encode()
         post(rvc.events_url, body)
-        post(rvc.events_url, make_body(seq=2), secret="wrong")
+        post(rvc.events_url, make_event(seq=2).model_dump_json().encode(), secret="wrong")
         outcomes = []
         for line in lines:
             if line.startswith("data: ") and '"outcome"' in line:
@@ -130,7 +110,7 @@ def test_stop_ends_open_streams(rvc):
         assert time.monotonic() - started < 5
 
 
-def test_raw_header_injection_gets_400_and_server_keeps_serving(rvc):
+def test_raw_header_injection_gets_400_and_server_keeps_serving(rvc, make_event):
     """A bare CR inside an X-RVC-Server value is refused with 400 at the HTTP layer."""
     import socket
 
@@ -142,4 +122,4 @@ def test_raw_header_injection_gets_400_and_server_keeps_serving(rvc):
         sock.sendall(request)
         reply = sock.recv(1024)
     assert reply.startswith(b"HTTP/1.1 400")
-    assert post(rvc.events_url, make_body()).status_code == 200
+    assert post(rvc.events_url, make_event().model_dump_json().encode()).status_code == 200

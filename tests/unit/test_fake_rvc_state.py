@@ -12,21 +12,6 @@ from fake_rvc import Attempt, Recorder
 from robot_mcp_kit.models import TaskEvent, new_event_id
 
 
-def make_event(seq: int, type: str = "progress", task_id: str = "slee-1a2b3c") -> TaskEvent:
-    return TaskEvent.model_validate(
-        {
-            "event_id": new_event_id(),
-            "task_id": task_id,
-            "server": "sleeper",
-            "tool": "sleep",
-            "type": type,
-            "seq": seq,
-            "ts": "2025-12-12T09:33:20.000Z",
-            "payload": {},
-        }
-    )
-
-
 def record(recorder: Recorder, event: TaskEvent) -> Attempt:
     n = recorder.next_attempt_number()
     return recorder.record_event(
@@ -52,7 +37,7 @@ def test_unknown_attribute_raises():
 
 
 class TestTimelines:
-    def test_reused_seq_with_new_event_id_is_a_reorder_seen_before(self):
+    def test_reused_seq_with_new_event_id_is_a_reorder_seen_before(self, make_event):
         """Two different events with seq 1 flag the second as a reorder of a seen seq."""
         recorder = Recorder()
         record(recorder, make_event(1))
@@ -60,7 +45,7 @@ class TestTimelines:
         assert attempt.anomalies[0]["kind"] == "reorder"
         assert attempt.anomalies[0]["seq_seen_before"] is True
 
-    def test_timeline_is_a_snapshot(self):
+    def test_timeline_is_a_snapshot(self, make_event):
         """Mutating a returned timeline does not change the recorder."""
         recorder = Recorder()
         record(recorder, make_event(1))
@@ -71,7 +56,7 @@ class TestTimelines:
         assert again is not None
         assert len(again.events) == 1
 
-    def test_attempts_are_bounded_but_counters_exact(self):
+    def test_attempts_are_bounded_but_counters_exact(self, make_event):
         """With max_attempts=3, five posts keep the last three and count five."""
         recorder = Recorder(max_attempts=3)
         for seq in range(1, 6):
@@ -127,7 +112,7 @@ class TestFaults:
 
 
 class TestWaiting:
-    def test_sync_wait_wakes_when_another_thread_records(self):
+    def test_sync_wait_wakes_when_another_thread_records(self, make_event):
         """wait_for_event in this thread returns once a thread records the event."""
         recorder = Recorder()
         done = make_event(2, "task_done")
@@ -147,14 +132,14 @@ class TestWaiting:
             thread.join(5)
         assert found.event_id == done.event_id
 
-    def test_sync_wait_times_out_naming_what_was_seen(self):
+    def test_sync_wait_times_out_naming_what_was_seen(self, make_event):
         """A wait that never matches raises TimeoutError listing the task's events."""
         recorder = Recorder()
         record(recorder, make_event(1))
         with pytest.raises(TimeoutError, match=r"#1 progress"):
             recorder.wait_for_event("slee-1a2b3c", "task_done", timeout_s=0.01)
 
-    def test_wait_for_attempts(self):
+    def test_wait_for_attempts(self, make_event):
         """wait_for_attempts returns once enough attempts exist."""
         recorder = Recorder()
         record(recorder, make_event(1))
@@ -163,7 +148,7 @@ class TestWaiting:
         with pytest.raises(TimeoutError):
             recorder.wait_for_attempts(3, timeout_s=0.01)
 
-    async def test_async_wait_wakes_from_another_thread(self):
+    async def test_async_wait_wakes_from_another_thread(self, make_event):
         """wait_for_event_async on this loop wakes when a thread records."""
         recorder = Recorder()
         waiter = asyncio.create_task(recorder.wait_for_event_async("slee-1a2b3c", None, 10))
@@ -180,7 +165,7 @@ class TestWaiting:
 
 
 class TestFeeds:
-    async def test_subscription_gets_backlog_then_live_then_reset(self):
+    async def test_subscription_gets_backlog_then_live_then_reset(self, make_event):
         """subscribe() returns past attempts, then live ones, a reset, and None on close."""
         recorder = Recorder()
         record(recorder, make_event(1))
@@ -195,7 +180,7 @@ class TestFeeds:
         assert items[1] == ("reset", None)
         assert items[2] is None
 
-    def test_listener_sees_each_attempt_and_a_broken_one_is_contained(self, caplog):
+    def test_listener_sees_each_attempt_and_a_broken_one_is_contained(self, caplog, make_event):
         """Listeners are called per attempt; one that raises is logged, not propagated."""
         recorder = Recorder()
         seen: list[int] = []
