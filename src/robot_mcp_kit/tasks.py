@@ -272,6 +272,8 @@ class TaskManager:
         cancel_grace_s: how long :meth:`cancel` / :meth:`aclose` wait for a body to
             unwind after cancelling it before marking it cancelled anyway.
         clock: returns the current aware UTC datetime (tests inject one).
+        id_factory: draws a task id for a server name; :func:`new_task_id` by default.
+            A drawn id already in use is drawn again, never overwritten.
 
     Not thread-safe: use it from the event loop that runs the server. The poster is the
     caller's to close.
@@ -286,6 +288,7 @@ class TaskManager:
         known_trigger_types: Collection[str] | None = None,
         cancel_grace_s: float = DEFAULT_CANCEL_GRACE_S,
         clock: Callable[[], datetime] | None = None,
+        id_factory: Callable[[str], str] | None = None,
     ) -> None:
         if not server_name:
             raise ValueError("server_name must be a non-empty string.")
@@ -301,6 +304,7 @@ class TaskManager:
         )
         self.cancel_grace_s = cancel_grace_s
         self._clock = clock or utc_now
+        self._new_id = id_factory or new_task_id
         self._tasks: dict[str, _Task] = {}
         self._finished: deque[str] = deque()
         self._lock = asyncio.Lock()
@@ -427,13 +431,13 @@ class TaskManager:
     def _new_unique_id(self) -> str:
         for _ in range(_MAX_ID_ATTEMPTS):
             # Looked up through the module so tests can replace the generator.
-            candidate = new_task_id(self.server_name)
+            candidate = self._new_id(self.server_name)
             if candidate not in self._tasks:
                 return candidate
             logger.debug("task id %s collided; drawing another", candidate)
         raise RuntimeError(
             f"could not draw a unique task id for {self.server_name!r} in "
-            f"{_MAX_ID_ATTEMPTS} attempts; is new_task_id() returning a constant?"
+            f"{_MAX_ID_ATTEMPTS} attempts; is the id factory returning a constant?"
         )
 
     def _accept_triggers(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 
@@ -99,15 +100,19 @@ def test_sse_stream_sends_attempts_live(rvc, make_event):
 
 
 def test_stop_ends_open_streams(rvc):
-    """stop() returns promptly even with a page's SSE stream still open."""
+    """stop() ends a page's open SSE stream instead of waiting on it (a hang hits the timeout)."""
     with (
         httpx.Client(timeout=10) as client,
         client.stream("GET", rvc.url + "/api/fake/stream") as stream,
     ):
-        next(stream.iter_lines())
-        started = time.monotonic()
+        lines = stream.iter_lines()
+        next(lines)
         rvc.stop()
-        assert time.monotonic() - started < 5
+        with contextlib.suppress(httpx.TransportError):
+            for _ in lines:  # drains what was sent, then ends because the server closed it
+                pass
+    with pytest.raises(httpx.ConnectError):  # stopped for real, not just detached
+        httpx.get(rvc.url + "/api/fake/counters", timeout=2)
 
 
 def test_raw_header_injection_gets_400_and_server_keeps_serving(rvc, make_event):

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 import robot_mcp_memory
@@ -29,14 +33,40 @@ def test_help_lists_every_variable_and_exit_status(capsys):
     assert "2 invalid setting" in out
 
 
-def test_missing_extra_is_one_line_naming_it(monkeypatch, capsys):
+# Run the entry point in a child where importing structlog (part of the memory extra)
+# fails, as it would in an environment installed without the extra.
+_WITHOUT_STRUCTLOG = """
+import importlib.abc, sys
+
+class BlockStructlog(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "structlog" or name.startswith("structlog."):
+            raise ImportError(f"No module named {name!r}")
+        return None
+
+sys.meta_path.insert(0, BlockStructlog())
+from robot_mcp_memory.__main__ import main
+raise SystemExit(main([]))
+"""
+
+
+def test_missing_extra_is_one_line_naming_it():
     """Without the memory extra: exit 1 and one stderr line naming the extra, no traceback."""
-    monkeypatch.setattr(entry, "_EXTRA_MODULES", ("mcp", "robot_mcp_memory_no_such_module"))
-    assert entry.main([]) == entry.EXIT_MISSING_EXTRA
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1
-    assert "'memory' extra" in err
-    assert "robot-mcp-kit[memory]" in err
+    env = {k: v for k, v in os.environ.items() if k not in ENV_VARS}
+    done = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_STRUCTLOG],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
+    assert done.returncode == entry.EXIT_MISSING_EXTRA, done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert "'memory' extra" in done.stderr
+    assert "structlog" in done.stderr
+    assert "robot-mcp-kit[memory]" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_invalid_setting_refuses_with_exit_2(monkeypatch, capsys):

@@ -63,11 +63,10 @@ class TestRetention:
 
 
 class TestTaskIds:
-    async def test_colliding_id_is_redrawn_not_overwritten(self, poster, monkeypatch):
+    async def test_colliding_id_is_redrawn_not_overwritten(self, poster):
         """When the generator repeats an id in use, the manager draws again."""
         drawn = iter(["slee-aaaaaa", "slee-aaaaaa", "slee-aaaaaa", "slee-bbbbbb"])
-        monkeypatch.setattr(tasks_module, "new_task_id", lambda server_name: next(drawn))
-        manager = TaskManager("sleeper", poster)
+        manager = TaskManager("sleeper", poster, id_factory=lambda server_name: next(drawn))
         gate = asyncio.Event()
 
         async def slow(ctx: TaskContext) -> dict[str, Any]:
@@ -84,10 +83,9 @@ class TestTaskIds:
         assert done.payload == {"result": {"id": "slee-aaaaaa"}}
         await manager.aclose()
 
-    async def test_a_generator_stuck_on_one_id_raises_instead_of_looping(self, poster, monkeypatch):
+    async def test_a_generator_stuck_on_one_id_raises_instead_of_looping(self, poster):
         """If no fresh id can be drawn, start() fails loudly rather than overwrite."""
-        monkeypatch.setattr(tasks_module, "new_task_id", lambda server_name: "slee-aaaaaa")
-        manager = TaskManager("sleeper", poster)
+        manager = TaskManager("sleeper", poster, id_factory=lambda server_name: "slee-aaaaaa")
         gate = asyncio.Event()
 
         async def slow(ctx: TaskContext) -> dict[str, Any]:
