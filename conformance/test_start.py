@@ -33,6 +33,9 @@ def test_start_call_returns_at_once_with_a_running_task(runs: Runs) -> None:
             violation(
                 clause, f"the {run.label} start call did not return a TaskInfo JSON", evidence
             )
+        # State running is the evidence that the tool did not wait for the work. When
+        # the terminal event arrived says nothing: on a busy machine a short task may
+        # legitimately finish before the start call's reply reaches the suite.
         if info.get("state") != "running":
             violation(
                 clause,
@@ -40,14 +43,6 @@ def test_start_call_returns_at_once_with_a_running_task(runs: Runs) -> None:
                 "'running': it waited for the work instead of returning at once",
                 evidence,
             )
-        replied_wall = run.started_wall + run.start.elapsed_s
-        for event in run.terminal_events():
-            if event.received_wall < replied_wall:
-                violation(
-                    clause,
-                    f"task {run.task_id} ({run.label}) finished before its start call returned",
-                    {"start": evidence, "terminal_event": event.event.model_dump(mode="json")},
-                )
 
 
 def test_start_returns_a_task_info(runs: Runs, conformance_config: Config) -> None:
