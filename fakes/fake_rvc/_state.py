@@ -334,7 +334,9 @@ class Recorder:
         """Store a verified event, or note it as a duplicate; return the attempt.
 
         A duplicate ``event_id`` is not stored again: the attempt's outcome is
-        ``duplicate`` and the original task's timeline gets a ``duplicate`` anomaly.
+        ``duplicate`` and the original task's timeline gets a ``duplicate`` anomaly, or an
+        ``event_id_reused`` one (naming the fields that differ) when the body is not the
+        same event again.
         A new event advances its task's expected seq and records ``gap`` (seq above the
         expected one), ``reorder`` (below it) or ``after_terminal`` (anything after
         ``task_done`` / ``task_failed``).
@@ -344,16 +346,28 @@ class Recorder:
             if original is not None:
                 first_timeline = self._timelines[(original.server, original.task_id)]
                 first_timeline.duplicates += 1
+                # A re-send (at least once) repeats the event exactly; the same id on a
+                # different event is a server bug that dedupe would otherwise hide.
+                differs = [
+                    name
+                    for name in type(event).model_fields
+                    if getattr(event, name) != getattr(original.event, name)
+                ]
+                if server != original.server:
+                    differs.append("X-RVC-Server")
                 dup: dict[str, Any] = {
-                    "kind": "duplicate",
+                    "kind": "event_id_reused" if differs else "duplicate",
                     "event_id": event.event_id,
                     "seq": original.seq,
                     "attempt": n,
                     "first_attempt": original.attempt,
                 }
+                if differs:
+                    dup["differs"] = differs
+                    dup["got"] = {"task_id": event.task_id, "seq": event.seq, "type": event.type}
                 first_timeline._add_anomaly(dup)
                 self._counters["duplicates"] += 1
-                self._counters["anomaly_duplicate"] += 1
+                self._counters["anomaly_" + dup["kind"]] += 1
                 attempt = _stored_attempt(
                     original, "duplicate", (dup,), n, received_wall, received_mono, server
                 )
@@ -534,7 +548,7 @@ class Recorder:
                 "tasks": len(self._timelines),
                 "anomalies": {
                     kind: c["anomaly_" + kind]
-                    for kind in ("gap", "reorder", "duplicate", "after_terminal")
+                    for kind in ("gap", "reorder", "duplicate", "event_id_reused", "after_terminal")
                 },
                 "rejections": dict(sorted(self._rejections.items())),
             }

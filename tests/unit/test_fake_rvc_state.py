@@ -45,6 +45,24 @@ class TestTimelines:
         assert attempt.anomalies[0]["kind"] == "reorder"
         assert attempt.anomalies[0]["seq_seen_before"] is True
 
+    def test_resent_event_is_a_duplicate_but_a_reused_id_is_flagged(self, make_event):
+        """The same event again is a plain duplicate; a new event under an old id is not.
+
+        At-least-once delivery re-sends identical bodies; a server that reuses an
+        event_id for a different event would otherwise be hidden by dedupe.
+        """
+        recorder = Recorder()
+        first = make_event(1)
+        record(recorder, first)
+        again = record(recorder, first)
+        reused = record(recorder, make_event(2, event_id=first.event_id, type="task_done"))
+        assert again.outcome == reused.outcome == "duplicate"
+        assert again.anomalies[0]["kind"] == "duplicate"
+        assert reused.anomalies[0]["kind"] == "event_id_reused"
+        assert set(reused.anomalies[0]["differs"]) == {"type", "seq"}
+        assert recorder.counters()["anomalies"]["event_id_reused"] == 1
+        assert [e.seq for e in recorder.events()] == [1]
+
     def test_timeline_is_a_snapshot(self, make_event):
         """Mutating a returned timeline does not change the recorder."""
         recorder = Recorder()
