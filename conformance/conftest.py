@@ -34,6 +34,7 @@ coverage measurement (pytest-cov, from ``addopts``, with its gate) is switched o
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -206,6 +207,15 @@ def server_url(conformance_config: Config, fake_rvc: FakeRvcServer) -> Iterator[
     proc = ServerProcess(cfg.server_cmd, env, port)
     try:
         proc.start(cfg.startup_timeout_s)
+    except OSError as exc:
+        # The command cannot be run at all (not found, not executable): no test can run,
+        # so stop the session with one message instead of an error per test.
+        proc.stop()
+        proc.remove_log()
+        pytest.exit(
+            f"conformance: cannot run --server-cmd {shlex.join(cfg.server_cmd)!r}: {exc}",
+            returncode=pytest.ExitCode.USAGE_ERROR,
+        )
     except RuntimeError as exc:
         proc.stop()
         pytest.fail(f"conformance: {exc}", pytrace=False)
