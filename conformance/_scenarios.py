@@ -172,9 +172,29 @@ class DeliveryRun:
 
     run: TaskRun
     attempts: list[Attempt]
-    """Every attempt fake_rvc saw from the first fault on, in arrival order."""
+    """The delivery task's own POST attempts from the first fault on, in arrival order."""
+    others: list[Attempt]
+    """Attempts of other tasks (or unreadable ones) fake_rvc saw meanwhile."""
     faults: tuple[str, ...]
     faults_left: int
+
+    def rejected(self) -> dict[str, int]:
+        """fake_rvc's rejections that make delivery impossible to judge, by reason.
+
+        The delivery task's own rejected POSTs; or, when none of its events got through
+        at all, every rejection of this server's POSTs in the run (a poster stuck
+        retrying an earlier, rejected event never sends this task's events).
+        """
+        own: dict[str, int] = {}
+        for attempt in self.attempts:
+            if attempt.outcome == "rejected":
+                reason = attempt.reason or "?"
+                own[reason] = own.get(reason, 0) + 1
+        if own:
+            return own
+        if self.run.events:
+            return {}
+        return dict(self.run.rejections)
 
 
 class Harness:
@@ -373,10 +393,14 @@ class Harness:
         self.observe(run, timeout_s=self.config.task_timeout_s + 10, settle_s=8.0)
         faults_left = sum(f.remaining for f in recorder.faults() if f.server == name)
         recorder.clear_faults(name)
-        attempts = [a for a in recorder.attempts() if a.n >= first_n]
+        since = [a for a in recorder.attempts() if a.n >= first_n]
+        # Only the delivery task's own attempts are judged: a post of another task that
+        # took a fault must not be blamed on (or credited to) this one.
+        own = [a for a in since if run.task_id is not None and a.task_id == run.task_id]
         return DeliveryRun(
             run=run,
-            attempts=attempts,
+            attempts=own,
+            others=[a for a in since if a.n not in {o.n for o in own}],
             faults=("500", "dropped connection"),
             faults_left=faults_left,
         )

@@ -147,6 +147,25 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"conformance: {exc}") from None
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the delivery tests before the other conformance tests.
+
+    fake_rvc injects its faults into the next POSTs of the server, whichever task they
+    belong to. Before any other test has started a task, nothing else of the suite can
+    be posting (not even a task whose cancel failed to stop it), so the faults land on
+    the delivery task's own events.
+    """
+    here = Path(__file__).resolve().parent
+    ours = [i for i, item in enumerate(items) if here in Path(item.path).resolve().parents]
+    if not ours:
+        return
+    delivery = [i for i in ours if Path(items[i].path).name == "test_delivery.py"]
+    first = ours[0]
+    moved = [items[i] for i in delivery]
+    rest = [item for i, item in enumerate(items) if i not in set(delivery)]
+    items[:] = rest[:first] + moved + rest[first:]
+
+
 def pytest_report_header(config: pytest.Config) -> list[str]:
     cfg = config.stash.get(_CONFIG_KEY, None)
     if cfg is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from conformance._checks import clauses, violation
+from conformance._checks import Clause, clauses, violation
 from conformance._scenarios import DeliveryRun
 
 SCHEDULE_S = (0.5, 2.0, 8.0, 30.0)
@@ -40,12 +40,38 @@ def _by_event(attempts: list[Any]) -> dict[Any, list[Any]]:
     return grouped
 
 
-def _rejected_too(delivery: DeliveryRun) -> str:
-    """A note for failure messages when fake_rvc also rejected the server's POSTs."""
-    if not delivery.run.rejections:
+def _require_judgeable(delivery: DeliveryRun, clause: Clause) -> str:
+    """Return the delivery task's id, or fail when its delivery cannot be judged.
+
+    fake_rvc rejects a POST with a bad signature (or timestamp, or body) every time, so
+    a server whose posts are rejected never gets an event through, faults or not.
+    """
+    task_id = delivery.run.require_task(clause)
+    rejected = delivery.rejected()
+    if rejected:
+        counts = ", ".join(f"{k} x{v}" for k, v in sorted(rejected.items()))
+        violation(
+            clause,
+            f"delivery cannot be judged because fake_rvc rejects this server's posts "
+            f"({counts}): whether task {task_id}'s events are retried after a 500 or a "
+            "dropped connection cannot be seen until they are accepted",
+            {
+                "attempts": [_brief(a) for a in delivery.attempts],
+                "other_attempts": [_brief(a) for a in delivery.others],
+            },
+        )
+    return task_id
+
+
+def _faults_went_elsewhere(delivery: DeliveryRun) -> str:
+    """A note for failure messages when the faults hit posts of other tasks."""
+    hit = sorted({str(a.task_id) for a in delivery.others if a.outcome in FAILED})
+    if not hit:
         return ""
-    counts = ", ".join(f"{k} x{v}" for k, v in sorted(delivery.run.rejections.items()))
-    return f" (fake_rvc has also rejected this server's POSTs: {counts})"
+    return (
+        f"; the injected faults hit posts of other task(s) {', '.join(hit)} instead: the "
+        "server was still posting for them during the delivery test"
+    )
 
 
 def _brief(attempt: Any) -> dict[str, Any]:
@@ -63,14 +89,17 @@ def test_every_event_arrives_in_order_despite_500s_and_drops(delivery: DeliveryR
     """§3.1: non-2xx answers and connection errors are retried; one task's events in seq order."""
     clause = clauses.DELIVERY
     run = delivery.run
-    task_id = run.require_task(clause)
+    task_id = _require_judgeable(delivery, clause)
     failed = [a for a in delivery.attempts if a.outcome in FAILED]
     if not failed:
         violation(
             clause,
-            f"fake_rvc never got to answer 500 or drop: task {task_id} posted nothing "
-            f"({delivery.faults_left} injected faults unused)" + _rejected_too(delivery),
-            {"attempts": [_brief(a) for a in delivery.attempts]},
+            f"fake_rvc never got to answer 500 or drop a post of task {task_id} "
+            f"({delivery.faults_left} injected faults unused)" + _faults_went_elsewhere(delivery),
+            {
+                "attempts": [_brief(a) for a in delivery.attempts],
+                "other_tasks_attempts": [_brief(a) for a in delivery.others],
+            },
         )
     accepted = {_key(a) for a in delivery.attempts if a.outcome in ("accepted", "duplicate")}
     for attempt in failed:
@@ -79,7 +108,7 @@ def test_every_event_arrives_in_order_despite_500s_and_drops(delivery: DeliveryR
                 clause,
                 f"event seq {attempt.seq} ({attempt.type}) of task {attempt.task_id} was "
                 f"{'dropped' if attempt.outcome == 'dropped' else f'answered {attempt.status}'} "
-                "and never delivered afterwards" + _rejected_too(delivery),
+                "and never delivered afterwards",
                 {
                     "failed_attempt": attempt.to_dict(),
                     "attempts": [_brief(a) for a in delivery.attempts],
@@ -107,7 +136,7 @@ def test_every_event_arrives_in_order_despite_500s_and_drops(delivery: DeliveryR
 def test_retries_follow_the_backoff_schedule(delivery: DeliveryRun) -> None:
     """§3.1: retry pauses are 0.5 s, 2 s, 8 s, then 30 s (measured at fake_rvc)."""
     clause = clauses.RETRY_SCHEDULE
-    delivery.run.require_task(clause)
+    task_id = _require_judgeable(delivery, clause)
     measured = 0
     for attempts in _by_event(delivery.attempts).values():
         for index, (prev, nxt) in enumerate(itertools.pairwise(attempts)):
@@ -128,7 +157,7 @@ def test_retries_follow_the_backoff_schedule(delivery: DeliveryRun) -> None:
     if measured == 0:
         violation(
             clause,
-            "no event was retried after fake_rvc answered 500 / dropped the connection"
-            + _rejected_too(delivery),
+            f"no event of task {task_id} was retried after fake_rvc answered 500 / "
+            "dropped the connection" + _faults_went_elsewhere(delivery),
             {"attempts": [_brief(a) for a in delivery.attempts]},
         )
