@@ -80,6 +80,7 @@ EXPECTED_FAILURES: dict[str, set[str]] = {
         "test_retries_follow_the_backoff_schedule",
     },
     "events_after_terminal": {"test_nothing_is_emitted_after_the_terminal_event"},
+    "wrong_backoff": {"test_retries_follow_the_backoff_schedule"},
 }
 
 
