@@ -108,6 +108,11 @@ class clauses:
     CANCEL_NO_EVENT = Clause(
         "4.2", 'a cancelled task ends in state "cancelled" with no failure event (no task_failed)'
     )
+    CANCEL_STOPS_WORK = Clause(
+        "4.2",
+        "cancel(task_id) must asyncio-cancel the underlying task, await its teardown (5 s "
+        "grace), mark cancelled: the work stops and reports nothing more",
+    )
     CANCEL_FINISHED = Clause(
         "3.3", "cancelling a finished task returns its terminal state unchanged"
     )

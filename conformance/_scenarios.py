@@ -8,8 +8,8 @@ in ``conftest.py``.
 
 Waiting never relies on a fixed sleep to make something happen: the harness waits on
 fake_rvc's recorder with deadlines. The only fixed waits are observation windows that
-prove an absence (nothing arrives after a terminal event, no ``task_failed`` after a
-cancel), and they are short.
+prove an absence (nothing arrives after a terminal event, no ``task_failed`` and no
+further work after a cancel), and they are short.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from fake_rvc import Attempt, FakeRvcServer, ReceivedEvent
 
 __all__ = [
+    "CANCEL_STOP_S",
     "PROGRESS_TRIGGER",
     "TERMINAL_EVENT_TYPES",
     "TERMINAL_STATES",
@@ -43,6 +44,11 @@ TERMINAL_EVENT_TYPES = frozenset({"task_done", "task_failed"})
 
 QUIET_S = 0.4
 """How long to keep listening after a terminal event, to catch anything sent after it."""
+CANCEL_STOP_S = 1.0
+"""After the cancel reply, the cancelled task's events may be stamped this much later at
+most (its work must have stopped: cancel awaits the body's teardown)."""
+CANCEL_WATCH_S = 1.5
+"""How long after the cancel reply the suite listens for the cancelled task's events."""
 SETTLE_S = 3.0
 """How long after get_task reports a terminal state the terminal event may still take
 (covers the poster's first two retries, 0.5 s and 2 s)."""
@@ -164,6 +170,15 @@ class CancelRun:
     first: ToolReply | None
     second: ToolReply | None
     after: ToolReply | None
+    cancelled_wall: float | None = None
+    """Wall time (unix s) when the first cancel_task reply reached the suite."""
+
+    def late_events(self) -> list[ReceivedEvent]:
+        """The task's events stamped more than CANCEL_STOP_S after the cancel reply."""
+        if self.cancelled_wall is None:
+            return []
+        limit = self.cancelled_wall + CANCEL_STOP_S
+        return [e for e in self.run.events if e.event.ts.timestamp() > limit]
 
 
 @dataclass
@@ -349,24 +364,27 @@ class Harness:
                 timeout_s=3.0,
             )
         before = self.call("get_task", {"task_id": task_id})
+        called = time.time()
         first = self.call("cancel_task", {"task_id": task_id})
+        cancelled_wall = called + first.elapsed_s
         second = self.call("cancel_task", {"task_id": task_id})
+        limit = cancelled_wall + CANCEL_STOP_S
 
-        def terminal_posted(r: Any) -> bool:
-            return any(
-                a.task_id == task_id and a.type in TERMINAL_EVENT_TYPES for a in r.attempts()
-            )
+        def stamped_late(r: Any) -> bool:
+            return any(e.event.ts.timestamp() > limit for e in r.events(task_id=task_id))
 
-        # An observation window that ends early if a terminal event is posted.
+        # An observation window (CANCEL_WATCH_S after the cancel reply, bounded) for a
+        # terminal event after the cancel, or for work that goes on; it ends early once
+        # an event stamped after the limit has arrived.
+        watch = max(0.3, cancelled_wall + CANCEL_WATCH_S - time.time())
         with contextlib.suppress(TimeoutError):
-            recorder.wait_for(terminal_posted, timeout_s=0.8)
-        time.sleep(0.1)
+            recorder.wait_for(stamped_late, timeout_s=min(watch, CANCEL_WATCH_S))
         after = self.call("get_task", {"task_id": task_id})
         run.events = self.events(task_id)
         run.attempts = self.attempts(task_id)
         run.final = after
         run.rejections = self._rejections()
-        return CancelRun(run, before, first, second, after)
+        return CancelRun(run, before, first, second, after, cancelled_wall)
 
     def quiesce(self) -> None:
         """Cancel every task this harness started that still runs, then flush events.

@@ -1,13 +1,22 @@
-"""Cancellation: cancel_task answers cancelled, is idempotent, is silent, leaves finished tasks."""
+"""Cancellation: cancel_task answers cancelled, is idempotent, is silent, stops the work,
+leaves finished tasks."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from conformance._checks import clauses, violation
-from conformance._scenarios import TERMINAL_EVENT_TYPES, CancelRun, Harness, Runs
+from conformance._scenarios import (
+    CANCEL_STOP_S,
+    TERMINAL_EVENT_TYPES,
+    CancelRun,
+    Harness,
+    Runs,
+)
+from robot_mcp_kit.models import format_ts
 
 
 def _cancelled_reply(reply: Any, task_id: str) -> bool:
@@ -84,6 +93,30 @@ def test_cancelled_task_stays_cancelled_and_emits_no_task_failed(cancelled: Canc
             clause,
             f"after cancel_task, get_task({task_id!r}) reports state {state!r}",
             None if after is None else after.evidence(),
+        )
+
+
+def test_cancel_stops_the_work(cancelled: CancelRun) -> None:
+    """§4.2: cancel stops the task's work: no event stamped over 1 s after the cancel reply."""
+    clause = clauses.CANCEL_STOPS_WORK
+    run = cancelled.run
+    task_id = _require_running_before(cancelled, clause)
+    if not run.events and run.rejections:
+        # Without a verified event there is no trustworthy ts to judge by.
+        run.require_events(clause)
+    late = cancelled.late_events()
+    if late and cancelled.cancelled_wall is not None:
+        replied = datetime.fromtimestamp(cancelled.cancelled_wall, UTC)
+        violation(
+            clause,
+            f"cancelled task {task_id} still reports work: {len(late)} event(s) stamped more "
+            f"than {CANCEL_STOP_S:g} s after cancel_task answered (at "
+            f"{format_ts(replied)}), the first {late[0].type} seq {late[0].seq} at "
+            f"{format_ts(late[0].event.ts)}",
+            {
+                "offending_event": late[0].to_dict(),
+                "cancel": cancelled.first and cancelled.first.evidence(),
+            },
         )
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-# Eight conformance runs, four at a time, each starting a server: about a minute on a
+# Ten conformance runs, four at a time, each starting a server: about a minute on a
 # busy two-core machine, longer under coverage; give the module's first test room.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -40,7 +40,8 @@ SUITE_ARGS = [
     '{"duration_s": 30, "tick_s": 0.1}',
 ]
 
-# Every test that needs at least one verified event: with a bad signature, none arrives.
+# Every test that needs at least one verified event: with a bad signature, none arrives
+# (the delivery tests say delivery cannot be judged).
 NEEDS_VERIFIED_EVENTS = {
     "test_events_are_signed_with_the_shared_secret",
     "test_event_bodies_are_task_events",
@@ -55,6 +56,7 @@ NEEDS_VERIFIED_EVENTS = {
     "test_failing_task_ends_failed_with_its_task_failure",
     "test_every_event_arrives_in_order_despite_500s_and_drops",
     "test_retries_follow_the_backoff_schedule",
+    "test_cancel_stops_the_work",
     "test_unknown_trigger_type_is_ignored",
     "test_progress_above_fires_once_when_percent_is_reported",
 }
@@ -81,6 +83,7 @@ EXPECTED_FAILURES: dict[str, set[str]] = {
     },
     "events_after_terminal": {"test_nothing_is_emitted_after_the_terminal_event"},
     "wrong_backoff": {"test_retries_follow_the_backoff_schedule"},
+    "cancel_keeps_running": {"test_cancel_stops_the_work"},
 }
 
 
@@ -163,7 +166,7 @@ def test_conformance_fails_exactly_the_tests_the_defect_breaks(server, verdicts)
     verdict = verdicts[server]
     expected = EXPECTED_FAILURES[server]
     ran = verdict.passed | verdict.failed | verdict.skipped
-    assert len(ran) >= 38, f"the suite collected only {len(ran)} tests:\n{verdict.output}"
+    assert len(ran) >= 39, f"the suite collected only {len(ran)} tests:\n{verdict.output}"
     assert not verdict.skipped, f"unexpected skips {sorted(verdict.skipped)}"
     assert verdict.failed == expected, (
         f"{server}: unexpectedly failed {sorted(verdict.failed - expected)}, "
