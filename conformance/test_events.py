@@ -115,12 +115,15 @@ def test_event_ids_are_unique_uuid4(runs: Runs) -> None:
                     event.to_dict(),
                 )
             seen[parsed.hex] = where
+        # Re-sending an event (same body) is legal: delivery is at least once and the brain
+        # dedupes. Reusing an event_id for a different event is not: dedupe would drop it.
         for attempt in run.attempts:
-            if attempt.outcome == "duplicate":
+            reused = [a for a in attempt.anomalies if a.get("kind") == "event_id_reused"]
+            if reused:
                 violation(
                     clause,
-                    f"task {run.task_id} posted event_id {attempt.event_id} twice after it "
-                    "was acknowledged with a 2xx",
+                    f"task {run.task_id} reused event_id {attempt.event_id} for a different "
+                    f"event ({', '.join(reused[0]['differs'])} differ)",
                     attempt.to_dict(),
                 )
 

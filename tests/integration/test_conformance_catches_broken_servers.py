@@ -84,6 +84,15 @@ EXPECTED_FAILURES: dict[str, set[str]] = {
     "events_after_terminal": {"test_nothing_is_emitted_after_the_terminal_event"},
     "wrong_backoff": {"test_retries_follow_the_backoff_schedule"},
     "cancel_keeps_running": {"test_cancel_stops_the_work"},
+    # The reused id is flagged; dedupe then loses progress seq 3, which shows as a gap,
+    # makes the progress_above trigger look early (the 60 % report it answered is gone) and,
+    # for the failing task (33, 67, 100 %), leaves get_task's last progress unmatched.
+    "reused_event_id": {
+        "test_event_ids_are_unique_uuid4",
+        "test_seq_is_contiguous_from_1",
+        "test_progress_above_fires_once_when_percent_is_reported",
+        "test_get_task_agrees_with_the_events",
+    },
 }
 
 
