@@ -32,7 +32,6 @@ import contextlib
 import os
 import random
 import shutil
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -45,6 +44,7 @@ from typing import IO
 
 import httpx
 
+from robot_mcp_kit.testing import free_port
 from robot_mcp_memory.db import open_index
 from robot_mcp_memory.docmodel import ProcessDoc
 from robot_mcp_memory.store import ProcessStore, _match_expression, search_terms
@@ -269,12 +269,6 @@ def measure_local(
     finally:
         raw.close()
     return find_ms, raw_ms, hits, sum(matches) / len(matches)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextlib.contextmanager

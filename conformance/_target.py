@@ -30,6 +30,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from robot_mcp_kit.testing import free_port
+
 __all__ = [
     "DEFAULT_CALLBACK_PORT",
     "DEFAULT_SECRET",
@@ -222,14 +224,6 @@ class Config:
         assert self.server_cmd is not None
         what = "the bundled sleeper" if self.defaulted else "--server-cmd"
         return f"{shlex.join(self.server_cmd)} ({what}, started by the suite)"
-
-
-def free_port() -> int:
-    """Return a TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _port_answers(host: str, port: int) -> bool:

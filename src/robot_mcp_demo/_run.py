@@ -190,7 +190,7 @@ def run_demo(sleeper: Path = _DEFAULT_SLEEPER, out: TextIO = sys.stdout) -> list
     Raises:
         ServiceStartError: a service would not start (its output is in the message).
     """
-    from robot_mcp_demo._processes import ServiceProcess, free_port
+    from robot_mcp_kit.testing import ServiceProcess, free_port
 
     def say(text: str) -> None:
         print(text, file=out, flush=True)
@@ -312,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    from robot_mcp_demo._processes import ServiceStartError
+    from robot_mcp_kit.testing import ServiceStartError
 
     try:
         outcomes = run_demo(args.sleeper)

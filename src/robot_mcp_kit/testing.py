@@ -15,16 +15,20 @@ events it produced::
         assert done.payload["result"] == {"arrived": True}
         assert [e.seq for e in poster.events_for(info.task_id)] == [1, 2, 3]
 
-Nothing here needs the ``mcp`` extra or the network.
+To test a server as a real process, :class:`ServiceProcess` starts it, waits until its
+port answers and stops it by pid; :func:`free_port` picks a loopback port.
+
+Nothing here needs the ``mcp`` extra; the process helpers use loopback only.
 """
 
 from __future__ import annotations
 
 import asyncio
 
+from robot_mcp_kit._processes import ServiceProcess, ServiceStartError, free_port, wait_for_port
 from robot_mcp_kit.models import EventType, TaskEvent
 
-__all__ = ["RecordingPoster"]
+__all__ = ["RecordingPoster", "ServiceProcess", "ServiceStartError", "free_port", "wait_for_port"]
 
 
 class RecordingPoster:

@@ -68,7 +68,7 @@ def test_server_that_dies_at_startup_is_reported_with_its_output():
 
 def test_server_url_mode_passes_against_a_separately_started_sleeper():
     """Issue 4's "done when": the suite passes against a sleeper it did not start itself."""
-    from robot_mcp_demo._processes import ServiceProcess, free_port
+    from robot_mcp_kit.testing import ServiceProcess, free_port
 
     port, callback_port = free_port(), free_port()
     sleeper = ServiceProcess(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import queue
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -19,14 +18,9 @@ from fake_rvc._cli import ConfigError, format_attempt, load_config, parse_secret
 from fake_rvc._state import Attempt
 from robot_mcp_kit.models import TaskEvent, new_event_id
 from robot_mcp_kit.signing import signed_headers
+from robot_mcp_kit.testing import free_port
 
 SCRIPT = Path(sys.executable).parent / "fake-rvc"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Running:

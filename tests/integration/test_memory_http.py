@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -20,6 +19,8 @@ import pytest
 from mcp import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
+
+from robot_mcp_kit.testing import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -54,12 +55,6 @@ INITIALIZE = {
     },
 }
 ACCEPT = {"Accept": "application/json, text/event-stream"}
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class ServerProcess:

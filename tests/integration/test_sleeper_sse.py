@@ -21,8 +21,8 @@ from mcp import ClientSession
 from mcp.client.sse import sse_client
 
 from fake_rvc import FakeRvcServer
-from robot_mcp_demo._processes import ServiceProcess, free_port
 from robot_mcp_kit.models import TaskEvent
+from robot_mcp_kit.testing import ServiceProcess, free_port
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,7 @@
-"""Start a service as a real child process, wait until it listens, stop it by pid."""
+"""Start a service as a real child process, wait until it listens, stop it by pid.
+
+Public through :mod:`robot_mcp_kit.testing`; stdlib only.
+"""
 
 from __future__ import annotations
 
