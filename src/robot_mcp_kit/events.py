@@ -15,6 +15,14 @@ Contracts:
 - Any non-2xx status, timeout, connection error or unreadable response is retried
   (0.5 s, 2 s, 8 s, then every 30 s). A ``Retry-After`` in seconds or as an HTTP date
   lengthens the next pause up to 30 s, never shortens it.
+- One attempt lasts at most ``timeout_s`` (10 s) of real time, whatever the receiver
+  does: connect, send, status line, headers and the little body read after them share
+  that one deadline, so a receiver that trickles its answer a byte at a time cannot hold
+  the queue (issue 9, finding 3; docs/decisions/0005-poster-attempt-deadline.md).
+- A 2xx status is the acknowledgement. The body after it is read (and discarded) for at
+  most 64 KiB and 1 s, so the connection can be reused; whatever the body then does
+  (trickles, never ends, breaks), the event counts as delivered. A non-2xx answer whose
+  head or body is trickled is a failed attempt like any other.
 - ``aclose()`` delivers what is queued for up to ``close_grace_s``, then stops, closes
   the HTTP client and logs at WARNING how many events it dropped. The grace bounds the
   event loop's real time; retry pauses are also cut off once they would end past the
@@ -54,6 +62,11 @@ logger = logging.getLogger("robot_mcp_kit.events")
 
 _DRAIN_LIMIT = 64 * 1024
 """Bytes of a response body read (and discarded) so the connection can be reused."""
+
+_DRAIN_TIMEOUT_S = 1.0
+"""The most real time spent reading (and discarding) a response body after its status.
+
+Within the attempt's ``timeout_s``: reading the body never extends an attempt."""
 
 
 @dataclass(frozen=True)
@@ -106,7 +119,13 @@ class EventPoster:
         retry: the retry schedule and give-up cap.
         clock: wall clock, monotonic clock and sleep; the system's by default.
         transport: the httpx transport to send through (tests pass a fake one).
-        timeout_s: the per-attempt HTTP timeout.
+        timeout_s: the deadline of one whole attempt, in real seconds: connecting,
+            sending, and receiving the status line, the headers and the (at most
+            64 KiB, 1 s) body read after them. An attempt that has no complete status
+            and headers by then fails and is retried on the schedule; a 2xx status
+            received in time is delivered whatever its body does. It is a wall-time
+            bound on the event loop, not on ``clock`` (issue 9: it used to bound each
+            network read, so a receiver trickling bytes held an attempt open forever).
 
     Raises:
         ConfigurationError: a URL without a secret, a URL that is not http(s), an empty
@@ -394,31 +413,44 @@ class EventPoster:
             attempt += 1
             headers = signed_headers(self.server_name, self._secret, item.body, int(clock.time()))
             retry_after: float | None = None
+            delivered = False
+            status = 0
+            problem = ""
             try:
-                request = client.build_request("POST", url, content=item.body, headers=headers)
-                response = await client.send(request, stream=True)
-                try:
-                    status = response.status_code
-                    if 200 <= status < 300:
+                # One deadline for the whole attempt (stamina's habit): httpx's timeout
+                # bounds each read, and a receiver trickling a byte per second would
+                # never trip it (issue 9, finding 3).
+                async with asyncio.timeout(self.timeout_s):
+                    request = client.build_request("POST", url, content=item.body, headers=headers)
+                    response = await client.send(request, stream=True)
+                    try:
+                        status = response.status_code
+                        if 200 <= status < 300:
+                            delivered = True  # the status is the acknowledgement
+                        else:
+                            retry_after = _retry_after_s(response.headers.get("Retry-After"), clock)
+                            problem = f"status {status}"
                         await _drain(response)
-                        self._sent += 1
-                        if logger.isEnabledFor(logging.DEBUG):
-                            logger.debug(
-                                "event %s (task %s seq %d) delivered on attempt %d: status %d",
-                                item.event_id,
-                                item.task_id,
-                                item.seq,
-                                attempt,
-                                status,
-                            )
-                        return
-                    retry_after = _retry_after_s(response.headers.get("Retry-After"), clock)
-                    problem = f"status {status}"
-                    await _drain(response)
-                finally:
-                    await response.aclose()
-            except Exception as exc:  # timeouts, resets, garbage: all retried
-                problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                    finally:
+                        await response.aclose()
+            except TimeoutError:  # the attempt's own deadline (httpx raises its own types)
+                if not delivered and not problem:
+                    problem = f"no complete answer within the {self.timeout_s:g} s attempt deadline"
+            except Exception as exc:  # resets, garbage: all retried
+                if not delivered:
+                    problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            if delivered:
+                self._sent += 1
+                if logger.isEnabledFor(logging.DEBUG):
+                    logger.debug(
+                        "event %s (task %s seq %d) delivered on attempt %d: status %d",
+                        item.event_id,
+                        item.task_id,
+                        item.seq,
+                        attempt,
+                        status,
+                    )
+                return
             elapsed = clock.monotonic() - started
             delay = policy.next_delay(attempt, elapsed, retry_after)
             if delay is None:
@@ -503,13 +535,19 @@ def _check_url(url: str) -> None:
 
 
 async def _drain(response: httpx.Response) -> None:
-    """Read (and discard) a little of the body so the kept-alive connection is reusable."""
+    """Read (and discard) a little of the body so the kept-alive connection is reusable.
+
+    At most :data:`_DRAIN_LIMIT` bytes for at most :data:`_DRAIN_TIMEOUT_S` seconds; never
+    raises (the status already decided the outcome). A body left unread makes
+    ``response.aclose()`` close the connection instead of reusing it.
+    """
     seen = 0
     try:
-        async for chunk in response.aiter_raw():
-            seen += len(chunk)
-            if seen > _DRAIN_LIMIT:
-                break
+        async with asyncio.timeout(_DRAIN_TIMEOUT_S):
+            async for chunk in response.aiter_raw():
+                seen += len(chunk)
+                if seen > _DRAIN_LIMIT:
+                    break
     except Exception as exc:  # the status already decided the outcome
         logger.debug("response body unreadable after status %d: %r", response.status_code, exc)
 
