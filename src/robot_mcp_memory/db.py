@@ -13,14 +13,27 @@ table                   kind         why
 ``processes_fts``       derived      the search index, a projection of ``processes``: rebuilt by
                                      ``ProcessStore.reindex()``, never pruned on its own; its five
                                      fts5 shadow tables are sqlite's and named by the kit
+``fleet_robots``        definition   an operator (or the robot itself) registered the robot: its
+                                     group, name and ``meta`` (a JSON object)
+``fleet_groups``        definition   an operator arranged the groups (customer and factory tags)
+                                     and flipped a group's ``self_improve`` (NULL: inherit)
+``fleet_settings``      definition   operator settings by key; ``global_self_improve`` ('1'/'0')
 ``store_meta``          definition   the file's schema version: its identity, not its history
 ======================  ===========  ============================================================
 
 Nothing is pruned (``SCHEMA.pruned`` is empty): a learned process vanishing after a month
-would be data loss. The fleet tables arrive with the fleet issue, as a migration.
+would be data loss, and a robot or group is there until an operator removes it.
 
-The columns are spec §4's, plus ``shared``; NOT NULL and defaults are added where the
-store always writes a value. Row conventions ``ProcessStore`` relies on:
+Versions: 1 held ``processes``, ``processes_fts`` and ``store_meta``; 2 adds the three
+``fleet_*`` tables (:func:`_to_v2`, run by the kit when it opens a version-1 file, in one
+transaction with the version bump). ``fleet_robots.group_id`` references
+``fleet_groups`` (the kit turns ``foreign_keys`` on), so a robot can never name a group
+that does not exist. :mod:`robot_mcp_memory.fleet` is the only writer of the fleet tables.
+
+The columns of ``processes`` are spec §4's, plus ``shared``; the fleet tables' are spec §4's
+``...`` filled in (timestamps, ``meta``, the group's ``customer`` and ``factory`` tags). NOT
+NULL and defaults are added where the store always writes a value. Row conventions
+``ProcessStore`` relies on:
 
 - timestamps are text as :func:`robot_mcp_kit.models.format_ts` writes them;
 - ``tags`` is a JSON array; ``processes_fts.tags`` holds the same text (the tokenizer
@@ -35,12 +48,18 @@ store always writes a value. Row conventions ``ProcessStore`` relies on:
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Mapping
 from pathlib import Path
 
-from robot_mcp_kit.store import Kind, Schema, SqliteStore, Table
+from robot_mcp_kit.store import Kind, MigrationStep, Schema, SqliteStore, Table
 
 __all__ = [
+    "FLEET_GROUPS",
+    "FLEET_ROBOTS",
+    "FLEET_SETTINGS",
     "INDEX_FILENAME",
+    "MIGRATIONS",
     "PROCESSES",
     "PROCESSES_FTS",
     "SCHEMA",
@@ -49,7 +68,7 @@ __all__ = [
     "open_index",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The version of ``index.db`` this code writes."""
 
 INDEX_FILENAME = "index.db"
@@ -95,7 +114,62 @@ STORE_META = Table(
     "CREATE TABLE store_meta (key TEXT PRIMARY KEY, value TEXT)",
 )
 
-SCHEMA = Schema(version=SCHEMA_VERSION, tables=(PROCESSES, PROCESSES_FTS, STORE_META))
+# The fleet tables as version 2 creates them. The v1 -> v2 step runs these very strings:
+# if a later version changes a table, its Table gets new ddl and a new step, and these
+# stay what version 2 was.
+_FLEET_GROUPS_V2 = """
+    CREATE TABLE fleet_groups (
+      group_id TEXT PRIMARY KEY,
+      name TEXT,
+      customer TEXT,
+      factory TEXT,
+      self_improve INTEGER CHECK (self_improve IN (0, 1)),
+      created TEXT NOT NULL,
+      updated TEXT NOT NULL
+    )
+    """
+_FLEET_ROBOTS_V2 = """
+    CREATE TABLE fleet_robots (
+      robot_id TEXT PRIMARY KEY,
+      group_id TEXT REFERENCES fleet_groups (group_id),
+      name TEXT,
+      meta TEXT NOT NULL DEFAULT '{}',
+      registered TEXT NOT NULL,
+      updated TEXT NOT NULL
+    )
+    """
+_FLEET_ROBOTS_GROUP_INDEX_V2 = "CREATE INDEX fleet_robots_group ON fleet_robots (group_id)"
+_FLEET_SETTINGS_V2 = "CREATE TABLE fleet_settings (key TEXT PRIMARY KEY, value TEXT)"
+
+FLEET_GROUPS = Table("fleet_groups", Kind.DEFINITION, _FLEET_GROUPS_V2)
+FLEET_ROBOTS = Table(
+    "fleet_robots",
+    Kind.DEFINITION,
+    _FLEET_ROBOTS_V2,
+    indexes=(_FLEET_ROBOTS_GROUP_INDEX_V2,),
+)
+FLEET_SETTINGS = Table("fleet_settings", Kind.DEFINITION, _FLEET_SETTINGS_V2)
+
+
+def _to_v2(conn: sqlite3.Connection) -> None:
+    """Migration step 1 -> 2: create the fleet tables (statements only, no commit)."""
+    for ddl in (
+        _FLEET_GROUPS_V2,
+        _FLEET_ROBOTS_V2,
+        _FLEET_ROBOTS_GROUP_INDEX_V2,
+        _FLEET_SETTINGS_V2,
+    ):
+        conn.execute(ddl)
+
+
+MIGRATIONS: Mapping[int, MigrationStep] = {2: _to_v2}
+"""Key N is the step from version N-1 to N (the kit runs them in order)."""
+
+SCHEMA = Schema(
+    version=SCHEMA_VERSION,
+    tables=(PROCESSES, PROCESSES_FTS, FLEET_GROUPS, FLEET_ROBOTS, FLEET_SETTINGS, STORE_META),
+    migrations=MIGRATIONS,
+)
 """``index.db`` as the kit opens it."""
 
 

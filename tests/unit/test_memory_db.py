@@ -9,12 +9,17 @@ import pytest
 
 from robot_mcp_kit.store import (
     Kind,
+    MigrationFailed,
     PruneRefused,
+    Schema,
     SchemaTooNew,
     SqliteStore,
     StoreUnreadable,
 )
 from robot_mcp_memory import db
+from robot_mcp_memory.docmodel import ProcessDoc
+from robot_mcp_memory.fleet import FleetRegistry
+from robot_mcp_memory.store import ProcessStore
 
 
 @pytest.fixture
@@ -26,15 +31,20 @@ def index(tmp_path: Path):
 
 class TestDeclaration:
     def test_each_table_has_its_kind(self) -> None:
-        """processes and store_meta are definitions; processes_fts is derived from processes."""
+        """processes, the fleet tables and store_meta are definitions; processes_fts is
+        derived from processes."""
         kinds = {t.name: t.kind for t in db.SCHEMA.tables}
         assert kinds == {
             "processes": Kind.DEFINITION,
             "processes_fts": Kind.DERIVED,
+            "fleet_robots": Kind.DEFINITION,
+            "fleet_groups": Kind.DEFINITION,
+            "fleet_settings": Kind.DEFINITION,
             "store_meta": Kind.DEFINITION,
         }
         assert db.SCHEMA.table("processes_fts").derived_from == "processes"
-        assert db.SCHEMA.version == db.SCHEMA_VERSION == 1
+        assert db.SCHEMA.version == db.SCHEMA_VERSION == 2
+        assert set(db.SCHEMA.migrations) == {2}
 
     def test_nothing_is_pruned(self) -> None:
         """No table of this service ages out."""
@@ -80,13 +90,13 @@ class TestDeclaration:
 
 class TestOpen:
     def test_open_creates_directory_file_and_version(self, tmp_path: Path) -> None:
-        """open_index makes data_dir/index.db at schema version 1."""
+        """open_index makes data_dir/index.db at the current schema version (2)."""
         store = db.open_index(tmp_path / "a" / "b")
         try:
             assert store.path == (tmp_path / "a" / "b" / "index.db").absolute()
             row = store.query_one("SELECT value FROM store_meta WHERE key = 'schema_version'")
             assert row is not None
-            assert row[0] == "1"
+            assert row[0] == str(db.SCHEMA_VERSION) == "2"
         finally:
             store.close()
 
@@ -106,7 +116,14 @@ class TestOpen:
     def test_prune_refuses_processes_and_deletes_nothing(self, index: SqliteStore) -> None:
         """The chokepoint refuses a definition before deleting anything."""
         index.execute("INSERT INTO processes (id, title, body) VALUES ('a', 't', 'b')")
-        for table in ("processes", "processes_fts", "store_meta"):
+        for table in (
+            "processes",
+            "processes_fts",
+            "fleet_robots",
+            "fleet_groups",
+            "fleet_settings",
+            "store_meta",
+        ):
             with pytest.raises(PruneRefused):
                 index.prune(table, keep_last=0)
         assert index.counts()["processes"] == 1
@@ -122,12 +139,115 @@ class TestOpen:
         assert path.read_text() == '{"truncated": '
 
     def test_newer_file_is_refused_untouched(self, tmp_path: Path) -> None:
-        """A file written by schema version 2 raises SchemaTooNew."""
+        """A file written by schema version 3 raises SchemaTooNew and keeps its bytes."""
         db.open_index(tmp_path).close()
         path = tmp_path / "index.db"
         conn = sqlite3.connect(path)
-        conn.execute("UPDATE store_meta SET value = '2' WHERE key = 'schema_version'")
+        conn.execute("UPDATE store_meta SET value = '3' WHERE key = 'schema_version'")
         conn.commit()
         conn.close()
+        before = path.read_bytes()
         with pytest.raises(SchemaTooNew):
             db.open_index(tmp_path)
+        assert path.read_bytes() == before
+
+
+# What version 1 of this code declared: the three tables it created, unchanged since.
+V1_SCHEMA = Schema(version=1, tables=(db.PROCESSES, db.PROCESSES_FTS, db.STORE_META))
+
+
+def _make_v1(data_dir: Path) -> None:
+    """A version-1 index.db holding two documents, written through ProcessStore."""
+    store = ProcessStore(SqliteStore(data_dir / "index.db", V1_SCHEMA))
+    try:
+        store.save(ProcessDoc(id="fetch-parcel", title="Fetch a parcel", body="Go to the mailroom"))
+        store.save(ProcessDoc(id="water-plants", title="Water the plants", body="Fill the can"))
+        store.record_outcome("fetch-parcel", True)
+    finally:
+        store.close()
+
+
+def _tables(path: Path) -> set[str]:
+    conn = sqlite3.connect(path)
+    try:
+        return {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
+    finally:
+        conn.close()
+
+
+class TestMigration:
+    def test_v1_file_migrates_to_v2_and_keeps_its_documents(self, tmp_path: Path) -> None:
+        """A file made by the v1 declaration opens at v2: the fleet tables and their index
+        exist, the documents, counters and search index are intact."""
+        _make_v1(tmp_path)
+        assert "fleet_robots" not in _tables(tmp_path / "index.db")
+        store = ProcessStore(db.open_index(tmp_path))
+        try:
+            row = store.store.query_one("SELECT value FROM store_meta WHERE key = 'schema_version'")
+            assert row is not None
+            assert row[0] == "2"
+            assert {"fleet_robots", "fleet_groups", "fleet_settings"} <= _tables(store.store.path)
+            indexes = {
+                r[0] for r in store.store.query("SELECT name FROM sqlite_schema WHERE type='index'")
+            }
+            assert "fleet_robots_group" in indexes
+            assert [d.id for d in store.list()] == ["fetch-parcel", "water-plants"]
+            parcel = store.get("fetch-parcel")
+            assert parcel is not None
+            assert parcel.success_count == 1
+            assert [f.doc.id for f in store.find("parcel from the mailroom")] == ["fetch-parcel"]
+            counts = store.store.counts()
+            assert counts["fleet_robots"] == counts["fleet_groups"] == 0
+            # The migrated tables are the declared ones: the fleet works on them.
+            fleet = FleetRegistry(store.store)
+            fleet.upsert_group("line-3")
+            fleet.register_robot("rap-1", group_id="line-3")
+            assert fleet.scope_of("rap-1") == "group:line-3"
+        finally:
+            store.close()
+        # Reopening a migrated file is a plain open (no second migration).
+        again = db.open_index(tmp_path)
+        try:
+            assert again.counts()["fleet_robots"] == 1
+        finally:
+            again.close()
+
+    def test_migrated_and_fresh_files_have_the_same_fleet_tables(self, tmp_path: Path) -> None:
+        """The v2 step creates exactly the columns a fresh v2 file has."""
+        _make_v1(tmp_path / "old")
+        db.open_index(tmp_path / "old").close()
+        db.open_index(tmp_path / "new").close()
+
+        def shape(path: Path) -> dict[str, list[tuple[object, ...]]]:
+            conn = sqlite3.connect(path)
+            try:
+                return {
+                    t: [tuple(r) for r in conn.execute(f"PRAGMA table_info({t})")]
+                    for t in ("fleet_robots", "fleet_groups", "fleet_settings")
+                }
+            finally:
+                conn.close()
+
+        assert shape(tmp_path / "old" / "index.db") == shape(tmp_path / "new" / "index.db")
+
+    def test_failed_step_leaves_the_file_at_v1(self, tmp_path: Path) -> None:
+        """A step that fails rolls back: the file is still v1 with its documents."""
+        _make_v1(tmp_path)
+
+        def broken(conn: sqlite3.Connection) -> None:
+            conn.execute("CREATE TABLE fleet_groups (group_id TEXT)")
+            raise RuntimeError("disk on fire")
+
+        with pytest.raises(MigrationFailed, match="disk on fire"):
+            SqliteStore(tmp_path / "index.db", db.SCHEMA, migrations={2: broken})
+        assert "fleet_groups" not in _tables(tmp_path / "index.db")
+        with SqliteStore(tmp_path / "index.db", V1_SCHEMA) as v1:
+            assert v1.counts()["processes"] == 2
+
+    def test_group_id_references_fleet_groups(self, index: SqliteStore) -> None:
+        """The file itself refuses a robot in a group that does not exist."""
+        with pytest.raises(sqlite3.IntegrityError):
+            index.execute(
+                "INSERT INTO fleet_robots (robot_id, group_id, registered, updated) "
+                "VALUES ('rap-1', 'nowhere', 't', 't')"
+            )
