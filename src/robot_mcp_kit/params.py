@@ -9,12 +9,15 @@ every scope.
 :class:`SqliteBackend` keeps all scopes in ONE table keyed ``(scope, key)``::
 
     params(scope, key, value_json, success_count, failure_count, place, robot,
-           created, updated)
+           created, updated, note)
 
 and opens its file lazily: reads of a missing file answer "nothing" and create nothing; the
 first write creates it. So a service where nobody records a lesson leaves no file behind.
 Lesson writes are cold (synchronous, never dropped): they are rare and their caller wants
 the stored result back. :class:`MemoryBackend` is the same contract in a dict, for tests.
+
+Schema versions: 1 as above without ``note``; 2 (0.12) adds ``note``, the last free-text
+note recorded with the lesson — a version-1 file migrates on open, its lessons kept.
 
 Keys: one lesson per ``(scope, key, place)``. The row's ``key`` column is
 ``lesson_key(key, place)`` — ``key`` alone for a place-less lesson, ``key@place``
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -44,8 +48,14 @@ __all__ = [
     "lesson_key",
 ]
 
+
+def _add_note(conn: sqlite3.Connection) -> None:
+    """Migration step 1 -> 2: the lesson's last note (added in 0.12)."""
+    conn.execute("ALTER TABLE params ADD COLUMN note TEXT")
+
+
 PARAMS_SCHEMA = Schema(
-    version=1,
+    version=2,
     tables=(
         Table(
             "params",
@@ -62,10 +72,12 @@ PARAMS_SCHEMA = Schema(
                 robot         TEXT,
                 created       TEXT NOT NULL,
                 updated       TEXT NOT NULL,
+                note          TEXT,
                 PRIMARY KEY (scope, key)
             )""",
         ),
     ),
+    migrations={2: _add_note},
 )
 
 _PLACE_SEP = "@"
@@ -78,7 +90,10 @@ def lesson_key(key: str, place: str | None = None) -> str:
 
 @dataclass(frozen=True)
 class Lesson:
-    """One stored lesson. ``key`` is the caller's key (e.g. a skill), without the place."""
+    """One stored lesson. ``key`` is the caller's key (e.g. a skill), without the place.
+
+    ``note`` is the last note recorded with it (a free-text remark; None if never given).
+    """
 
     scope: str
     key: str
@@ -89,6 +104,7 @@ class Lesson:
     robot: str | None = None
     created: str = ""
     updated: str = ""
+    note: str | None = None
 
     @property
     def reliability(self) -> float:
@@ -107,6 +123,7 @@ class Lesson:
             "robot": self.robot,
             "created": self.created,
             "updated": self.updated,
+            "note": self.note,
             "reliability": self.reliability,
         }
 
@@ -128,6 +145,7 @@ class ParamBackend(Protocol):
         robot: str | None,
         success: bool | None,
         now: str,
+        note: str | None = None,
     ) -> Lesson: ...
 
     def delete(self, scope: str, key: str, place: str | None) -> bool: ...
@@ -192,6 +210,7 @@ class SqliteBackend:
             robot=row["robot"],
             created=row["created"],
             updated=row["updated"],
+            note=row["note"],
         )
 
     def get(self, scope: str, key: str, place: str | None) -> Lesson | None:
@@ -224,6 +243,7 @@ class SqliteBackend:
         robot: str | None,
         success: bool | None,
         now: str,
+        note: str | None = None,
     ) -> Lesson:
         value_json = _check_params(params)
         store = self._open(create=value_json is not None)
@@ -241,15 +261,17 @@ class SqliteBackend:
                     raise _missing(scope, key, place)
                 conn.execute(
                     "INSERT INTO params (scope, key, value_json, success_count, failure_count, "
-                    "place, robot, created, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (scope, row_key, value_json, ok, bad, place, robot, now, now),
+                    "place, robot, created, updated, note) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (scope, row_key, value_json, ok, bad, place, robot, now, now, note),
                 )
             else:
                 conn.execute(
                     "UPDATE params SET value_json = coalesce(?, value_json), "
                     "success_count = success_count + ?, failure_count = failure_count + ?, "
-                    "robot = coalesce(?, robot), updated = ? WHERE scope = ? AND key = ?",
-                    (value_json, ok, bad, robot, now, scope, row_key),
+                    "robot = coalesce(?, robot), note = coalesce(?, note), updated = ? "
+                    "WHERE scope = ? AND key = ?",
+                    (value_json, ok, bad, robot, note, now, scope, row_key),
                 )
             row = conn.execute(
                 "SELECT * FROM params WHERE scope = ? AND key = ?", (scope, row_key)
@@ -309,6 +331,7 @@ class MemoryBackend:
         robot: str | None,
         success: bool | None,
         now: str,
+        note: str | None = None,
     ) -> Lesson:
         value_json = _check_params(params)
         with self._lock:
@@ -325,6 +348,7 @@ class MemoryBackend:
                 robot=robot if robot is not None else (old.robot if old else None),
                 created=old.created if old else now,
                 updated=now,
+                note=note if note is not None else (old.note if old else None),
             )
             self._rows[(scope, lesson_key(key, place))] = lesson
             return lesson
@@ -371,12 +395,14 @@ class ParamStore:
         place: str | None = None,
         robot: str | None = None,
         success: bool | None = None,
+        note: str | None = None,
     ) -> Lesson:
         """Store ``params`` for ``(key, place)`` and/or count an outcome; return the lesson.
 
         New lesson: needs ``params``; counts start at the given outcome. Existing lesson:
         ``params`` (if given) replace the old ones, counts are kept and bumped by
-        ``success``, ``robot`` is updated if given, ``created`` is kept, ``updated`` bumped.
+        ``success``, ``robot`` and ``note`` are replaced if given (the last note is kept),
+        ``created`` is kept, ``updated`` bumped.
 
         Raises:
             KeyError: ``params`` is None and there is no such lesson.
@@ -390,6 +416,7 @@ class ParamStore:
             robot=robot,
             success=success,
             now=format_ts(utc_now()),
+            note=note,
         )
 
     def delete(self, key: str, *, place: str | None = None) -> bool:

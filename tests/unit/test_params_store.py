@@ -149,3 +149,61 @@ class TestSqliteBackend:
         assert lesson is not None
         assert lesson.failure_count == 1
         second.close()
+
+
+class TestNote:
+    def test_last_note_is_kept(self, backend):
+        """A note is stored with the lesson; a later note replaces it; None keeps it."""
+        store = ParamStore(backend, "group:a")
+        first = store.record("grasp", {"x": 1}, note="slid on the lid")
+        assert first.note == "slid on the lid"
+        assert store.record("grasp", success=True).note == "slid on the lid"
+        last = store.record("grasp", success=False, note="worked after regrip")
+        assert last.note == "worked after regrip"
+        assert store.get("grasp").note == "worked after regrip"
+        assert last.to_dict()["note"] == "worked after regrip"
+
+    def test_no_note_is_none(self, backend):
+        """A lesson recorded without a note has note None (and says so in to_dict)."""
+        lesson = ParamStore(backend, "group:a").record("grasp", {"x": 1})
+        assert lesson.note is None
+        assert lesson.to_dict()["note"] is None
+
+
+V1_PARAMS_DDL = """CREATE TABLE params (
+    scope TEXT NOT NULL, key TEXT NOT NULL, value_json TEXT NOT NULL,
+    success_count INTEGER NOT NULL DEFAULT 0, failure_count INTEGER NOT NULL DEFAULT 0,
+    place TEXT, robot TEXT, created TEXT NOT NULL, updated TEXT NOT NULL,
+    PRIMARY KEY (scope, key))"""
+
+
+def test_v1_lessons_file_migrates_and_keeps_its_lessons(tmp_path):
+    """A lessons.db of schema version 1 (no note column) opens at version 2: its lessons are
+    all there with note None, and a note can be recorded on them."""
+    from robot_mcp_kit.store import Kind, Schema, SqliteStore, Table
+
+    assert params_mod.PARAMS_SCHEMA.version == 2
+    path = tmp_path / "lessons.db"
+    v1 = Schema(1, (Table("params", Kind.DEFINITION, V1_PARAMS_DDL),))
+    with SqliteStore(path, v1) as old:
+        old.execute(
+            "INSERT INTO params VALUES ('group:a', 'grasp@t1', '{\"dz\": 1}', 3, 1, 't1', "
+            "'rap-1', '2026-01-01T00:00:00.000Z', '2026-01-02T00:00:00.000Z')"
+        )
+    backend = SqliteBackend(path)
+    try:
+        lesson = ParamStore(backend, "group:a").get("grasp", place="t1")
+        assert lesson is not None
+        assert (lesson.params, lesson.success_count, lesson.failure_count) == ({"dz": 1}, 3, 1)
+        assert (lesson.place, lesson.robot, lesson.note) == ("t1", "rap-1", None)
+        noted = ParamStore(backend, "group:a").record("grasp", place="t1", note="hi")
+        assert noted.note == "hi"
+        assert noted.success_count == 3
+    finally:
+        backend.close()
+    conn = sqlite3.connect(path)
+    try:
+        version = conn.execute("SELECT value FROM store_meta WHERE key='schema_version'")
+        assert version.fetchone()[0] == "2"
+    finally:
+        conn.close()
