@@ -5,6 +5,11 @@ server's secret, and travels as ``X-RVC-Signature: sha256=<hex>`` next to
 ``X-RVC-Timestamp: <unix seconds>`` and ``X-RVC-Server: <name>``. A receiver accepts a
 timestamp within ``max_skew_s`` (300 s) of its own clock, either side.
 
+The timestamp header is canonical decimal unix seconds: ``0`` or 1 to 12 ASCII digits
+without a leading zero (:data:`TIMESTAMP_PATTERN`). Anything else (a sign, leading zeros,
+underscores, spaces, non-ASCII digits, a 300-digit number) is ``malformed_timestamp``,
+so exactly one header string signs a given second (issue 9, finding 6).
+
 Nothing here needs the network or the ``mcp`` extra.
 """
 
@@ -12,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import time
 
 from robot_mcp_kit._exceptions import SignatureError
@@ -22,6 +28,7 @@ __all__ = [
     "HEADER_SIGNATURE",
     "HEADER_TIMESTAMP",
     "SIGNATURE_PREFIX",
+    "TIMESTAMP_PATTERN",
     "check",
     "sign",
     "signed_headers",
@@ -33,6 +40,13 @@ HEADER_TIMESTAMP = "X-RVC-Timestamp"
 HEADER_SIGNATURE = "X-RVC-Signature"
 SIGNATURE_PREFIX = "sha256="
 DEFAULT_MAX_SKEW_S = 300
+
+TIMESTAMP_PATTERN = re.compile(r"0|[1-9][0-9]{0,11}")
+"""What an ``X-RVC-Timestamp`` header must fully match: canonical unix seconds, at most
+12 digits (year 33658). ``[0-9]`` is ASCII only, and the match is a ``fullmatch``."""
+
+_MAX_TIMESTAMP = 10**12 - 1
+_SIGNATURE = re.compile(r"sha256=[0-9a-fA-F]{64}")
 
 
 def sign(secret: str, timestamp: int, body: bytes) -> str:
@@ -62,9 +76,14 @@ def check(
 ) -> None:
     """Verify one signed body, raising :class:`SignatureError` with the reason if it fails.
 
+    The two header values may be anything a client sent (any ``str``, or any object):
+    for every value of them, and any ``str`` secret, ``check`` raises
+    :class:`SignatureError` and nothing else.
+
     Args:
         secret: the server's shared secret.
-        timestamp: the ``X-RVC-Timestamp`` value (int, or the raw header string).
+        timestamp: the ``X-RVC-Timestamp`` value: the raw header string, which must
+            fully match :data:`TIMESTAMP_PATTERN`, or an ``int`` from 0 to 10**12 - 1.
         body: the raw request body, byte for byte as received.
         signature_header: the ``X-RVC-Signature`` value, ``sha256=<64 hex>``.
         max_skew_s: how far the timestamp may be from ``now_s``, either side.
@@ -72,15 +91,10 @@ def check(
 
     Raises:
         SignatureError: ``reason`` is one of ``malformed_timestamp``, ``stale_timestamp``,
-            ``future_timestamp``, ``malformed_signature``, ``bad_signature``.
+            ``future_timestamp``, ``malformed_signature``, ``bad_signature``, or
+            ``unusable_secret`` (the secret is not text that encodes as UTF-8).
     """
-    try:
-        ts = int(timestamp)
-    except (TypeError, ValueError):
-        raise SignatureError(
-            "malformed_timestamp",
-            f"X-RVC-Timestamp {str(timestamp)[:40]!r} is not unix seconds (an integer).",
-        ) from None
+    ts = _parse_timestamp(timestamp)
     now = time.time() if now_s is None else now_s
     if ts < now - max_skew_s:
         raise SignatureError(
@@ -93,25 +107,46 @@ def check(
             f"X-RVC-Timestamp {ts} is {ts - now:.0f} s in the future; "
             f"at most {max_skew_s} s is accepted.",
         )
-    if not isinstance(signature_header, str) or not signature_header.startswith(SIGNATURE_PREFIX):
+    if not isinstance(signature_header, str) or not _SIGNATURE.fullmatch(signature_header):
+        shown = repr(signature_header[:80]) if isinstance(signature_header, str) else "no text"
         raise SignatureError(
             "malformed_signature",
-            f"X-RVC-Signature must look like 'sha256=<64 hex digits>', "
-            f"got {str(signature_header)[:80]!r}.",
+            f"X-RVC-Signature must look like 'sha256=<64 hex digits>', got {shown}.",
         )
     given = signature_header[len(SIGNATURE_PREFIX) :]
-    if len(given) != 64 or any(c not in "0123456789abcdefABCDEF" for c in given):
+    try:
+        expected = sign(secret, ts, body)
+    except (AttributeError, UnicodeEncodeError):  # not a str, or lone surrogates
         raise SignatureError(
-            "malformed_signature",
-            f"X-RVC-Signature must look like 'sha256=<64 hex digits>', "
-            f"got {signature_header[:80]!r}.",
-        )
-    expected = sign(secret, ts, body)
+            "unusable_secret",
+            "The receiver's secret for this server is not text that encodes as UTF-8.",
+        ) from None
     if not hmac.compare_digest(expected, given.lower()):
         raise SignatureError(
             "bad_signature",
             "X-RVC-Signature does not match the body and timestamp for this server's secret.",
         )
+
+
+def _parse_timestamp(timestamp: object) -> int:
+    """Return the unix seconds of an ``X-RVC-Timestamp`` value, or raise SignatureError."""
+    if isinstance(timestamp, int) and not isinstance(timestamp, bool):
+        if 0 <= timestamp <= _MAX_TIMESTAMP:
+            return timestamp
+        shown = "a negative integer" if timestamp < 0 else "an integer of more than 12 digits"
+    elif isinstance(timestamp, str):
+        if TIMESTAMP_PATTERN.fullmatch(timestamp):
+            return int(timestamp)
+        shown = repr(timestamp[:40])
+        if len(timestamp) > 40:
+            shown += f" ({len(timestamp)} characters)"
+    else:
+        shown = f"a {type(timestamp).__name__}"
+    raise SignatureError(
+        "malformed_timestamp",
+        f"X-RVC-Timestamp must be unix seconds as 1 to 12 ASCII digits without a leading "
+        f"zero, got {shown}.",
+    )
 
 
 def verify(
@@ -126,7 +161,8 @@ def verify(
     """Return True if ``signature_header`` signs ``body`` at ``timestamp`` within the skew.
 
     Constant-time compare (``hmac.compare_digest``) plus the timestamp skew check; see
-    :func:`check` for the variant that says why a body was rejected.
+    :func:`check` for the variant that says why a body was rejected. Returns False, and
+    never raises, for any header values and any ``str`` secret.
     """
     try:
         check(secret, timestamp, body, signature_header, max_skew_s=max_skew_s, now_s=now_s)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import assume, given
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from robot_mcp_kit import SignatureError
@@ -12,6 +12,7 @@ from robot_mcp_kit.signing import (
     HEADER_SERVER,
     HEADER_SIGNATURE,
     HEADER_TIMESTAMP,
+    TIMESTAMP_PATTERN,
     check,
     sign,
     signed_headers,
@@ -47,7 +48,7 @@ GOOD_SIG = "sha256=" + KNOWN_ANSWERS[0][3]
 
 secrets_st = st.text(st.characters(codec="utf-8"), min_size=1, max_size=64)
 bodies_st = st.binary(max_size=2048)
-timestamps_st = st.integers(min_value=0, max_value=2**40)
+timestamps_st = st.integers(min_value=0, max_value=10**12 - 1)  # 1 to 12 digits
 
 
 class TestSign:
@@ -166,3 +167,137 @@ class TestRejections:
     def test_timestamp_header_string_is_accepted(self):
         """The raw header string form of a valid timestamp verifies like the int."""
         check(SECRET, "1765532000", BODY, GOOD_SIG, now_s=TS)
+
+
+class TestCanonicalTimestamp:
+    """Issue 9, finding 6: the timestamp header is 1 to 12 ASCII digits, canonical."""
+
+    @pytest.mark.parametrize(
+        "timestamp",
+        [
+            pytest.param("01765532000", id="leading-zero"),
+            pytest.param("+1765532000", id="plus-sign"),
+            pytest.param("1_765_532_000", id="underscores"),
+            pytest.param(" 1765532000", id="leading-space"),
+            pytest.param("1765532000 ", id="trailing-space"),
+            pytest.param("1765532000\n", id="trailing-newline"),
+            pytest.param(
+                "\u0661\u0667\u0666\u0665\u0665\u0663\u0662\u0660\u0660\u0660", id="arabic-indic"
+            ),
+            pytest.param(
+                "\uff11\uff17\uff16\uff15\uff15\uff13\uff12\uff10\uff10\uff10", id="fullwidth"
+            ),
+        ],
+    )
+    def test_non_canonical_spelling_of_a_valid_timestamp_is_refused(self, timestamp):
+        """Another spelling of TS, with TS's correct signature, is malformed, not accepted."""
+        assert int(timestamp) == TS  # Python's int() would have taken it
+        assert _reason(SECRET, timestamp, BODY, GOOD_SIG, now_s=TS) == "malformed_timestamp"
+        assert not verify(SECRET, timestamp, BODY, GOOD_SIG, now_s=TS)
+
+    @pytest.mark.parametrize(
+        "timestamp",
+        [
+            pytest.param("1" * 300, id="300-digits"),
+            pytest.param("9" * 400, id="400-digits-overflows-a-float"),
+            pytest.param("9" * 5000, id="5000-digits-beyond-int-str-limit"),
+            pytest.param("1" * 13, id="13-digits"),
+            pytest.param("-1765532000", id="negative"),
+            pytest.param("-0", id="minus-zero"),
+            pytest.param("00", id="double-zero"),
+            pytest.param(10**12, id="int-13-digits"),
+            pytest.param(-1, id="int-negative"),
+            pytest.param(10**400, id="int-huge"),
+            pytest.param(True, id="bool"),
+            pytest.param(None, id="none"),
+            pytest.param(1765532000.0, id="float"),
+            pytest.param(b"1765532000", id="bytes"),
+        ],
+    )
+    def test_out_of_range_or_non_string_timestamp_is_malformed_not_a_crash(self, timestamp):
+        """Huge, negative and non-text timestamps are malformed_timestamp; nothing raises."""
+        assert _reason(SECRET, timestamp, BODY, GOOD_SIG, now_s=TS) == "malformed_timestamp"
+        assert verify(SECRET, timestamp, BODY, GOOD_SIG, now_s=TS) is False
+
+    @pytest.mark.parametrize(
+        ("timestamp", "reason"),
+        [("0", "stale_timestamp"), ("999999999999", "future_timestamp")],
+    )
+    def test_zero_and_twelve_digits_are_well_formed(self, timestamp, reason):
+        """The timestamps "0" and twelve 9s pass the format check; the clock judges them."""
+        assert TIMESTAMP_PATTERN.fullmatch(timestamp)
+        assert _reason(SECRET, timestamp, BODY, GOOD_SIG, now_s=TS) == reason
+
+    def test_signature_header_with_a_trailing_newline_is_malformed(self):
+        """Finding 5: 'sha256=<64 hex>\\n' is refused, not matched up to the newline."""
+        assert _reason(SECRET, TS, BODY, GOOD_SIG + "\n", now_s=TS) == "malformed_signature"
+
+    @pytest.mark.parametrize(
+        "secret", ["\ud800", None, b"s3cret"], ids=["surrogate", "none", "bytes"]
+    )
+    def test_unusable_secret_is_a_signature_error(self, secret):
+        """A secret that cannot be encoded is refused as unusable_secret; verify says False."""
+        assert _reason(secret, TS, BODY, GOOD_SIG, now_s=TS) == "unusable_secret"
+        assert verify(secret, TS, BODY, GOOD_SIG, now_s=TS) is False
+
+
+# Every code point, surrogates included, plus strings built to look almost like numbers.
+any_text = st.text(st.characters(exclude_categories=()), max_size=60)
+numberish = st.from_regex(
+    r"[ +\-_0\n]{0,2}[0-9\u0660-\u0669\uff10-\uff19_]{0,20}[ \n_]{0,2}", fullmatch=True
+)
+header_values = (
+    any_text
+    | numberish
+    | st.integers(min_value=-(10**15), max_value=10**15).map(str)
+    | st.text("0123456789", min_size=250, max_size=450)
+)
+any_objects = st.none() | st.booleans() | st.floats() | st.binary(max_size=20) | st.integers()
+REASONS = {
+    "malformed_timestamp",
+    "stale_timestamp",
+    "future_timestamp",
+    "malformed_signature",
+    "bad_signature",
+    "unusable_secret",
+}
+FUZZ = settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+class TestNeverRaisesAnythingElse:
+    """Issue 9: check() raises only SignatureError, verify() never raises, whatever arrives."""
+
+    @FUZZ
+    @given(
+        secret=any_text,
+        timestamp=header_values | any_objects,
+        signature=header_values | any_objects | st.just(GOOD_SIG),
+        body=bodies_st,
+    )
+    def test_check_raises_only_signature_error_and_verify_only_answers(
+        self, secret, timestamp, signature, body
+    ):
+        """Arbitrary header values and secrets: SignatureError or success; verify agrees."""
+        reason: str | None = None
+        try:
+            check(secret, timestamp, body, signature, now_s=TS)
+        except SignatureError as exc:  # anything else fails the test
+            reason, message = exc.reason, str(exc)
+        accepted = reason is None
+        if reason is not None:
+            assert reason in REASONS
+            assert message
+        assert verify(secret, timestamp, body, signature, now_s=TS) is accepted
+
+    @FUZZ
+    @given(timestamp=numberish | header_values)
+    def test_a_correctly_signed_timestamp_verifies_only_when_canonical(self, timestamp):
+        """Signed with the value Python's int() reads, a header verifies iff it is canonical."""
+        try:
+            value = int(timestamp)
+        except ValueError:
+            value = TS
+        assume(0 <= value < 10**15)
+        header = "sha256=" + sign(SECRET, value, BODY)
+        canonical = timestamp == str(value) and value < 10**12
+        assert verify(SECRET, timestamp, BODY, header, now_s=value) is canonical
