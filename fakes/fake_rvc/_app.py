@@ -25,9 +25,16 @@ The events endpoint checks, in this order, and answers the first failure:
       ``{"duplicate": true, ...}`` (stored once)
 ====  =========================================================================
 
-Every error body is ``{"error": "<code>", "detail": "<sentence>"}``. Every attempt,
-whatever its outcome, is recorded with its receive times and logged as one line on the
-``fake_rvc`` logger.
+Every error body is ``{"error": "<code>", "detail": "<sentence>"}``, and no answer carries
+the text of a Python exception (issue 9, finding 7): a body that is not valid JSON is
+described by its position, a body that is not a TaskEvent by each field and pydantic's
+error type (``seq is out of range (greater_than_equal)``), never pydantic's message or the
+value sent. The inspection API answers a bad query or body with 422 ``invalid_request``
+in the same shape, and anything unexpected with 500 ``internal`` and a short
+``error_id`` that the ``fake_rvc`` log line (with the traceback) also names.
+
+Every attempt, whatever its outcome, is recorded with its receive times and logged as one
+line on the ``fake_rvc`` logger.
 """
 
 from __future__ import annotations
@@ -39,10 +46,12 @@ import json
 import logging
 import re
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field, ValidationError
 
@@ -81,7 +90,10 @@ Clock = Callable[[], float]
 """Returns the current time in unix seconds."""
 
 _log = logging.getLogger("fake_rvc")
-_PRINTABLE_ASCII = re.compile(r"^[\x20-\x7e]*$")
+# Validating patterns are used with fullmatch only: "$" also matches before a final "\n"
+# (issue 9, finding 5).
+_PRINTABLE_ASCII = re.compile(r"[\x20-\x7e]*")
+_ASCII_DIGITS = re.compile(r"[0-9]+")
 _JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 _JSON_BRACKET = re.compile(rb"[\[\]{}]")
 
@@ -176,12 +188,52 @@ def _peek(body: bytes, max_depth: int) -> dict[str, Any]:
     return out
 
 
-def _validation_detail(exc: ValidationError) -> str:
+_ERROR_WORDS: dict[str, str] = {
+    "missing": "is missing",
+    "extra_forbidden": "is not allowed",
+    "literal_error": "is not one of the allowed values",
+    "enum": "is not one of the allowed values",
+    "json_invalid": "is not valid JSON",
+    "model_attributes_type": "must be a JSON object",
+    "model_type": "must be a JSON object",
+    "dict_type": "must be a JSON object",
+    "list_type": "must be a list",
+    "greater_than": "is out of range",
+    "greater_than_equal": "is out of range",
+    "less_than": "is out of range",
+    "less_than_equal": "is out of range",
+    "too_short": "is too short",
+    "too_long": "is too long",
+    "string_too_short": "is too short",
+    "string_too_long": "is too long",
+    "finite_number": "must be a finite number",
+    "timezone_aware": "must carry a timezone",
+}
+
+
+def _describe_errors(errors: Iterable[Mapping[str, Any]], what: str) -> str:
+    """Name each invalid field and what is wrong with it, in fixed words.
+
+    Only the field path and pydantic's error *type* (a stable code such as
+    ``int_parsing``) are used: never pydantic's message, its documentation URL or the
+    value that was sent.
+    """
     parts = []
-    for err in exc.errors(include_url=False)[:10]:
-        loc = ".".join(str(p) for p in err["loc"]) or "body"
-        parts.append(f"{loc}: {err['msg']}")
-    return "The body is not a TaskEvent: " + "; ".join(parts) + "."
+    for err in list(errors)[:10]:
+        loc = ".".join(str(p)[:40] for p in err.get("loc", ())) or "body"
+        code = str(err.get("type", "invalid"))[:40]
+        words = _ERROR_WORDS.get(code)
+        if words is None:
+            if code.endswith(("_type", "_parsing")):
+                words = "has the wrong type" if "date" not in code else "is not an ISO 8601 time"
+            else:
+                words = "is invalid"
+        parts.append(f"{loc[:100]} {words} ({code})")
+    return f"{what}: " + "; ".join(parts) + "."
+
+
+def _validation_detail(exc: ValidationError) -> str:
+    return _describe_errors(exc.errors(include_url=False), "The body is not a TaskEvent")
 
 
 def _event_line(attempt: Attempt) -> str:
@@ -252,7 +304,8 @@ def create_app(
         state: a :class:`Recorder` to share (e.g. with a test); a new one when None.
 
     Raises:
-        ValueError: a server name or secret is empty or not a string.
+        ValueError: a server name or secret is empty or not a string, or a secret does
+            not encode as UTF-8 (lone surrogates).
     """
     for name, secret in secrets.items():
         if not isinstance(name, str) or not name or not isinstance(secret, str) or not secret:
@@ -260,6 +313,12 @@ def create_app(
                 f"Secrets map server names to non-empty secrets; got {name!r} -> "
                 f"{'<empty>' if not secret else '<secret>'}."
             )
+        try:
+            secret.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(
+                f"The secret of server {name!r} is not text that encodes as UTF-8."
+            ) from None
     recorder = state if state is not None else Recorder()
 
     @contextlib.asynccontextmanager
@@ -278,6 +337,8 @@ def create_app(
     app.state.recorder = recorder
     app.state.secrets = dict(secrets)
     app.state.clock = clock if clock is not None else time.time
+    app.add_exception_handler(RequestValidationError, _invalid_request)
+    app.add_exception_handler(Exception, _internal_error)
 
     @app.post(
         EVENTS_PATH,
@@ -328,7 +389,7 @@ def create_app(
             found = request.headers.getlist(name)
             if len(found) > 1:
                 return reject(400, "duplicate_header", f"{name} was sent {len(found)} times.")
-            if found and not _PRINTABLE_ASCII.match(found[0]):
+            if found and not _PRINTABLE_ASCII.fullmatch(found[0]):
                 if name == HEADER_SERVER:
                     server = found[0][:100]
                 return reject(
@@ -341,11 +402,15 @@ def create_app(
 
         # 2. Size: the declared length, then the bytes actually read (at most cap + 1).
         declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > max_body_bytes:
+        if (
+            declared is not None
+            and _ASCII_DIGITS.fullmatch(declared)
+            and (len(declared) > 18 or int(declared) > max_body_bytes)
+        ):
             return reject(
                 413,
                 "too_large",
-                f"Content-Length {declared} exceeds the {max_body_bytes}-byte limit.",
+                f"Content-Length {declared[:40]} exceeds the {max_body_bytes}-byte limit.",
             )
         chunks: list[bytes] = []
         size = 0
@@ -408,7 +473,7 @@ def create_app(
 
         # 5. The body must be a TaskEvent.
         try:
-            body.decode("utf-8")
+            text = body.decode("utf-8")
         except UnicodeDecodeError as exc:
             return reject(
                 422, "invalid_encoding", f"The body is not UTF-8 (bad byte at {exc.start})."
@@ -421,9 +486,17 @@ def create_app(
                 f"The JSON nests {depth} levels deep; at most {max_json_depth} are accepted.",
             )
         try:
-            obj = json.loads(body, parse_constant=_reject_constant)
-        except ValueError as exc:
-            return reject(422, "invalid_json", f"The body is not valid JSON: {exc}.")
+            obj = json.loads(text, parse_constant=_reject_constant)
+        except json.JSONDecodeError as exc:  # its text quotes nothing, but say it in our words
+            return reject(
+                422,
+                "invalid_json",
+                f"The body is not valid JSON (line {exc.lineno}, column {exc.colno}).",
+            )
+        except ValueError:  # NaN / Infinity, refused by _reject_constant
+            return reject(
+                422, "invalid_json", "The body is not valid JSON: NaN and Infinity are not JSON."
+            )
         if not isinstance(obj, dict):
             return reject(
                 422, "not_an_object", f"The body must be a JSON object, got {type(obj).__name__}."
@@ -467,7 +540,9 @@ def create_app(
 
     # ------------------------------------------------------------ inspection
 
-    @app.get("/api/fake/events", summary="Stored events, filtered")
+    @app.get(
+        "/api/fake/events", summary="Stored events, filtered", responses={422: _ERROR_RESPONSE}
+    )
     async def list_events(
         recorder: RecorderDep,
         server: str | None = None,
@@ -495,7 +570,7 @@ def create_app(
     @app.get(
         "/api/fake/tasks/{task_id}",
         summary="One task's timeline with gaps, duplicates and anomalies",
-        responses={404: _ERROR_RESPONSE},
+        responses={404: _ERROR_RESPONSE, 422: _ERROR_RESPONSE},
     )
     async def get_task(task_id: str, recorder: RecorderDep, server: str | None = None) -> Any:
         timeline = recorder.timeline(task_id, server)
@@ -507,7 +582,11 @@ def create_app(
     async def get_counters(recorder: RecorderDep) -> dict[str, Any]:
         return recorder.counters()
 
-    @app.get("/api/fake/attempts", summary="Every POST, with receive times and status")
+    @app.get(
+        "/api/fake/attempts",
+        summary="Every POST, with receive times and status",
+        responses={422: _ERROR_RESPONSE},
+    )
     async def list_attempts(recorder: RecorderDep, server: str | None = None) -> dict[str, Any]:
         attempts = recorder.attempts(server)
         return {"count": len(attempts), "attempts": [a.to_dict() for a in attempts]}
@@ -520,7 +599,7 @@ def create_app(
     @app.get(
         "/api/fake/wait",
         summary="Long-poll until a task has an event of a type",
-        responses={408: _ERROR_RESPONSE},
+        responses={408: _ERROR_RESPONSE, 422: _ERROR_RESPONSE},
     )
     async def wait(
         recorder: RecorderDep,
@@ -561,7 +640,11 @@ def create_app(
             status_code=201,
         )
 
-    @app.delete("/api/fake/faults", summary="Remove pending faults (of one server, or all)")
+    @app.delete(
+        "/api/fake/faults",
+        summary="Remove pending faults (of one server, or all)",
+        responses={422: _ERROR_RESPONSE},
+    )
     async def clear_faults(recorder: RecorderDep, server: str | None = None) -> dict[str, Any]:
         recorder.clear_faults(server)
         return {"faults": [f.to_dict() for f in recorder.faults()]}
@@ -617,6 +700,34 @@ async def _feed(recorder: Recorder, heartbeat_s: float = 15.0) -> AsyncIterator[
             yield _sse("counters", recorder.counters())
     finally:
         recorder.unsubscribe(sub)
+
+
+async def _invalid_request(request: Request, exc: Exception) -> Response:
+    """422 ``invalid_request`` naming the fields, instead of FastAPI's echo of the input."""
+    errors = exc.errors() if isinstance(exc, RequestValidationError) else []
+    detail = _describe_errors(errors, "The request is invalid")
+    _log.warning("invalid request %s %s: %s", request.method, request.url.path, detail)
+    return _error(422, "invalid_request", detail)
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    """500 ``internal`` with an ``error_id`` that the log line (with the traceback) names."""
+    if isinstance(exc, ConnectionDropped):  # in process: the drop already logged itself
+        return Response(status_code=500)
+    error_id = uuid.uuid4().hex[:8]
+    _log.error(
+        "internal error error_id=%s on %s %s",
+        error_id,
+        request.method,
+        request.url.path,
+        exc_info=exc,
+    )
+    return _error(
+        500,
+        "internal",
+        f"fake_rvc failed unexpectedly; its log names error_id {error_id}.",
+        error_id=error_id,
+    )
 
 
 async def _drop(request: Request) -> Response:
