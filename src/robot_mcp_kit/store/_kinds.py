@@ -23,7 +23,9 @@ from enum import StrEnum
 
 __all__ = ["Kind", "Table"]
 
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+"""A plain SQL identifier; always ``fullmatch``-ed ("$" would also match before a final
+newline, issue 9 finding 5)."""
 
 
 class Kind(StrEnum):
@@ -66,7 +68,7 @@ class Table:
     epoch_column: str | None = None
 
     def __post_init__(self) -> None:
-        if not _IDENT.match(self.name):
+        if not _IDENT.fullmatch(self.name):
             raise ValueError(
                 f"table name {self.name!r} is not a plain SQL identifier "
                 "(letters, digits and underscores, not starting with a digit)"
@@ -105,7 +107,7 @@ class Table:
                 f"epoch_column (got {self.epoch_column!r})"
             )
         for column in (self.time_column, self.epoch_column):
-            if column is not None and not _IDENT.match(column):
+            if column is not None and not _IDENT.fullmatch(column):
                 raise ValueError(
                     f"table {self.name!r}: column {column!r} is not a plain SQL identifier"
                 )
