@@ -40,6 +40,7 @@ Errors are :class:`DocError` with ``field`` (a frontmatter field name, or ``"fro
 ``invalid_slug``    ``id`` is not a kebab-case slug
 ``wrong_type``      a field has the wrong YAML type
 ``invalid_value``   right type, bad value (negative count, control characters, ...)
+``too_deep``        lists and mappings nested deeper than ``MAX_YAML_DEPTH`` (pre-parse)
 ==================  ======================================================================
 
 Added in 0.1 (issue 6).
@@ -64,6 +65,13 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from robot_mcp_kit.models import format_ts
+from robot_mcp_memory.limits import (
+    MAX_COUNT,
+    MAX_DOC_BYTES,
+    MAX_ID_LENGTH,
+    MAX_YAML_DEPTH,
+    MAX_YAML_INDENT,
+)
 
 __all__ = [
     "FIELDS",
@@ -75,14 +83,11 @@ __all__ = [
     "ProcessDoc",
 ]
 
-MAX_DOC_BYTES = 256 * 1024
-"""Largest document (UTF-8 bytes of its markdown) the store accepts."""
+SLUG_PATTERN = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+"""A kebab-case slug: lowercase ASCII letters and digits in groups joined by single hyphens.
 
-MAX_ID_LENGTH = 100
-"""Longest id, in characters."""
-
-SLUG_PATTERN = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
-"""A kebab-case slug: lowercase ASCII letters and digits in groups joined by single hyphens."""
+Always applied with ``fullmatch``: a ``$``-anchored ``match`` accepts a trailing newline.
+"""
 
 FIELDS: tuple[str, ...] = (
     "id",
@@ -162,6 +167,9 @@ def _type_name(value: Any) -> str:
 
 
 def _short(value: Any) -> str:
+    if isinstance(value, int) and value.bit_length() > 200:
+        # repr() of a huge int is slow, and refused past 4300 digits: describe it instead.
+        return f"an integer of about {int(value.bit_length() * 0.30103)} digits"
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -216,14 +224,16 @@ def _timestamp(raw: Any, what: str) -> datetime | None:
         value = value.replace(tzinfo=UTC)
     try:
         value = value.astimezone(UTC)
-    except OverflowError:
-        value = datetime.min.replace(tzinfo=UTC)  # out of range either way; reported below
-    if not 1970 <= value.year <= 9999:
+        in_range = 1970 <= value.year <= 9999
+    except OverflowError:  # e.g. 0001-01-01 with a positive offset
+        in_range = False
+    if not in_range:
         # format_ts writes four-digit years; older dates are typos, not process history.
+        # Quote what was sent, not a normalised form the client never wrote.
         raise PydanticCustomError(
             "invalid_value",
             "{what} {value} is out of range; use a date between 1970 and 9999",
-            {"what": what, "value": format_ts(value)},
+            {"what": what, "value": _short(raw if isinstance(raw, str) else str(raw))},
         )
     # Millisecond precision: what format_ts writes is what a parse reads back.
     stamp: datetime = value.replace(microsecond=value.microsecond // 1000 * 1000)
@@ -239,11 +249,11 @@ def _count(value: Any, what: str) -> int:
             "{what} must be a non-negative integer, got {kind} {value}",
             {"what": what, "kind": _type_name(value), "value": _short(value)},
         )
-    if value < 0:
+    if not 0 <= value <= MAX_COUNT:
         raise PydanticCustomError(
             "invalid_value",
-            "{what} must be a non-negative integer, got {value}",
-            {"what": what, "value": value},
+            "{what} must be an integer from 0 to {max}, got {value}",
+            {"what": what, "value": _short(value), "max": MAX_COUNT},
         )
     return value
 
@@ -285,7 +295,7 @@ class ProcessDoc(BaseModel):
         value = _require_str(raw, "id")
         if not value.strip():
             raise PydanticCustomError("empty", "id is empty; it must be a kebab-case slug")
-        if len(value) > MAX_ID_LENGTH or not SLUG_PATTERN.match(value):
+        if len(value) > MAX_ID_LENGTH or not SLUG_PATTERN.fullmatch(value):
             raise PydanticCustomError(
                 "invalid_slug",
                 "id {value} is not a valid slug: use lowercase letters a-z, digits and single "
@@ -402,6 +412,7 @@ class ProcessDoc(BaseModel):
         size = len(text.encode("utf-8", "surrogatepass"))
         if size > MAX_DOC_BYTES:
             raise DocTooLarge(size)
+        _refuse_surrogates(text)
         text = text.replace("\r\n", "\n").replace("\r", "\n").removeprefix("\ufeff")
         stripped = text.lstrip("\n")
         skipped_lines = len(text) - len(stripped)
@@ -423,8 +434,18 @@ class ProcessDoc(BaseModel):
             )
         fm_text = stripped[opening.end() + 1 : closing.start()]
         body = stripped[closing.end() + 1 :]
+        _check_nesting(fm_text, skipped_lines)
         try:
             loaded = yaml.safe_load(fm_text)
+        except (ValueError, RecursionError) as exc:
+            # ValueError: an integer past Python's 4300-digit conversion limit. RecursionError
+            # cannot happen after _check_nesting; kept so a parser change cannot leak one.
+            what = "nesting too deep" if isinstance(exc, RecursionError) else "a number too long"
+            raise DocError(
+                "frontmatter",
+                "invalid_value",
+                f"the frontmatter holds a value this format cannot store ({what})",
+            ) from None
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
@@ -491,6 +512,70 @@ class ProcessDoc(BaseModel):
     def reliability(self) -> float:
         """Laplace-smoothed success rate: ``(s + 1) / (s + f + 2)``; 0.5 with no history."""
         return (self.success_count + 1) / (self.success_count + self.failure_count + 2)
+
+
+def _refuse_surrogates(text: str) -> None:
+    """Refuse a lone UTF-16 surrogate (valid in a JSON string, not storable as UTF-8)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise DocError(
+            "document",
+            "invalid_value",
+            f"the document contains a lone surrogate code point at character {exc.start}; "
+            "send valid Unicode text",
+        ) from None
+
+
+_INDENT = re.compile(r"[ \t]*")
+_BLOCK_INDICATORS = re.compile(r"(?:[-?:][ \t]+)*")
+
+
+def _check_nesting(fm_text: str, skipped_lines: int) -> None:
+    """Refuse frontmatter nested deeper than :data:`MAX_YAML_DEPTH`, before YAML sees it.
+
+    PyYAML's composer recurses once per level: 20 KB of ``[[[[…`` costs about a second of
+    CPU and ends in ``RecursionError``. This linear scan bounds the three ways YAML nests —
+    flow brackets (outside quotes), block indicators at the start of a line (``- - - x``)
+    and indentation — so the parser only ever sees a shallow document. Conservative: it
+    may refuse a bracket inside a plain scalar that YAML would read as text, which no
+    real frontmatter has.
+    """
+    for number, line in enumerate(fm_text.split("\n"), start=2 + skipped_lines):
+        indent = _INDENT.match(line)
+        width = indent.end() if indent else 0
+        if width > MAX_YAML_INDENT:
+            raise _too_deep(number, f"it is indented {width} characters")
+        lead = _BLOCK_INDICATORS.match(line, width)
+        indicators = sum(1 for c in lead.group() if c in "-?:") if lead else 0
+        if indicators > MAX_YAML_DEPTH:
+            raise _too_deep(number, f"it opens {indicators} nested block entries")
+    depth = 0
+    quote = ""
+    for char in fm_text:
+        if quote:
+            if char == quote:
+                quote = ""
+        elif char in "'\"":
+            quote = char
+        elif char in "[{":
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                raise _too_deep(None, f"its brackets nest more than {MAX_YAML_DEPTH} deep")
+        elif char in "]}":
+            depth = max(0, depth - 1)
+        elif char == "\n":
+            quote = ""  # flow scalars in frontmatter are single-line; never carry a quote on
+
+
+def _too_deep(line: int | None, why: str) -> DocError:
+    where = f" at line {line}" if line is not None else ""
+    return DocError(
+        "frontmatter",
+        "too_deep",
+        f"the frontmatter is nested too deeply{where}: {why}; "
+        f"at most {MAX_YAML_DEPTH} levels of lists and mappings are accepted",
+    )
 
 
 def _yaml_value(value: Any) -> str:

@@ -7,8 +7,11 @@ lifespan also holds it; the last release closes it, which flushes queued hot wri
 
 Every tool returns a JSON string and never raises to the client: expected failures are
 ``{"error": code, "detail": text}`` with ``code`` one of ``not_found``, ``forbidden``,
-``invalid``, ``conflict``, ``too_large`` (DESIGN §5); an unexpected exception is logged with
-its traceback and answered ``{"error": "internal", ...}``. Each call logs exactly one
+``invalid``, ``conflict``, ``too_large`` (DESIGN §5); ``detail`` is always our own sentence,
+never an exception's text. An unexpected exception is logged with its traceback and a short
+correlation id, and answered ``{"error": "internal", "detail": ..., "correlation_id": id}``
+with the same id, so an operator can find the log line without the client seeing the
+exception (issue 9). Each call logs exactly one
 ``tool_call`` event with ``tool``, ``duration_ms`` and ``outcome`` (``ok`` or the error code).
 
 Store calls run in a worker thread (``anyio.to_thread``) so a cold write never stalls the one
@@ -18,6 +21,7 @@ event loop every brain's connection shares.
 from __future__ import annotations
 
 import json
+import secrets
 import sqlite3
 import threading
 import time
@@ -32,30 +36,20 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from robot_mcp_memory.auth import Tenant, current_tenant
 from robot_mcp_memory.db import open_index
-from robot_mcp_memory.docmodel import DocError, ProcessDoc
+from robot_mcp_memory.docmodel import DocError, DocTooLarge, ProcessDoc
+from robot_mcp_memory.limits import MAX_DOC_BYTES, MAX_K, MAX_LIMIT, MAX_NOTE_BYTES, clamp
 from robot_mcp_memory.logs import get_logger
 from robot_mcp_memory.settings import Settings
-from robot_mcp_memory.store import ProcessStore
+from robot_mcp_memory.store import DamagedRow, Owner, ProcessStore, truncate_query
 
 __all__ = [
     "INSTRUCTIONS",
-    "MAX_DOCUMENT_BYTES",
-    "MAX_K",
-    "MAX_LIMIT",
-    "MAX_NOTE_BYTES",
-    "MAX_QUERY_BYTES",
     "MemoryContext",
     "StoreHolder",
     "ToolFailure",
     "build_server",
     "visible_robots",
 ]
-
-MAX_DOCUMENT_BYTES = 256 * 1024
-MAX_QUERY_BYTES = 2 * 1024
-MAX_NOTE_BYTES = 4 * 1024
-MAX_K = 50
-MAX_LIMIT = 500
 
 INSTRUCTIONS = """\
 Process memory of the robot fleet. A process is a markdown document distilled from a past \
@@ -220,21 +214,37 @@ def build_server(settings: Settings, *, holder: StoreHolder | None = None) -> Fa
         except ToolFailure as failure:
             outcome = failure.code
             result = failure.payload()
+        except DocTooLarge as exc:
+            outcome = "too_large"
+            result = _too_large(exc.field, exc.size, exc.limit).payload()
         except DocError as exc:
-            outcome = "too_large" if exc.reason == "too_large" else "invalid"
+            outcome = "conflict" if exc.reason == "conflict" else "invalid"
             result = {
                 "error": outcome,
                 "detail": str(exc),
                 "field": exc.field,
                 "reason": exc.reason,
             }
-        except sqlite3.IntegrityError as exc:
+        except sqlite3.IntegrityError:
             outcome = "conflict"
-            result = {"error": "conflict", "detail": str(exc)}
-        except Exception as exc:
+            result = {
+                "error": "conflict",
+                "detail": "a concurrent write changed the same record; try the call again",
+            }
+            _log.warning("tool_conflict", tool=tool, exc_info=True)
+        except DamagedRow as exc:
             outcome = "internal"
-            result = {"error": "internal", "detail": f"{type(exc).__name__}: {exc}"}
-            _log.exception("tool_failed", tool=tool)
+            result = {"error": "internal", "detail": str(exc), "id": exc.id}
+        except Exception:
+            outcome = "internal"
+            correlation_id = secrets.token_hex(4)
+            result = {
+                "error": "internal",
+                "detail": "the server failed to complete this call; an operator can find "
+                f"the cause in its log under correlation_id {correlation_id}",
+                "correlation_id": correlation_id,
+            }
+            _log.exception("tool_failed", tool=tool, correlation_id=correlation_id)
         duration_ms = round((time.perf_counter() - started) * 1000, 3)
         if outcome == "ok" and isinstance(result, dict):
             # Say what the call did, not only that it worked: the stored id, the hit count.
@@ -262,20 +272,23 @@ def build_server(settings: Settings, *, holder: StoreHolder | None = None) -> Fa
         matches; call it yourself only for a sub-task mid-mission.
 
         Args:
-            query: the instruction in natural language (at most 2 KiB).
+            query: the instruction in natural language, any length (past 2 KiB only the
+                first 2 KiB is searched and the answer says "truncated": true).
             k: how many processes to return, clamped to 1..50.
             robot: narrow to the documents that robot sees (its own plus shared ones).
 
         Returns JSON {"processes": [{id, title, score, bm25, reliability, success_count,
-        failure_count, updated, markdown}]}, best first; score = bm25 relevance × reliability
-        (higher is better) and markdown is the full document.
+        failure_count, updated, markdown}], "truncated": bool}, best first; score = bm25
+        relevance × reliability (higher is better) and markdown is the full document.
         """
-        k_used = _clamp(k, 1, MAX_K)
+        k_used = clamp(k, 1, MAX_K)
 
         def run(store: ProcessStore, tenant: Tenant | None) -> dict[str, Any]:
-            _check_size("query", query, MAX_QUERY_BYTES)
-            found = store.find(query, k_used, robots=visible_robots(robot, tenant))
+            _check_text("robot", robot)
+            text, truncated = truncate_query(query)
+            found = store.find(text, k_used, robots=visible_robots(robot, tenant))
             return {
+                "truncated": truncated,
                 "processes": [
                     {
                         "id": f.doc.id,
@@ -289,7 +302,7 @@ def build_server(settings: Settings, *, holder: StoreHolder | None = None) -> Fa
                         "markdown": f.doc.render(),
                     }
                     for f in found
-                ]
+                ],
             }
 
         return await call("find_processes", run, k=k_used, robot=robot)
@@ -303,7 +316,10 @@ def build_server(settings: Settings, *, holder: StoreHolder | None = None) -> Fa
         """
 
         def run(store: ProcessStore, tenant: Tenant | None) -> dict[str, Any]:
-            doc = _visible_doc(store, id, tenant)
+            _visible(store, id, tenant)
+            doc = store.get(id)
+            if doc is None:  # deleted between the two reads
+                raise _not_found(id)
             return {**doc.frontmatter(), "markdown": doc.render()}
 
         return await call("get_process", run, id=id)
@@ -315,17 +331,19 @@ def build_server(settings: Settings, *, holder: StoreHolder | None = None) -> Fa
         Normally called by the system when a taught mission ends. An existing id is updated
         in place (counters kept, `updated` bumped) unless its `source_mission_id` differs,
         in which case the new document gets a suffixed id (`-2`, `-3`…).
-        Returns JSON: the stored frontmatter plus "created" (bool) and "renamed_from" when
-        the id was suffixed; {"error": "invalid", "field": ...} names a bad frontmatter field.
+        Returns JSON: the stored frontmatter (its `created` is the document's creation
+        time) plus "inserted" (true for a new document, false for an update) and
+        "renamed_from" when the id was suffixed; {"error": "invalid", "field": ...} names a
+        bad frontmatter field.
         """
 
         def run(store: ProcessStore, tenant: Tenant | None) -> dict[str, Any]:
-            _check_size("document", markdown, MAX_DOCUMENT_BYTES)
+            _check_size("document", markdown, MAX_DOC_BYTES)
             doc = ProcessDoc.parse(markdown)
             if tenant is not None and tenant.robot is not None:
                 doc = _pin_to_tenant(store, doc, tenant)
             saved = store.save(doc)
-            out: dict[str, Any] = {**saved.doc.frontmatter(), "created": saved.created}
+            out: dict[str, Any] = {**saved.doc.frontmatter(), "inserted": saved.created}
             if saved.renamed_from is not None:
                 out["renamed_from"] = saved.renamed_from
             return out
@@ -342,8 +360,9 @@ def build_server(settings: Settings, *, holder: StoreHolder | None = None) -> Fa
         """
 
         def run(store: ProcessStore, tenant: Tenant | None) -> dict[str, Any]:
+            _check_text("note", note)
             _check_size("note", note, MAX_NOTE_BYTES)
-            _visible_doc(store, id, tenant)
+            _visible(store, id, tenant)
             doc = store.record_outcome(id, success, note)
             if doc is None:
                 raise _not_found(id)
@@ -359,7 +378,7 @@ def build_server(settings: Settings, *, holder: StoreHolder | None = None) -> Fa
         """
 
         def run(store: ProcessStore, tenant: Tenant | None) -> dict[str, Any]:
-            doc = _visible_doc(store, id, tenant)
+            doc = _visible(store, id, tenant)
             if tenant is not None and tenant.scoped and doc.shared:
                 raise ToolFailure(
                     "forbidden",
@@ -384,6 +403,7 @@ def build_server(settings: Settings, *, holder: StoreHolder | None = None) -> Fa
         """
 
         def run(store: ProcessStore, tenant: Tenant | None) -> dict[str, Any]:
+            _check_text("robot", robot)
             if limit < 0 or offset < 0:
                 raise ToolFailure(
                     "invalid",
@@ -420,27 +440,53 @@ def build_server(settings: Settings, *, holder: StoreHolder | None = None) -> Fa
     return mcp
 
 
-def _clamp(value: int, low: int, high: int) -> int:
-    return max(low, min(high, value))
+def _too_large(field: str, size: int, limit: int) -> ToolFailure:
+    """The one ``too_large`` answer: the field, the size the client sent and the limit."""
+    return ToolFailure(
+        "too_large",
+        f"the {field} is {size} bytes; the limit is {limit} bytes",
+        field=field,
+        size=size,
+        limit=limit,
+    )
 
 
-def _check_size(what: str, text: str, limit: int) -> None:
+def _check_text(field: str, text: str | None) -> None:
+    """Refuse a lone surrogate (valid in JSON, not storable or searchable as UTF-8)."""
+    if text is None:
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ToolFailure(
+            "invalid",
+            f"{field} contains a lone surrogate code point at character {exc.start}; "
+            "send valid Unicode text",
+            field=field,
+        ) from None
+
+
+def _check_size(field: str, text: str, limit: int) -> None:
+    _check_text(field, text)
     size = len(text.encode("utf-8"))
     if size > limit:
-        raise ToolFailure(
-            "too_large",
-            f"the {what} is {size} bytes; the limit is {limit} bytes",
-            limit=limit,
-        )
+        raise _too_large(field, size, limit)
 
 
 def _not_found(id: str) -> ToolFailure:
-    return ToolFailure("not_found", f"no process with id {id!r}")
+    return ToolFailure("not_found", f"no process with id {_quote(id)}")
 
 
-def _visible_doc(store: ProcessStore, id: str, tenant: Tenant | None) -> ProcessDoc:
-    """The document ``id`` if it exists and the tenant may see it; out of scope reads as absent."""
-    doc = store.get(id)
+def _quote(text: str) -> str:
+    """``text`` quoted for a message: repr, cut to 80 characters."""
+    shown = repr(text)
+    return shown if len(shown) <= 80 else shown[:77] + "..."
+
+
+def _visible(store: ProcessStore, id: str, tenant: Tenant | None) -> Owner:
+    """Who owns ``id`` if it exists and the tenant may see it; out of scope reads as absent."""
+    _check_text("id", id)
+    doc = store.owner(id)
     if doc is None:
         raise _not_found(id)
     robots = visible_robots(None, tenant)
@@ -464,7 +510,7 @@ def _pin_to_tenant(store: ProcessStore, doc: ProcessDoc, tenant: Tenant) -> Proc
             f"this connection is scoped to robot {tenant.robot!r}; "
             f"it may not save a document of robot {doc.robot!r}",
         )
-    existing = store.get(doc.id)
+    existing = store.owner(doc.id)
     if existing is not None:
         robots = visible_robots(None, tenant) or set()
         if existing.shared or existing.robot not in robots:

@@ -31,9 +31,16 @@ index entry its row's rowid (and ``reindex()`` rebuilds them that way), so the `
 column of ``processes_fts`` is never read on the search path — reading it for every match
 costs more than the search itself (see ``benchmarks/bench_memory.py``).
 
-A query over :data:`MAX_QUERY_BYTES` raises :class:`QueryTooLarge`
-(a :class:`~robot_mcp_memory.docmodel.DocError` with ``reason="too_large"``, so the MCP
-layer can map it like an oversized document).
+A query is never refused for its length: past :data:`MAX_QUERY_BYTES` it is searched by
+its first 2 KiB (:func:`truncate_query` says whether it was cut, DESIGN §5).
+
+Reads are tolerant of a damaged row (issue 9): a counter or timestamp the document model
+would refuse (a REAL counter left by an overflow, a hand-edited date) is repaired on the
+way out and logged as ``process_row_repaired``; a row that cannot be read at all is left
+out of searches and lists (logged as ``process_row_damaged``) and raises
+:class:`DamagedRow` from :meth:`ProcessStore.get`. Nothing here ever fails a whole search
+because of one row, and :meth:`ProcessStore.delete` never reads the document, so any row
+can be deleted.
 
 All methods are thread-safe (the kit store is). Added in 0.1 (issue 6).
 """
@@ -51,45 +58,40 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from pydantic import ValidationError
+
 from robot_mcp_kit.models import format_ts, utc_now
 from robot_mcp_kit.store import SqliteStore
-from robot_mcp_memory.docmodel import (
+from robot_mcp_memory.docmodel import DocError, ProcessDoc
+from robot_mcp_memory.limits import (
+    MAX_COUNT,
     MAX_DOC_BYTES,
     MAX_ID_LENGTH,
-    DocError,
-    DocTooLarge,
-    ProcessDoc,
+    MAX_K,
+    MAX_LIMIT,
+    MAX_QUERY_BYTES,
+    clamp,
 )
 
 __all__ = [
     "BM25_WEIGHTS",
-    "MAX_K",
-    "MAX_LIST_LIMIT",
     "MAX_NOTE_CHARS",
-    "MAX_QUERY_BYTES",
     "MAX_TERMS",
     "STOPWORDS",
+    "DamagedRow",
     "Found",
+    "Owner",
     "ProcessStore",
-    "QueryTooLarge",
     "Saved",
     "append_outcome",
     "search_terms",
+    "truncate_query",
 ]
 
 logger = logging.getLogger("robot_mcp_memory.store")
 
-MAX_QUERY_BYTES = 2048
-"""Longest query accepted by :meth:`ProcessStore.find`, in UTF-8 bytes."""
-
 MAX_TERMS = 32
 """Most terms one search ORs together (single words first, then joined pairs)."""
-
-MAX_K = 50
-"""``k`` is clamped to ``1..MAX_K``."""
-
-MAX_LIST_LIMIT = 500
-"""``limit`` is clamped to ``1..MAX_LIST_LIMIT``."""
 
 MAX_NOTE_CHARS = 500
 """An outcome note is cut to this many characters (one line in the Outcome log)."""
@@ -129,14 +131,27 @@ _COLUMNS = (
 )
 
 
-class QueryTooLarge(DocTooLarge):
-    """A search query exceeds :data:`MAX_QUERY_BYTES`.
+class DamagedRow(Exception):
+    """A stored row cannot be read back as a document even after repair.
 
-    ``field="query"``, ``reason="too_large"``, ``size`` and ``limit`` in bytes.
+    ``id`` names it. Searches and lists leave such a row out; an admin can delete it.
     """
 
-    def __init__(self, size: int) -> None:
-        super().__init__(size, MAX_QUERY_BYTES, field="query")
+    def __init__(self, id: str) -> None:
+        super().__init__(
+            f"process {id!r} is stored damaged and cannot be read; delete it with "
+            "delete_process and save it again"
+        )
+        self.id = id
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Who a stored document belongs to: what visibility checks need, without the body."""
+
+    id: str
+    robot: str
+    shared: bool
 
 
 @dataclass(frozen=True)
@@ -186,8 +201,17 @@ def _match_expression(terms: Sequence[str]) -> str:
     return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
 
 
-def _clamp(value: int, low: int, high: int) -> int:
-    return max(low, min(high, int(value)))
+def truncate_query(query: str) -> tuple[str, bool]:
+    """``query`` cut to its first :data:`MAX_QUERY_BYTES` UTF-8 bytes, and whether it was cut.
+
+    Never splits a character; lone surrogates (valid in JSON, not in UTF-8) are dropped.
+    Pure.
+    """
+    data = query.encode("utf-8", "ignore")
+    truncated = len(data) > MAX_QUERY_BYTES
+    if truncated:
+        data = data[:MAX_QUERY_BYTES]
+    return data.decode("utf-8", "ignore"), truncated
 
 
 def _suffixed(base: str, n: int) -> str:
@@ -254,6 +278,16 @@ class ProcessStore:
         )
         return None if row is None else _row_to_doc(row)
 
+    def owner(self, id: str) -> Owner | None:
+        """Who the document ``id`` belongs to, or None; reads two columns, never the body.
+
+        For visibility checks: it works on a row too damaged to read as a document.
+        """
+        row = self.store.query_one("SELECT robot, shared FROM processes WHERE id = ?", (id,))
+        if row is None:
+            return None
+        return Owner(id=id, robot=str(row["robot"]), shared=bool(row["shared"]))
+
     def get_markdown(self, id: str) -> str | None:
         """The document rendered as markdown, or None."""
         doc = self.get(id)
@@ -263,21 +297,16 @@ class ProcessStore:
         """The ``k`` best documents for a natural-language ``query``, best first.
 
         Never raises for the text of a query (operators, quotes, emoji, control characters
-        are all inert), only for its size.
+        are all inert, any length is searched by its first :data:`MAX_QUERY_BYTES`), and a
+        damaged row is left out rather than failing the search.
 
         Args:
-            query: any text up to :data:`MAX_QUERY_BYTES`.
+            query: any text.
             k: clamped to ``1..MAX_K``.
             robots: None for every document; otherwise only documents whose ``robot`` is
                 one of these, plus the ``shared`` ones (an empty collection: shared only).
-
-        Raises:
-            QueryTooLarge: the query exceeds :data:`MAX_QUERY_BYTES`.
         """
-        size = len(query.encode("utf-8", "surrogatepass"))
-        if size > MAX_QUERY_BYTES:
-            raise QueryTooLarge(size)
-        terms = search_terms(query)
+        terms = search_terms(truncate_query(query)[0])
         if not terms:
             return []
         weights = ", ".join(repr(float(w)) for w in BM25_WEIGHTS)
@@ -301,31 +330,35 @@ class ProcessStore:
             ") AS top JOIN processes AS p ON p.rowid = top.rid "
             "ORDER BY top.score DESC, top.rid"
         )
-        rows = self.store.query(sql, (_match_expression(terms), *scope_params, _clamp(k, 1, MAX_K)))
-        return [
-            Found(
-                doc=_row_to_doc(row),
-                score=float(row["score"]),
-                bm25=float(row["relevance"]),
-                reliability=float(row["reliability"]),
-            )
-            for row in rows
-        ]
+        rows = self.store.query(sql, (_match_expression(terms), *scope_params, clamp(k, 1, MAX_K)))
+        found = []
+        for row in rows:
+            doc = _readable(row)
+            if doc is not None:
+                found.append(
+                    Found(
+                        doc=doc,
+                        score=float(row["score"]),
+                        bm25=float(row["relevance"]),
+                        reliability=float(row["reliability"]),
+                    )
+                )
+        return found
 
     def list(
         self, limit: int = 50, offset: int = 0, *, robots: Collection[str] | None = None
     ) -> list[ProcessDoc]:
-        """Documents ordered by id; ``limit`` clamped to ``1..MAX_LIST_LIMIT``.
+        """Documents ordered by id; ``limit`` clamped to ``1..MAX_LIMIT``.
 
-        ``robots`` filters as in :meth:`find`.
+        ``robots`` filters as in :meth:`find`. A damaged row is left out (logged).
         """
         scope_sql, scope_params = _scope(robots, "")
         rows = self.store.query(
             f"SELECT {_COLUMNS} FROM processes "  # noqa: S608 - constant columns
             f"{'WHERE ' + scope_sql if scope_sql else ''} ORDER BY id LIMIT ? OFFSET ?",
-            (*scope_params, _clamp(limit, 1, MAX_LIST_LIMIT), max(0, int(offset))),
+            (*scope_params, clamp(limit, 1, MAX_LIMIT), max(0, int(offset))),
         )
-        return [_row_to_doc(row) for row in rows]
+        return [doc for doc in map(_readable, rows) if doc is not None]
 
     def count(self, *, robots: Collection[str] | None = None) -> int:
         """How many documents there are (``robots`` filters as in :meth:`find`)."""
@@ -352,13 +385,12 @@ class ProcessStore:
         ``robot: unknown`` becomes this store's ``robot_id`` (on an update: the stored
         robot, unless this store has a robot id).
 
+        The size limit is the document model's (on the markdown the client sent, and on
+        the body), never on a re-rendered form the client did not write.
+
         Raises:
-            DocTooLarge: the rendered document exceeds 256 KiB.
             DocError: ``reason="conflict"`` when ``id-2`` … ``id-1000`` are all taken.
         """
-        size = len(doc.render().encode("utf-8", "surrogatepass"))
-        if size > MAX_DOC_BYTES:
-            raise DocTooLarge(size)
         now = format_ts(self._clock())
         robot = doc.robot if doc.robot != "unknown" else self.robot_id
         base = doc.id
@@ -508,8 +540,11 @@ class ProcessStore:
         when = self._clock()
         stamp = format_ts(when)
         column = "success_count" if success else "failure_count"
+        # Saturating: a counter stops at MAX_COUNT instead of overflowing SQLite's INTEGER
+        # into a REAL (and min() turns a REAL left by an older version back into one).
         queued = self.store.enqueue(
-            f"UPDATE processes SET {column} = {column} + 1, last_used = ? WHERE id = ?",  # noqa: S608
+            f"UPDATE processes SET {column} = min({column} + 1, {MAX_COUNT}), "  # noqa: S608
+            "last_used = ? WHERE id = ?",
             (stamp, id),
         )
         if not queued:
@@ -524,9 +559,9 @@ class ProcessStore:
         if queued:
             doc.last_used = when
             if success:
-                doc.success_count += 1
+                doc.success_count = min(doc.success_count + 1, MAX_COUNT)
             else:
-                doc.failure_count += 1
+                doc.failure_count = min(doc.failure_count + 1, MAX_COUNT)
         return doc
 
     def _append_note(self, id: str, line: str) -> str | None:
@@ -566,22 +601,84 @@ def _tags_json(tags: Sequence[str]) -> str:
     return json.dumps(list(tags), ensure_ascii=False)
 
 
+# Columns a damaged value of which is replaced by its default on read (the document is
+# still the document); a bad id, title or body makes the row unreadable instead.
+_REPAIRABLE: dict[str, Any] = {
+    "task_pattern": "",
+    "tags": [],
+    "robot": "unknown",
+    "created": None,
+    "updated": None,
+    "last_used": None,
+    "source_mission_id": None,
+    "success_count": 0,
+    "failure_count": 0,
+}
+
+
+def _row_fields(row: sqlite3.Row) -> dict[str, Any]:
+    try:
+        tags: Any = json.loads(row["tags"])
+    except (TypeError, ValueError):
+        tags = None  # repaired below
+    return {
+        "id": row["id"],
+        "title": row["title"],
+        "task_pattern": row["task_pattern"],
+        "tags": tags,
+        "robot": row["robot"],
+        "created": row["created"],
+        "updated": row["updated"],
+        "success_count": _stored_count(row["success_count"]),
+        "failure_count": _stored_count(row["failure_count"]),
+        "last_used": row["last_used"],
+        "source_mission_id": row["source_mission_id"],
+        "shared": bool(row["shared"]),
+        "body": row["body"],
+    }
+
+
+def _stored_count(value: Any) -> Any:
+    # A REAL (an overflowed increment of an older version) or an out-of-range integer is
+    # brought back into 0..MAX_COUNT; anything else is left for validation to judge.
+    if isinstance(value, float):
+        return int(min(max(value, 0.0), float(MAX_COUNT))) if value == value else 0
+    if isinstance(value, int) and not 0 <= value <= MAX_COUNT:
+        return min(max(value, 0), MAX_COUNT)
+    return value
+
+
 def _row_to_doc(row: sqlite3.Row) -> ProcessDoc:
-    return ProcessDoc(
-        id=row["id"],
-        title=row["title"],
-        task_pattern=row["task_pattern"],
-        tags=json.loads(row["tags"]),
-        robot=row["robot"],
-        created=row["created"],
-        updated=row["updated"],
-        success_count=row["success_count"],
-        failure_count=row["failure_count"],
-        last_used=row["last_used"],
-        source_mission_id=row["source_mission_id"],
-        shared=bool(row["shared"]),
-        body=row["body"],
-    )
+    """The row as a document, repairing damaged optional fields (logged); else DamagedRow."""
+    fields = _row_fields(row)
+    repaired: list[str] = []
+    for _ in range(len(_REPAIRABLE) + 1):
+        try:
+            doc = ProcessDoc.model_validate(fields)
+        except ValidationError as exc:
+            bad = {str(error["loc"][0]) for error in exc.errors() if error.get("loc")}
+            fixable = bad & _REPAIRABLE.keys()
+            if not fixable or bad - fixable:
+                raise DamagedRow(str(row["id"])) from None
+            for name in fixable:
+                fields[name] = _REPAIRABLE[name]
+            repaired.extend(sorted(fixable))
+            continue
+        if repaired or fields["tags"] is None:
+            logger.warning(
+                "process_row_repaired id=%s fields=%s", row["id"], ",".join(repaired) or "tags"
+            )
+        return doc
+    raise DamagedRow(str(row["id"]))  # pragma: no cover - each pass repairs a field or raises
+
+
+def _readable(row: sqlite3.Row) -> ProcessDoc | None:
+    """The row as a document, or None (logged) when it is damaged beyond repair."""
+    try:
+        return _row_to_doc(row)
+    except DamagedRow:
+        logger.error("process_row_damaged id=%s", row["id"], extra={"id": row["id"]})
+        return None
 
 
 def _scope(robots: Collection[str] | None, prefix: str) -> tuple[str, list[Any]]:

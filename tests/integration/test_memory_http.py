@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from contextlib import asynccontextmanager
@@ -20,12 +17,9 @@ from mcp import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
-from robot_mcp_kit.testing import free_port
-
 pytestmark = pytest.mark.slow
 
-TOKEN = "integration-token-7f3a"
-READY_TIMEOUT_S = 20.0
+TOKEN = "integration-token-7f3a"  # the conftest spawn fixture's default admin token
 
 MAILROOM = (Path(__file__).resolve().parents[2] / "examples" / "mailroom.md").read_text(
     encoding="utf-8"
@@ -57,115 +51,8 @@ INITIALIZE = {
 ACCEPT = {"Accept": "application/json, text/event-stream"}
 
 
-class ServerProcess:
-    """``python -m robot_mcp_memory`` as a child process with its stderr in a file."""
-
-    def __init__(
-        self,
-        data_dir: Path,
-        *,
-        transport: str = "sse",
-        token: str | None = TOKEN,
-        env: dict[str, str] | None = None,
-    ):
-        self.extra_env = env or {}
-        self.data_dir = data_dir
-        self.transport = transport
-        self.token = token
-        self.port = free_port()
-        self.log_path = data_dir.parent / f"server-{self.port}.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> ServerProcess:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("MCP_", "MEMORY_"))}
-        env.update(
-            MCP_TRANSPORT=self.transport,
-            MCP_PORT=str(self.port),
-            MEMORY_DATA_DIR=str(self.data_dir),
-            ROBOT_ID="it-robot",
-        )
-        if self.token:
-            env["MEMORY_TOKEN"] = self.token
-        env.update(self.extra_env)
-        with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "robot_mcp_memory"],
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-            )
-        self._wait_ready()
-        return self
-
-    def _wait_ready(self) -> None:
-        assert self.proc is not None
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                pytest.fail(f"server exited {self.proc.returncode}: {self.log_text()}")
-            try:
-                if httpx.get(f"{self.base}/healthz", timeout=1.0).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
-        pytest.fail(f"server not ready after {READY_TIMEOUT_S}s: {self.log_text()}")
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-
-    def kill9(self) -> None:
-        assert self.proc is not None
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=10)
-
-    def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-    def log_events(self) -> list[dict]:
-        events = []
-        for line in self.log_text().splitlines():
-            try:
-                events.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-        return events
-
-    def documents(self) -> int:
-        return int(httpx.get(f"{self.base}/healthz", timeout=5).json()["documents"])
-
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
-
-
-@pytest.fixture
-def spawn(tmp_path):
-    started: list[ServerProcess] = []
-
-    def _spawn(**kwargs) -> ServerProcess:
-        server = ServerProcess(tmp_path / "data", **kwargs)
-        started.append(server)
-        return server.start()
-
-    yield _spawn
-    for server in started:
-        server.stop()
-
-
 @asynccontextmanager
-async def sse_session(server: ServerProcess):
+async def sse_session(server):
     async with (
         sse_client(f"{server.base}/sse", headers=server.headers()) as (read, write),
         ClientSession(read, write, read_timeout_seconds=timedelta(seconds=15)) as session,
@@ -180,7 +67,7 @@ async def call(session: ClientSession, tool: str, **args) -> dict:
     return json.loads(result.content[0].text)
 
 
-async def official_client_error(server: ServerProcess, authorization: str) -> BaseException | None:
+async def official_client_error(server, authorization: str) -> BaseException | None:
     """What the official SSE client raises trying to delete a process with ``authorization``."""
     try:
         with anyio.fail_after(10):
@@ -195,7 +82,7 @@ async def official_client_error(server: ServerProcess, authorization: str) -> Ba
     return None
 
 
-def tool_calls(server: ServerProcess) -> list[dict]:
+def tool_calls(server) -> list[dict]:
     return [e for e in server.log_events() if e.get("event") == "tool_call"]
 
 

@@ -18,6 +18,7 @@ from robot_mcp_memory.docmodel import (
     DocTooLarge,
     ProcessDoc,
 )
+from robot_mcp_memory.limits import MAX_COUNT
 
 # The example document of memory spec §3, comments and all.
 MAILROOM = (Path(__file__).resolve().parents[2] / "examples" / "mailroom.md").read_text(
@@ -232,8 +233,8 @@ _docs = st.builds(
     robot=_line_text,
     created=_timestamps,
     updated=_timestamps,
-    success_count=st.integers(min_value=0, max_value=2**40),
-    failure_count=st.integers(min_value=0, max_value=2**40),
+    success_count=st.integers(min_value=0, max_value=MAX_COUNT),
+    failure_count=st.integers(min_value=0, max_value=MAX_COUNT),
     last_used=_timestamps,
     source_mission_id=st.one_of(st.none(), _line_text),
     shared=st.booleans(),

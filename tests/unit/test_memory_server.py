@@ -13,10 +13,9 @@ from mcp.shared.memory import create_connected_server_and_client_session
 from structlog.testing import capture_logs
 
 from robot_mcp_memory.auth import ADMIN, Tenant, current_tenant
+from robot_mcp_memory.limits import MAX_DOC_BYTES
 from robot_mcp_memory.server import (
     INSTRUCTIONS,
-    MAX_DOCUMENT_BYTES,
-    MAX_QUERY_BYTES,
     StoreHolder,
     build_server,
     visible_robots,
@@ -126,7 +125,7 @@ class TestDemo:
         async with session(settings) as client:
             saved = await call(client, "save_process", markdown=MAILROOM)
             assert saved["id"] == "fetch-package-mailroom"
-            assert saved["created"] is True
+            assert saved["inserted"] is True
             await call(
                 client, "save_process", markdown=doc("water-plants", "Water the office plants")
             )
@@ -160,7 +159,7 @@ class TestDemo:
         async with session(settings) as client:
             await call(client, "save_process", markdown=MAILROOM)
             found = await call(client, "find_processes", query='" * ( NEAR )')
-            assert found == {"processes": []}
+            assert found == {"processes": [], "truncated": False}
 
     async def test_k_is_clamped(self, settings):
         """k=0 returns one process, k=10_000 does not fail."""
@@ -184,7 +183,7 @@ class TestSave:
             )
             again = await call(client, "save_process", markdown=edited)
             assert again["id"] == "fetch-package-mailroom"
-            assert again["created"] is False
+            assert again["inserted"] is False
             assert "renamed_from" not in again
             assert again["success_count"] == 3
             got = await call(client, "get_process", id="fetch-package-mailroom")
@@ -199,7 +198,7 @@ class TestSave:
             saved = await call(client, "save_process", markdown=other)
             assert saved["id"] == "fetch-package-mailroom-2"
             assert saved["renamed_from"] == "fetch-package-mailroom"
-            assert saved["created"] is True
+            assert saved["inserted"] is True
             original = await call(client, "get_process", id="fetch-package-mailroom")
             assert "lower shelf" in original["markdown"]
             listed = await call(client, "list_processes")
@@ -222,10 +221,10 @@ class TestSave:
     async def test_document_over_256_kib_is_too_large(self, settings):
         """A document over the limit is refused before parsing."""
         async with session(settings) as client:
-            big = doc("big-doc", "Big", body="x" * (MAX_DOCUMENT_BYTES + 1))
+            big = doc("big-doc", "Big", body="x" * (MAX_DOC_BYTES + 1))
             out = await call(client, "save_process", markdown=big)
             assert out["error"] == "too_large"
-            assert str(MAX_DOCUMENT_BYTES) in out["detail"]
+            assert str(MAX_DOC_BYTES) in out["detail"]
 
 
 class TestReadsAndWrites:
@@ -333,11 +332,16 @@ class TestErrors:
             assert out["error"] == "not_found"
             assert "nope" in out["detail"]
 
-    async def test_query_over_2_kib_is_too_large(self, settings):
-        """A query over 2 KiB is too_large."""
+    async def test_query_over_2_kib_is_searched_truncated(self, settings):
+        """A query over 2 KiB is never refused: its first 2 KiB is searched, truncated: true."""
         async with session(settings) as client:
-            out = await call(client, "find_processes", query="a" * (MAX_QUERY_BYTES + 1))
-            assert out["error"] == "too_large"
+            await call(client, "save_process", markdown=MAILROOM)
+            long = "bring me the parcel from the mail room " * 100
+            out = await call(client, "find_processes", query=long)
+            assert out["truncated"] is True
+            assert out["processes"][0]["id"] == "fetch-package-mailroom"
+            short = await call(client, "find_processes", query="parcel")
+            assert short["truncated"] is False
 
     async def test_huge_note_is_too_large(self, settings):
         """An outcome note over its limit is too_large, and the counters do not move."""
@@ -380,8 +384,14 @@ class TestErrors:
             assert conflict["error"] == "conflict"
             with capture_logs() as logs:
                 internal = await call(client, "get_process", id="x")
-        assert internal == {"error": "internal", "detail": "RuntimeError: disk on fire"}
-        assert any(e["event"] == "tool_failed" for e in logs)
+        # The client never sees the exception's text, only a correlation id the log has too.
+        assert internal["error"] == "internal"
+        assert "disk on fire" not in json.dumps(internal)
+        assert "RuntimeError" not in json.dumps(internal)
+        assert "UNIQUE" not in json.dumps(conflict)
+        failed = [e for e in logs if e["event"] == "tool_failed"]
+        assert [e["correlation_id"] for e in failed] == [internal["correlation_id"]]
+        assert internal["correlation_id"] in internal["detail"]
 
 
 class TestScopedTenant:

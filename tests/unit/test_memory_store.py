@@ -12,15 +12,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from robot_mcp_memory.db import open_index
-from robot_mcp_memory.docmodel import DocError, DocTooLarge, ProcessDoc
+from robot_mcp_memory.docmodel import DocTooLarge, ProcessDoc
+from robot_mcp_memory.limits import MAX_QUERY_BYTES
 from robot_mcp_memory.store import (
     MAX_K,
-    MAX_QUERY_BYTES,
     MAX_TERMS,
     ProcessStore,
-    QueryTooLarge,
     append_outcome,
     search_terms,
+    truncate_query,
 )
 
 MAILROOM = (Path(__file__).resolve().parents[2] / "examples" / "mailroom.md").read_text(
@@ -133,12 +133,18 @@ class TestSave:
         assert "index.db" in files
         assert not list(tmp_path.rglob("*.md"))
 
-    def test_too_large_document_is_refused(self, store: ProcessStore) -> None:
-        """A document whose rendering exceeds 256 KiB is DocTooLarge and not stored."""
+    def test_size_is_judged_on_what_was_sent_not_on_the_rendering(
+        self, store: ProcessStore
+    ) -> None:
+        """A body under 256 KiB is stored even if its rendering is a little longer (issue 9);
+        a body over the limit is DocTooLarge quoting its own size, and nothing is stored."""
         body = "x" * (256 * 1024 - 10)
-        with pytest.raises(DocTooLarge):
-            store.save(make_doc("big", body=body))
-        assert store.count() == 0
+        assert store.save(make_doc("big", body=body)).doc.id == "big"
+        sent = "---\nid: bigger\ntitle: Big\n---\n\n" + "y" * (256 * 1024)
+        with pytest.raises(DocTooLarge) as info:
+            ProcessDoc.parse(sent)
+        assert info.value.size == len(sent.encode())
+        assert store.count() == 1
 
 
 class TestCollisions:
@@ -366,14 +372,23 @@ class TestSanitization:
         assert store.find("ｆｅｔｃｈ　ｐａｒｃｅｌ")[0].doc.id == mailroom.id
 
     def test_two_kib_of_junk_is_accepted(self, store: ProcessStore, mailroom: ProcessDoc) -> None:
-        """Exactly 2 KiB of operators and words runs; one byte more is QueryTooLarge."""
+        """Exactly 2 KiB of operators and words runs, and so does any longer query."""
         junk = ('"(NEAR* AND) OR -^: parcel ' * 100)[:MAX_QUERY_BYTES]
         assert len(junk.encode()) == MAX_QUERY_BYTES
         assert store.find(junk)[0].doc.id == mailroom.id
-        with pytest.raises(QueryTooLarge) as info:
-            store.find(junk + "x")
-        assert isinstance(info.value, DocError)
-        assert (info.value.field, info.value.reason) == ("query", "too_large")
+        assert store.find(junk * 50)[0].doc.id == mailroom.id
+
+    def test_a_long_query_is_searched_by_its_first_2_kib(
+        self, store: ProcessStore, mailroom: ProcessDoc
+    ) -> None:
+        """Words past the first 2 KiB are not searched; truncate_query says it cut."""
+        filler = "x " * MAX_QUERY_BYTES
+        assert store.find(filler + "parcel") == []
+        assert store.find("parcel " + filler)[0].doc.id == mailroom.id
+        assert truncate_query("parcel") == ("parcel", False)
+        cut, truncated = truncate_query("é" * MAX_QUERY_BYTES)
+        assert truncated
+        assert cut == "é" * (MAX_QUERY_BYTES // 2)  # never splits a character
 
     def test_terms_are_capped(self) -> None:
         """A long query searches at most MAX_TERMS terms, single words first."""
@@ -403,15 +418,8 @@ class TestSanitization:
     def test_arbitrary_text_never_raises(
         self, store: ProcessStore, mailroom: ProcessDoc, query: str
     ) -> None:
-        """Any text finds a list, or is QueryTooLarge exactly when over 2 KiB."""
-        too_large = len(query.encode("utf-8", "surrogatepass")) > MAX_QUERY_BYTES
-        try:
-            found = store.find(query, k=3)
-        except QueryTooLarge:
-            assert too_large
-        else:
-            assert not too_large
-            assert len(found) <= 3
+        """Any text, of any length and with lone surrogates, finds a list of at most k."""
+        assert len(store.find(query, k=3)) <= 3
 
 
 class TestOutcomes:
@@ -494,7 +502,7 @@ class TestOutcomes:
             for tid, sql in seen
             if sql.lstrip().upper().startswith("UPDATE PROCESSES SET TITLE")
         ]
-        counters = [tid for tid, sql in seen if "success_count = success_count + 1" in sql]
+        counters = [tid for tid, sql in seen if "success_count = min(success_count + 1" in sql]
         assert saves == [me]
         assert len(counters) == 1
         assert counters[0] != me

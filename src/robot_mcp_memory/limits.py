@@ -1,0 +1,75 @@
+"""Every size and range limit of the memory server, defined once.
+
+The tools, the document model and the store read these names; nothing else defines a
+limit. Sizes are UTF-8 bytes of what the client *sent*, never of a re-rendered form, so a
+refusal always quotes a size the client can check (issue 9).
+
+=======================  ==========================================================
+limit                    what happens past it
+=======================  ==========================================================
+``MAX_DOC_BYTES``        ``save_process`` answers ``too_large``
+``MAX_QUERY_BYTES``      ``find_processes`` searches the first 2 KiB, ``truncated``
+``MAX_NOTE_BYTES``       ``record_outcome`` answers ``too_large``
+``MAX_K``                ``k`` is clamped to ``1..MAX_K``
+``MAX_LIMIT``            ``limit`` is clamped to ``MAX_LIMIT``
+``MAX_COUNT``            a counter in a document is ``invalid``; increments saturate
+``MAX_YAML_DEPTH``       frontmatter nested deeper is ``invalid`` (checked pre-parse)
+``MAX_ID_LENGTH``        a longer id is ``invalid``
+=======================  ==========================================================
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "MAX_COUNT",
+    "MAX_DOC_BYTES",
+    "MAX_ID_LENGTH",
+    "MAX_K",
+    "MAX_LIMIT",
+    "MAX_NOTE_BYTES",
+    "MAX_QUERY_BYTES",
+    "MAX_YAML_DEPTH",
+    "MAX_YAML_INDENT",
+    "clamp",
+]
+
+MAX_DOC_BYTES = 256 * 1024
+"""Largest process document, in UTF-8 bytes of the markdown sent."""
+
+MAX_QUERY_BYTES = 2 * 1024
+"""A longer query is searched by its first ``MAX_QUERY_BYTES`` (DESIGN §5)."""
+
+MAX_NOTE_BYTES = 4 * 1024
+"""Longest outcome note accepted by ``record_outcome``."""
+
+MAX_K = 50
+"""Most results one ``find_processes`` returns."""
+
+MAX_LIMIT = 500
+"""Most summaries one ``list_processes`` page holds."""
+
+MAX_COUNT = 2**31 - 1
+"""Largest ``success_count`` / ``failure_count``.
+
+Far beyond any real history, well inside SQLite's 64-bit INTEGER: an increment can never
+overflow into a REAL (which broke every read of the row before issue 9), and the hot
+increment saturates here instead of growing.
+"""
+
+MAX_YAML_DEPTH = 32
+"""Deepest nesting of lists and mappings the frontmatter may have."""
+
+MAX_YAML_INDENT = 128
+"""Widest leading indentation of a frontmatter line, in characters.
+
+Block-style nesting needs indentation, so this bounds it before the YAML parser (whose
+composer recurses once per level) ever sees the text.
+"""
+
+MAX_ID_LENGTH = 100
+"""Longest process id, in characters."""
+
+
+def clamp(value: int, low: int, high: int) -> int:
+    """``value`` limited to ``low..high``."""
+    return max(low, min(high, int(value)))

@@ -1,0 +1,175 @@
+"""Fixtures of the integration tests: the memory server as a real child process.
+
+``spawn(**kwargs)`` starts ``python -m robot_mcp_memory`` on a free loopback port with its
+data in the test's temp dir and stops it (SIGTERM, then SIGKILL) when the test ends.
+``MemoryServer.session(token)`` opens a real MCP client session over the server's own
+transport (SSE or streamable HTTP) with that bearer token.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from mcp import ClientSession
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+
+from robot_mcp_kit.testing import free_port
+
+TOKEN = "integration-token-7f3a"
+READY_TIMEOUT_S = 20.0
+
+
+class ServerProcess:
+    """``python -m robot_mcp_memory`` as a child process with its stderr in a file."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        transport: str = "sse",
+        token: str | None = TOKEN,
+        env: dict[str, str] | None = None,
+    ):
+        self.extra_env = env or {}
+        self.data_dir = data_dir
+        self.transport = transport
+        self.token = token
+        self.port = free_port()
+        self.log_path = data_dir.parent / f"server-{self.port}.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> ServerProcess:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("MCP_", "MEMORY_"))}
+        env.update(
+            MCP_TRANSPORT=self.transport,
+            MCP_PORT=str(self.port),
+            MEMORY_DATA_DIR=str(self.data_dir),
+            ROBOT_ID="it-robot",
+        )
+        if self.token:
+            env["MEMORY_TOKEN"] = self.token
+        env.update(self.extra_env)
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "robot_mcp_memory"],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
+        self._wait_ready()
+        return self
+
+    def _wait_ready(self) -> None:
+        assert self.proc is not None
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                pytest.fail(f"server exited {self.proc.returncode}: {self.log_text()}")
+            try:
+                if httpx.get(f"{self.base}/healthz", timeout=1.0).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+        pytest.fail(f"server not ready after {READY_TIMEOUT_S}s: {self.log_text()}")
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def log_events(self) -> list[dict]:
+        events = []
+        for line in self.log_text().splitlines():
+            try:
+                events.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        return events
+
+    def documents(self) -> int:
+        return int(httpx.get(f"{self.base}/healthz", timeout=5).json()["documents"])
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+    @asynccontextmanager
+    async def session(self, token: str | None = None) -> AsyncIterator[ClientSession]:
+        """A real MCP client session over this server's transport, as ``token`` (default:
+        the server's admin token)."""
+        token = self.token if token is None else token
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        timeout = timedelta(seconds=15)
+        if self.transport == "sse":
+            async with (
+                sse_client(f"{self.base}/sse", headers=headers) as (read, write),
+                ClientSession(read, write, read_timeout_seconds=timeout) as session,
+            ):
+                await session.initialize()
+                yield session
+        else:
+            async with (
+                httpx.AsyncClient(headers=headers, timeout=15) as http,
+                streamable_http_client(f"{self.base}/mcp", http_client=http) as (read, write, _),
+                ClientSession(read, write, read_timeout_seconds=timeout) as session,
+            ):
+                await session.initialize()
+                yield session
+
+
+async def call(session: ClientSession, tool: str, **args: Any) -> dict[str, Any]:
+    """Call a tool and decode its JSON answer (the transport itself must not fail)."""
+    result = await session.call_tool(tool, args)
+    assert not result.isError, result.content
+    return json.loads(result.content[0].text)  # type: ignore[union-attr, no-any-return]
+
+
+@pytest.fixture
+def spawn(tmp_path):
+    started: list[ServerProcess] = []
+
+    def _spawn(**kwargs) -> ServerProcess:
+        server = ServerProcess(tmp_path / "data", **kwargs)
+        started.append(server)
+        return server.start()
+
+    yield _spawn
+    for server in started:
+        server.stop()
+
+
+@pytest.fixture
+def mcp_call():
+    """The ``call(session, tool, **args) -> dict`` helper, for test modules."""
+    return call
