@@ -3,7 +3,8 @@
 Configuration is environment variables only (``--help`` lists them). Startup failures that
 restarting cannot fix — an invalid setting, a corrupt or too-new ``index.db`` — print one
 line on stderr and exit with :data:`EXIT_CONFIG` (2), which the systemd unit lists in
-``RestartPreventExitStatus`` so a broken file does not crash-loop the service. A missing
+``RestartPreventExitStatus`` so a broken file does not crash-loop the service; a hard
+file-descriptor limit too low for ``MEMORY_MAX_CONNECTIONS`` is one of them. A missing
 ``memory`` extra is one line naming it, not a traceback.
 """
 
@@ -35,6 +36,7 @@ def _missing_extra() -> str | None:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from robot_mcp_memory._http_limits import ACCEPT_BACKLOG, FD_RESERVE
     from robot_mcp_memory.settings import ENV_VARS
 
     width = max(len(name) for name in ENV_VARS)
@@ -54,7 +56,10 @@ def _parser() -> argparse.ArgumentParser:
             "configuration (environment variables only):\n"
             f"{rows}\n\n"
             "HTTP transports serve GET /healthz without auth; with MEMORY_TOKEN set every\n"
-            "other request needs 'Authorization: Bearer <token>'.\n"
+            "other request needs 'Authorization: Bearer <token>'. They need\n"
+            f"MEMORY_MAX_CONNECTIONS + {ACCEPT_BACKLOG + FD_RESERVE} file descriptors: the "
+            "soft limit is raised up to the\nhard one (ulimit -Hn; systemd LimitNOFILE=, "
+            "docker run --ulimit nofile=), else exit 2.\n"
             f"exit status: 0 stopped, {EXIT_CONFIG} invalid setting or unreadable index.db "
             "(fix it, do not just restart)."
         ),
@@ -101,6 +106,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         serve(settings)
     except (_Terminated, KeyboardInterrupt):
         pass
+    except SettingsError as exc:  # the fd limit is too low for MEMORY_MAX_CONNECTIONS
+        return _refuse(str(exc))
     except StoreError as exc:
         return _refuse(str(exc))
     except OSError as exc:

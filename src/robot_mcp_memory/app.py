@@ -5,7 +5,9 @@ The HTTP transports use FastMCP's own Starlette apps (``sse_app()`` /
 HTTP, the session manager's lifespan stay exactly as FastMCP wires them; this module adds
 the ``GET /healthz`` route to that app and wraps it in :class:`BearerAuthMiddleware` when
 ``MEMORY_TOKEN`` is set. Uvicorn is started here rather than through ``FastMCP.run`` so
-that wrapping is possible and uvicorn logs through our structlog pipeline.
+that wrapping is possible, uvicorn logs through our structlog pipeline, and connections are
+limited (:mod:`._http_limits`: header timeout, connection cap, file-descriptor budget;
+docs/decisions/0006-http-limits.md).
 
 The store is opened by :func:`serve` *before* anything listens, so a corrupt ``index.db``
 surfaces as an exception the entry point turns into one line and exit code 2.
@@ -23,6 +25,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from robot_mcp_kit.store import StoreClosed
+from robot_mcp_memory._http_limits import ACCEPT_BACKLOG, ensure_fd_limit, limited_h11_protocol
 from robot_mcp_memory.auth import ADMIN, BearerAuthMiddleware, TokenAuth
 from robot_mcp_memory.logs import get_logger
 from robot_mcp_memory.server import StoreHolder, build_server
@@ -77,6 +80,7 @@ def serve(settings: Settings) -> None:
     Blocks. Store errors (``StoreUnreadable``, ``SchemaTooNew``…) are raised before
     anything listens; closing flushes queued hot writes.
     """
+    fd_raised = ensure_fd_limit(settings.max_connections) if settings.is_http else None
     holder = StoreHolder.for_settings(settings)
     store = holder.acquire()
     try:
@@ -90,6 +94,13 @@ def serve(settings: Settings) -> None:
             auth="bearer" if settings.token is not None else "none",
             documents=store.count(),
         )
+        if settings.is_http:
+            _log.info(
+                "http_limits",
+                max_connections=settings.max_connections,
+                header_timeout_s=settings.header_timeout_s,
+                fd_soft_limit_raised=list(fd_raised) if fd_raised else None,
+            )
         if settings.is_http and settings.token is None and settings.host not in _LOOPBACK:
             _log.warning(
                 "serving_without_auth",
@@ -108,6 +119,11 @@ def serve(settings: Settings) -> None:
                 lifespan="on",
                 timeout_graceful_shutdown=5,  # open SSE streams must not block a SIGTERM
                 server_header=False,
+                # Header timeout + connection cap; not uvicorn's limit_concurrency, which
+                # counts half-open connections and would 503 real requests (0006).
+                http=limited_h11_protocol(settings.max_connections, settings.header_timeout_s),
+                ws="none",  # no websocket routes; an upgrade is answered as plain HTTP
+                backlog=ACCEPT_BACKLOG,  # also the size of one accept batch: in the fd budget
             )
             uvicorn.Server(config).run()
     finally:

@@ -8,23 +8,56 @@ JSON lines in production; the pretty console renderer when the stream is a termi
 
 Calling :func:`configure_logging` again replaces the handler it installed, so tests and a
 long-lived process never end up with two.
+
+Some lines can be produced by anyone who can open a connection, as fast as they can open
+them: asyncio's ``socket.accept() out of system resource`` (one per accept attempt while the
+process is out of file descriptors — tens of MB in seconds), uvicorn's ``Invalid HTTP request
+received.``. :class:`RateLimitFilter` on the handler lets one such line per kind through every
+:data:`NOISY_INTERVAL_S` seconds and puts the number it dropped into the next one
+(``suppressed``). :class:`RateLimiter` does the same for the server's own per-connection events.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import sys
-from collections.abc import MutableMapping
+import threading
+import time
+from collections.abc import Callable, Hashable, MutableMapping
 from typing import Any, TextIO
 
 import structlog
 
-__all__ = ["configure_logging", "get_logger"]
+__all__ = [
+    "NOISY_INTERVAL_S",
+    "RateLimitFilter",
+    "RateLimiter",
+    "configure_logging",
+    "get_logger",
+]
 
 _HANDLER_NAME = "robot_mcp_memory"
 
 # Libraries that narrate every request at INFO; our one event per tool call replaces that.
 _QUIET_LOGGERS = ("mcp", "sse_starlette", "httpx", "httpcore")
+
+NOISY_INTERVAL_S = 10.0
+"""At most one line per noisy kind per this many seconds."""
+
+# Message prefixes (logger, start of the message) of lines a client can cause once per
+# connection or per accept attempt. Matched on the unformatted message.
+_NOISY_PREFIXES: tuple[tuple[str, str], ...] = (
+    ("asyncio", "socket.accept() out of system resource"),
+    # After an accept error asyncio schedules one retry per failed accept; they fail too.
+    ("asyncio", "Exception in callback BaseSelectorEventLoop._start_serving"),
+    ("uvicorn.error", "Invalid HTTP request received."),
+    ("uvicorn.error", "Unsupported upgrade request."),
+    ("uvicorn.error", "No supported WebSocket library detected"),
+    ("uvicorn.error", "Exceeded concurrency limit."),
+)
+# An OSError with one of these errnos is "the process or the system is out of something".
+_RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 
 def configure_logging(
@@ -69,6 +102,7 @@ def configure_logging(
     handler = logging.StreamHandler(out)
     handler.set_name(_HANDLER_NAME)
     handler.setFormatter(formatter)
+    handler.addFilter(RateLimitFilter())
     root = logging.getLogger()
     for old in [h for h in root.handlers if h.get_name() == _HANDLER_NAME]:
         root.removeHandler(old)
@@ -89,6 +123,71 @@ def configure_logging(
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=False,
     )
+
+
+class RateLimiter:
+    """One event per key per ``interval_s``; counts the ones it holds back. Thread-safe.
+
+    ``allow(key)`` returns None when the event should be dropped, else how many events of
+    that key were dropped since the last one allowed (0 the first time). Keys must come from
+    a small fixed set: one entry per key is kept for the life of the limiter.
+    """
+
+    def __init__(
+        self, interval_s: float = NOISY_INTERVAL_S, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.interval_s = interval_s
+        self._clock = clock
+        self._last: dict[Hashable, float] = {}
+        self._dropped: dict[Hashable, int] = {}
+        self._lock = threading.Lock()
+
+    def allow(self, key: Hashable) -> int | None:
+        """None to drop this event; else the number dropped since the last allowed one."""
+        now = self._clock()
+        with self._lock:
+            last = self._last.get(key)
+            if last is not None and now - last < self.interval_s:
+                self._dropped[key] = self._dropped.get(key, 0) + 1
+                return None
+            self._last[key] = now
+            return self._dropped.pop(key, 0)
+
+
+class RateLimitFilter(logging.Filter):
+    """Let one noisy record per kind through every ``interval_s``; mark it ``suppressed=N``.
+
+    Noisy: the known per-connection lines of asyncio and uvicorn (``_NOISY_PREFIXES``) and
+    any record carrying an ``OSError`` that means the process ran out of a resource
+    (``EMFILE`` "Too many open files", ``ENFILE``, ``ENOBUFS``, ``ENOMEM``). Everything else
+    passes untouched.
+    """
+
+    def __init__(self, interval_s: float = NOISY_INTERVAL_S, *, limiter: RateLimiter | None = None):
+        super().__init__()
+        self.limiter = limiter if limiter is not None else RateLimiter(interval_s)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = _noisy_key(record)
+        if key is None:
+            return True
+        dropped = self.limiter.allow(key)
+        if dropped is None:
+            return False
+        if dropped:
+            record.suppressed = dropped  # ExtraAdder turns it into a field
+        return True
+
+
+def _noisy_key(record: logging.LogRecord) -> Hashable | None:
+    exc = record.exc_info[1] if record.exc_info else None
+    if isinstance(exc, OSError) and exc.errno in _RESOURCE_ERRNOS:
+        return ("oserror", record.name, exc.errno)
+    if isinstance(record.msg, str):
+        for name, prefix in _NOISY_PREFIXES:
+            if record.name == name and record.msg.startswith(prefix):
+                return (name, prefix)
+    return None
 
 
 def get_logger(name: str) -> Any:

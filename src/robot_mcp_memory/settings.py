@@ -50,6 +50,18 @@ ENV_VARS: dict[str, tuple[str, str, str]] = {
         "comma-separated Host values clients use, e.g. brain-memory:9103 or brain-memory:*; "
         "turns on the Host/Origin (DNS-rebinding) check when bound beyond loopback",
     ),
+    "MEMORY_MAX_CONNECTIONS": (
+        "max_connections",
+        "256",
+        "most open HTTP connections, SSE streams included (4-65536); at the cap the "
+        "connection idle longest without a request is dropped, else the new one is refused",
+    ),
+    "MEMORY_HEADER_TIMEOUT_S": (
+        "header_timeout_s",
+        "10",
+        "seconds a connection may take to send a complete request head (0 < s <= 300); "
+        "then it is closed",
+    ),
 }
 _FIELD_TO_ENV = {field: env for env, (field, _, _) in ENV_VARS.items()}
 
@@ -102,6 +114,19 @@ class Settings(BaseSettings):
     )
     allowed_hosts: str = Field(
         default="", validation_alias=AliasChoices("allowed_hosts", "MEMORY_ALLOWED_HOSTS")
+    )
+    max_connections: int = Field(
+        default=256,
+        ge=4,
+        le=65536,
+        validation_alias=AliasChoices("max_connections", "MEMORY_MAX_CONNECTIONS"),
+    )
+    header_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=300,
+        allow_inf_nan=False,
+        validation_alias=AliasChoices("header_timeout_s", "MEMORY_HEADER_TIMEOUT_S"),
     )
 
     @field_validator("allowed_hosts")

@@ -136,3 +136,47 @@ class TestAllowedHosts:
         assert explicit.enable_dns_rebinding_protection
         assert "brain-memory:*" in explicit.allowed_hosts
         assert "https://brain-memory:*" in explicit.allowed_origins
+
+
+class TestHttpLimits:
+    def test_defaults(self):
+        """Unset: 256 connections, a 10 s header timeout."""
+        s = load_settings()
+        assert (s.max_connections, s.header_timeout_s) == (256, 10.0)
+
+    def test_read_from_the_environment(self, monkeypatch):
+        monkeypatch.setenv("MEMORY_MAX_CONNECTIONS", "512")
+        monkeypatch.setenv("MEMORY_HEADER_TIMEOUT_S", "2.5")
+        s = load_settings()
+        assert (s.max_connections, s.header_timeout_s) == (512, 2.5)
+
+    @pytest.mark.parametrize(
+        ("variable", "value"),
+        [
+            ("MEMORY_MAX_CONNECTIONS", "3"),
+            ("MEMORY_MAX_CONNECTIONS", "65537"),
+            ("MEMORY_MAX_CONNECTIONS", "many"),
+            ("MEMORY_MAX_CONNECTIONS", "1.5"),
+            ("MEMORY_HEADER_TIMEOUT_S", "0"),
+            ("MEMORY_HEADER_TIMEOUT_S", "-1"),
+            ("MEMORY_HEADER_TIMEOUT_S", "301"),
+            ("MEMORY_HEADER_TIMEOUT_S", "nan"),
+            ("MEMORY_HEADER_TIMEOUT_S", "inf"),
+            ("MEMORY_HEADER_TIMEOUT_S", "ten"),
+        ],
+    )
+    def test_out_of_range_is_one_line_naming_the_variable_and_the_range(
+        self, monkeypatch, variable, value
+    ):
+        monkeypatch.setenv(variable, value)
+        with pytest.raises(SettingsError) as info:
+            load_settings()
+        message = str(info.value)
+        assert info.value.variable == variable
+        assert "\n" not in message
+        assert message.startswith(f"invalid {variable}={value!r}: ")
+        assert f"({variable}: " in message  # the meaning, with the valid range
+
+    def test_listed_for_help(self):
+        assert ENV_VARS["MEMORY_MAX_CONNECTIONS"][:2] == ("max_connections", "256")
+        assert ENV_VARS["MEMORY_HEADER_TIMEOUT_S"][:2] == ("header_timeout_s", "10")
