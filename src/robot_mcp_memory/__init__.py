@@ -12,7 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from robot_mcp_memory.server import build_server, visible_robots
+    from robot_mcp_memory.server import build_server
     from robot_mcp_memory.settings import Settings, SettingsError, Transport, load_settings
 
 __all__ = [
@@ -21,7 +21,6 @@ __all__ = [
     "Transport",
     "build_server",
     "load_settings",
-    "visible_robots",
 ]
 
 _LAZY = {
@@ -30,7 +29,6 @@ _LAZY = {
     "Transport": "robot_mcp_memory.settings",
     "load_settings": "robot_mcp_memory.settings",
     "build_server": "robot_mcp_memory.server",
-    "visible_robots": "robot_mcp_memory.server",
 }
 
 

@@ -237,6 +237,13 @@ class FleetRegistry:
             return Resolution(rid, gid, scope, bool(row["group_si"]), f"group:{gid}")
         return Resolution(rid, gid, scope, row["global_si"] == "1", "global")
 
+    def global_self_improve(self) -> bool:
+        """The global self-improve toggle (off until an operator switches it on)."""
+        row = self.store.query_one(
+            "SELECT value FROM fleet_settings WHERE key = ?", (GLOBAL_SELF_IMPROVE,)
+        )
+        return row is not None and row["value"] == "1"
+
     def self_improve_for(self, robot_id: str) -> tuple[bool, str]:
         """``(enabled, where)``: the group's toggle if grouped and set, else the global one
         (``where`` is ``group:<G>`` or ``global``). Off until an operator switches it on."""

@@ -13,8 +13,17 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from robot_mcp_memory.tenancy import TokenMapError, parse_robot_tokens
 
 __all__ = ["ENV_VARS", "Settings", "SettingsError", "Transport", "load_settings"]
 
@@ -43,6 +52,12 @@ ENV_VARS: dict[str, tuple[str, str, str]] = {
         "token",
         "unset",
         "bearer token required on the HTTP transports (unset: no auth, loopback/tailnet only)",
+    ),
+    "MEMORY_ROBOT_TOKENS": (
+        "robot_tokens",
+        "unset",
+        "per-robot bearer tokens 'rap-1:<token>,rap-2:<token>' (each at least 16 characters); "
+        "a robot token scopes its connection to that robot's group, MEMORY_TOKEN stays the admin",
     ),
     "MEMORY_ALLOWED_HOSTS": (
         "allowed_hosts",
@@ -112,6 +127,9 @@ class Settings(BaseSettings):
     token: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("token", "MEMORY_TOKEN")
     )
+    robot_tokens: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("robot_tokens", "MEMORY_ROBOT_TOKENS")
+    )
     allowed_hosts: str = Field(
         default="", validation_alias=AliasChoices("allowed_hosts", "MEMORY_ALLOWED_HOSTS")
     )
@@ -170,6 +188,29 @@ class Settings(BaseSettings):
                 raise ValueError("must not contain whitespace")
         return value
 
+    @field_validator("robot_tokens")
+    @classmethod
+    def _robot_tokens_parse(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
+        if value is None or not value.get_secret_value().strip():
+            return None
+        admin = info.data.get("token")
+        try:
+            parse_robot_tokens(
+                value.get_secret_value(),
+                admin_token=admin.get_secret_value() if admin is not None else None,
+            )
+        except TokenMapError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @property
+    def robot_token_map(self) -> dict[str, str]:
+        """``MEMORY_ROBOT_TOKENS`` as ``{token: robot}``; empty when unset."""
+        if self.robot_tokens is None:
+            return {}
+        admin = self.token.get_secret_value() if self.token is not None else None
+        return parse_robot_tokens(self.robot_tokens.get_secret_value(), admin_token=admin)
+
     @property
     def index_path(self) -> Path:
         """``data_dir / "index.db"``: everything this server writes."""
@@ -198,7 +239,7 @@ def _one_line(exc: ValidationError) -> SettingsError:
     loc = str(err["loc"][0]) if err["loc"] else ""
     variable = _FIELD_TO_ENV.get(loc, loc.upper())
     value = err.get("input")
-    shown = "<hidden>" if variable == "MEMORY_TOKEN" else repr(value)
+    shown = "<hidden>" if variable in ("MEMORY_TOKEN", "MEMORY_ROBOT_TOKENS") else repr(value)
     meaning = ENV_VARS[variable][2] if variable in ENV_VARS else ""
     message = f"invalid {variable}={shown}: {err['msg']}"
     if meaning:

@@ -371,7 +371,9 @@ class ProcessStore:
 
     # --- cold writes ---------------------------------------------------------------
 
-    def save(self, doc: ProcessDoc) -> Saved:
+    def save(
+        self, doc: ProcessDoc, *, guard: Callable[[sqlite3.Row], None] | None = None
+    ) -> Saved:
         """Insert or update a document; row and index in one transaction (cold).
 
         Collision rules (memory spec §5): if a document with this id exists and comes from
@@ -384,6 +386,11 @@ class ProcessStore:
 
         ``robot: unknown`` becomes this store's ``robot_id`` (on an update: the stored
         robot, unless this store has a robot id).
+
+        ``guard``, when given, is called inside the save's transaction with the row it is
+        about to update (columns ``id``, ``robot``, ``shared``, ``source_mission_id``) — the
+        row the collision rule finally chose, not the id that was asked for — and may raise
+        to refuse the save; nothing is written then.
 
         The size limit is the document model's (on the markdown the client sent, and on
         the body), never on a re-rendered form the client did not write.
@@ -398,7 +405,8 @@ class ProcessStore:
             candidate, n = base, 1
             while True:
                 row = conn.execute(
-                    "SELECT rowid, robot, source_mission_id FROM processes WHERE id = ?",
+                    "SELECT rowid, id, robot, shared, source_mission_id FROM processes "
+                    "WHERE id = ?",
                     (candidate,),
                 ).fetchone()
                 if row is None:
@@ -406,6 +414,8 @@ class ProcessStore:
                     created = True
                     break
                 if _same_mission(row["source_mission_id"], doc.source_mission_id):
+                    if guard is not None:
+                        guard(row)
                     self._update(conn, doc, candidate, row, robot, now)
                     created = False
                     break

@@ -12,15 +12,15 @@ import structlog
 from mcp.shared.memory import create_connected_server_and_client_session
 from structlog.testing import capture_logs
 
-from robot_mcp_memory.auth import ADMIN, Tenant, current_tenant
 from robot_mcp_memory.limits import MAX_DOC_BYTES
 from robot_mcp_memory.server import (
     INSTRUCTIONS,
+    Memory,
     StoreHolder,
     build_server,
-    visible_robots,
 )
 from robot_mcp_memory.settings import Settings
+from robot_mcp_memory.tenancy import Tenant, current_tenant
 
 MAILROOM = (Path(__file__).resolve().parents[2] / "examples" / "mailroom.md").read_text(
     encoding="utf-8"
@@ -34,6 +34,17 @@ TOOLS = {
     "delete_process",
     "list_processes",
     "reindex",
+    "register_robot",
+    "set_robot_meta",
+    "list_robots",
+    "list_groups",
+    "set_group",
+    "upsert_group",
+    "delete_group",
+    "set_self_improve",
+    "recall_params",
+    "record_params",
+    "list_lessons",
 }
 
 
@@ -74,8 +85,8 @@ async def call(client, tool, **args):
 
 
 class TestSurface:
-    async def test_exactly_the_seven_process_tools(self, settings):
-        """The server named memory exposes the seven process tools."""
+    async def test_exactly_the_eighteen_tools(self, settings):
+        """The server named memory exposes DESIGN §5's 18 tools: processes, fleet, lessons."""
         async with session(settings) as client:
             listed = await client.list_tools()
             assert {t.name for t in listed.tools} == TOOLS
@@ -114,6 +125,20 @@ class TestSurface:
                 "delete_process": (["id"], ["id"]),
                 "list_processes": (["limit", "offset", "robot"], []),
                 "reindex": ([], []),
+                "register_robot": (["group_id", "meta", "name", "robot_id"], ["robot_id"]),
+                "set_robot_meta": (["meta", "robot_id"], ["meta", "robot_id"]),
+                "list_robots": ([], []),
+                "list_groups": ([], []),
+                "set_group": (["group_id", "robot_id"], ["robot_id"]),
+                "upsert_group": (["customer", "factory", "group_id", "name"], ["group_id"]),
+                "delete_group": (["group_id"], ["group_id"]),
+                "set_self_improve": (["enabled", "group_id"], ["enabled"]),
+                "recall_params": (["place", "robot", "skill"], ["robot", "skill"]),
+                "record_params": (
+                    ["note", "params", "place", "private", "robot", "skill", "success"],
+                    ["robot", "skill"],
+                ),
+                "list_lessons": (["robot", "skill"], []),
             }
             assert tools["find_processes"]["properties"]["k"]["default"] == 3
             assert tools["list_processes"]["properties"]["limit"]["default"] == 50
@@ -369,16 +394,20 @@ class TestErrors:
         """A store IntegrityError maps to conflict; any other exception to internal, logged."""
 
         class ExplodingStore:
-            def save(self, doc):
+            def save(self, doc, guard=None):
                 raise sqlite3.IntegrityError("UNIQUE constraint failed: processes.id")
 
-            def get(self, id):
+            def owner(self, id):
                 raise RuntimeError("disk on fire")
 
             def close(self):
                 pass
 
-        holder = StoreHolder(ExplodingStore)  # type: ignore[arg-type]
+        class Nothing:
+            def close(self):
+                pass
+
+        holder = StoreHolder(lambda: Memory(ExplodingStore(), Nothing(), Nothing()))  # type: ignore[arg-type]
         async with connect(build_server(settings, holder=holder)) as client:
             conflict = await call(client, "save_process", markdown=MAILROOM)
             assert conflict["error"] == "conflict"
@@ -395,7 +424,7 @@ class TestErrors:
 
 
 class TestScopedTenant:
-    """A scoped tenant (per-robot token, a later issue) is confined by visible_robots()."""
+    """A scoped tenant (a robot token) is confined to its group's and shared documents."""
 
     @staticmethod
     @asynccontextmanager
@@ -449,21 +478,6 @@ class TestScopedTenant:
         assert saved["robot"] == "rap-1"
 
 
-class TestVisibleRobots:
-    def test_unscoped_without_robot_sees_everything(self):
-        """No tenant, no robot: None (no filter)."""
-        assert visible_robots(None) is None
-        assert visible_robots(None, ADMIN) is None
-
-    def test_robot_argument_narrows_an_unscoped_call(self):
-        """robot= narrows an unscoped call to that robot."""
-        assert visible_robots("rap-1", ADMIN) == {"rap-1"}
-
-    def test_scoped_tenant_ignores_the_argument(self):
-        """A scoped tenant always gets its own robot."""
-        assert visible_robots("rap-2", Tenant("rap-1", robot="rap-1")) == {"rap-1"}
-
-
 class TestLogging:
     async def test_one_tool_call_event_per_call_with_duration(self, settings):
         """Each tool call logs exactly one tool_call event: tool, duration_ms, outcome."""
@@ -503,7 +517,7 @@ class TestStoreHolder:
                 closed.append(self)
 
         def opener():
-            opened.append(Fake())
+            opened.append(Memory(Fake(), Fake(), Fake()))  # type: ignore[arg-type]
             return opened[-1]
 
         holder = StoreHolder(opener)  # type: ignore[arg-type]
@@ -513,7 +527,7 @@ class TestStoreHolder:
         holder.release()
         assert closed == []
         holder.release()
-        assert closed == [a]
+        assert closed == [opened[0].lessons, a]
         assert holder.store is None
         holder.release()  # extra release is harmless
         assert len(opened) == 1

@@ -6,7 +6,16 @@ import json
 
 import pytest
 
-from robot_mcp_memory.auth import ADMIN, BearerAuthMiddleware, Tenant, TokenAuth, current_tenant
+from robot_mcp_memory.tenancy import (
+    ADMIN,
+    TENANT_SCOPE_KEY,
+    Tenant,
+    TenantAuthMiddleware,
+    TokenAuth,
+    TokenMapError,
+    current_tenant,
+    parse_robot_tokens,
+)
 
 TOKEN = "tok-admin-0123456789"
 
@@ -60,7 +69,7 @@ def app():
 
 @pytest.fixture
 def gate(app):
-    return BearerAuthMiddleware(app, TokenAuth({TOKEN: ADMIN}))
+    return TenantAuthMiddleware(app, TokenAuth({TOKEN: ADMIN}))
 
 
 class TestTenantBinding:
@@ -92,7 +101,7 @@ class TestTenantBinding:
     async def test_resolver_picks_the_tenant_of_the_matching_token(self, app):
         """With several tokens (the future per-robot map), each resolves to its own tenant."""
         rap1 = Tenant(name="rap-1", robot="rap-1")
-        gate = BearerAuthMiddleware(app, TokenAuth({TOKEN: ADMIN, "tokA": rap1}))
+        gate = TenantAuthMiddleware(app, TokenAuth({TOKEN: ADMIN, "tokA": rap1}))
         await call(gate, http_scope(headers=[("authorization", "Bearer tokA")]))
         await call(gate, http_scope(headers=[("authorization", f"Bearer {TOKEN}")]))
         assert [t for _, t in app.calls] == [rap1, ADMIN]
@@ -171,3 +180,116 @@ class TestTokenAuth:
         """An empty configured token would admit anyone; constructing it fails."""
         with pytest.raises(ValueError, match="empty token"):
             TokenAuth({"": ADMIN})
+
+
+TOK_A = "tokA-0123456789abcdef"
+TOK_B = "tokB-0123456789abcdef"
+TOK = "admin-token-0123456789"
+
+
+class TestParseRobotTokens:
+    def test_entries_map_token_to_robot(self):
+        """'rap-1:tokA, rap-2:tokB,' is {tokA: rap-1, tokB: rap-2}; blanks are skipped."""
+        assert parse_robot_tokens(f" rap-1:{TOK_A} , rap-2 : {TOK_B},") == {
+            TOK_A: "rap-1",
+            TOK_B: "rap-2",
+        }
+        assert parse_robot_tokens("") == {}
+
+    @pytest.mark.parametrize(
+        ("text", "names"),
+        [
+            (f"rap-1{TOK_A}", "entry 1 has no ':'"),
+            (f"rap-1:{TOK_A},:{TOK_B}", "entry 2: robot id ''"),
+            (f"rap 1:{TOK_A}", "entry 1: robot id 'rap 1'"),
+            ("rap\n-1:" + TOK_A, "robot id"),
+            ("rap-1:short", "entry 1 (robot 'rap-1'): the token must be at least 16"),
+            (f"rap-1:{TOK_A} x", "at least 16 visible ASCII"),
+            (
+                f"rap-1:{TOK_A},rap-1:{TOK_B}",
+                "robot 'rap-1' is given twice",
+            ),
+            (f"rap-1:{TOK_A},rap-2:{TOK_A}", "already robot 'rap-1'"),
+            (f"rap-1:{TOK}", "equals MEMORY_TOKEN"),
+        ],
+    )
+    def test_malformed_maps_name_the_entry_never_the_token(self, text, names):
+        """Each refusal names the bad entry, and no message ever contains a token."""
+        with pytest.raises(TokenMapError) as info:
+            parse_robot_tokens(text, admin_token=TOK)
+        message = str(info.value)
+        assert names in message
+        for token in (TOK_A, TOK_B, TOK):
+            assert token not in message
+        assert "\n" not in message
+
+
+def sse_app(session_hex: str, during_stream):
+    """A fake SSE endpoint: GET announces a session like the SDK's transport, then awaits
+    ``during_stream()`` while the stream is open; POSTs are recorded with their tenant."""
+    posts: list[Tenant | None] = []
+
+    async def app(scope, receive, send):
+        if scope["method"] == "GET":
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            body = f"event: endpoint\r\ndata: /messages/?session_id={session_hex}\r\n\r\n"
+            await send({"type": "http.response.body", "body": body.encode(), "more_body": True})
+            await during_stream()
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        else:
+            posts.append(scope.get(TENANT_SCOPE_KEY))
+            await send({"type": "http.response.start", "status": 202, "headers": []})
+            await send({"type": "http.response.body", "body": b"Accepted"})
+
+    return app, posts
+
+
+class TestSseSessionBinding:
+    SESSION = "0123456789abcdef0123456789abcdef"
+
+    def gate(self, app):
+        auth = TokenAuth.from_settings(TOK, {TOK_A: "rap-1", TOK_B: "rap-2"})
+        return TenantAuthMiddleware(app, auth)
+
+    def post(self, token, session=SESSION):
+        scope = http_scope(path="/messages/", headers=[("authorization", f"Bearer {token}")])
+        scope["method"] = "POST"
+        scope["query_string"] = f"session_id={session}".encode()
+        return scope
+
+    async def test_a_post_with_another_token_is_403_and_not_processed(self):
+        """While rap-1's stream is open, rap-2's and the admin's posts to it are refused."""
+        checked = []
+
+        async def during_stream():
+            for token in (TOK_B, TOK):
+                status, _, body = response(await call(gate, self.post(token)))
+                assert status == 403, token
+                assert json.loads(body)["error"] == "forbidden"
+            assert posts == []
+            s = self.SESSION
+            dashed = "{" + "-".join([s[:8], s[8:12], s[12:16], s[16:20], s[20:]]).upper() + "}"
+            status, _, _ = response(await call(gate, self.post(TOK_B, dashed)))
+            assert status == 403  # any spelling uuid.UUID accepts is the same session
+            status, _, _ = response(await call(gate, self.post(TOK_A)))
+            assert status == 202
+            assert posts == [Tenant.for_robot("rap-1")]
+            checked.append(True)
+
+        app, posts = sse_app(self.SESSION, during_stream)
+        gate = self.gate(app)
+        get = http_scope(path="/sse", headers=[("authorization", f"Bearer {TOK_A}")])
+        await call(gate, get)
+        assert checked == [True]
+        # Once the stream has ended, the binding is gone (the SDK answers unknown sessions).
+        status, _, _ = response(await call(gate, self.post(TOK_B)))
+        assert status == 202
+
+    async def test_from_settings_makes_admin_and_scoped_tenants(self):
+        """MEMORY_TOKEN is the unscoped admin; each robot token its robot's scoped tenant."""
+        auth = TokenAuth.from_settings(TOK, {TOK_A: "rap-1"})
+        assert auth(TOK) == ADMIN
+        assert auth(TOK_A) == Tenant.for_robot("rap-1")
+        assert auth(TOK_A)
+        assert auth(TOK_A[:-1]) is None
+        assert len(TokenAuth.from_settings(None, {TOK_A: "rap-1"})) == 1

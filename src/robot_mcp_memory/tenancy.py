@@ -1,0 +1,373 @@
+"""Who a call acts as, and how that is bound to an HTTP connection (memory spec §6, §6a).
+
+Auth has two levels. ``MEMORY_TOKEN`` authenticates the unscoped admin (:data:`ADMIN`).
+``MEMORY_ROBOT_TOKENS="rap-1:tokA,rap-2:tokB"`` issues one token per robot, each a scoped
+:class:`Tenant` confined to that robot's group (the rules are :mod:`robot_mcp_memory.policy`).
+stdio is always unscoped; a server with neither variable set is open.
+
+How a tenant reaches a tool call — never through a session remembering who opened it:
+
+- :class:`TenantAuthMiddleware` (pure ASGI: Starlette's ``BaseHTTPMiddleware`` runs the
+  app in another task) resolves the bearer token of *every* HTTP request, answers 401
+  itself when it does not match, and stores the tenant in the request's ASGI scope under
+  :data:`TENANT_SCOPE_KEY` (and in :data:`current_tenant` while the app runs).
+- The MCP SDK hands each tool call the Starlette request that *carried that message*
+  (``request_context.request``): the POST on streamable HTTP, the POST to
+  ``/messages/`` on SSE. :func:`tenant_of_request` reads the tenant from it, so a
+  streamable-HTTP session id reused with another robot's token acts only as that robot.
+- On SSE the middleware also binds each session to the tenant of the ``GET /sse`` that
+  opened it (it reads the session id from the ``endpoint`` event the transport sends) and
+  answers 403 — without passing the message on — to a ``POST /messages/`` for that session
+  made with any other token.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import re
+import threading
+from collections.abc import Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, Protocol
+from urllib.parse import parse_qs
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from robot_mcp_memory.logs import get_logger
+from robot_mcp_memory.validation import ID_PATTERN
+
+__all__ = [
+    "ADMIN",
+    "TENANT_SCOPE_KEY",
+    "Tenant",
+    "TenantAuthMiddleware",
+    "TenantResolver",
+    "TokenAuth",
+    "TokenMapError",
+    "current_tenant",
+    "parse_robot_tokens",
+    "tenant_of_request",
+]
+
+_log = get_logger("robot_mcp_memory.tenancy")
+
+TENANT_SCOPE_KEY = "robot_mcp_memory.tenant"
+"""The ASGI scope key under which the middleware stores the request's tenant."""
+
+
+@dataclass(frozen=True)
+class Tenant:
+    """Who a request authenticated as.
+
+    ``robot`` is None for an unscoped tenant (the ``MEMORY_TOKEN`` admin, stdio, an open
+    server): it sees and may change everything. A scoped tenant (a robot token) acts as
+    ``robot`` and is confined to that robot's group.
+    """
+
+    name: str
+    robot: str | None = None
+
+    @property
+    def scoped(self) -> bool:
+        """True when this tenant is confined to one robot's scope."""
+        return self.robot is not None
+
+    @classmethod
+    def for_robot(cls, robot: str) -> Tenant:
+        """The scoped tenant a robot token authenticates."""
+        return cls(name=f"robot:{robot}", robot=robot)
+
+
+ADMIN = Tenant(name="admin")
+"""The tenant ``MEMORY_TOKEN`` authenticates: unscoped."""
+
+current_tenant: ContextVar[Tenant | None] = ContextVar("robot_mcp_memory_tenant", default=None)
+"""The tenant of the HTTP request being served; None outside one (stdio, in-process tests)."""
+
+
+class TokenMapError(ValueError):
+    """``MEMORY_ROBOT_TOKENS`` is malformed; the message names the bad entry (never a token)."""
+
+
+def parse_robot_tokens(text: str, *, admin_token: str | None = None) -> dict[str, str]:
+    """Parse ``"rap-1:tokA,rap-2:tokB"`` into ``{token: robot}``.
+
+    The grammar: comma-separated ``robot:token`` entries; whitespace around an entry, the
+    robot or the token is ignored; empty entries (a trailing comma) are skipped. A robot id
+    is 1–64 letters, digits, ``.``, ``_`` or ``-`` starting with a letter or digit; a token
+    is at least 16 visible ASCII characters without ``,``.
+
+    Raises:
+        TokenMapError: an entry without ``:``, a bad robot id, a short or non-ASCII token,
+            a robot or a token given twice, or a robot token equal to ``admin_token``. The
+            message names the entry by its position and robot, never by its token.
+    """
+    tokens: dict[str, str] = {}
+    robots: set[str] = set()
+    for position, raw in enumerate(text.split(","), start=1):
+        entry = raw.strip()
+        if not entry:
+            continue
+        robot, sep, token = (part.strip() for part in entry.partition(":"))
+        where = f"entry {position}"
+        if not sep:
+            raise TokenMapError(f"{where} has no ':'; write robot:token, e.g. rap-1:<token>")
+        if ID_PATTERN.fullmatch(robot) is None:
+            raise TokenMapError(
+                f"{where}: robot id {robot[:64]!r} is not 1-64 letters, digits, '.', '_' or "
+                "'-' starting with a letter or digit"
+            )
+        where = f"{where} (robot {robot!r})"
+        if _TOKEN.fullmatch(token) is None:
+            raise TokenMapError(
+                f"{where}: the token must be at least 16 visible ASCII characters "
+                "without spaces or commas"
+            )
+        if robot in robots:
+            raise TokenMapError(f"{where}: robot {robot!r} is given twice; one token per robot")
+        if token in tokens:
+            raise TokenMapError(
+                f"{where}: this token is already robot {tokens[token]!r}'s; tokens must differ"
+            )
+        if admin_token is not None and hmac.compare_digest(token, admin_token):
+            raise TokenMapError(
+                f"{where}: the token equals MEMORY_TOKEN, which would make it the admin's; "
+                "issue the robot its own token"
+            )
+        tokens[token] = robot
+        robots.add(robot)
+    return tokens
+
+
+_TOKEN = re.compile(r"[!-+\--~]{16,}")  # visible ASCII (0x21-0x7e) except ',' (0x2c)
+
+
+class TenantResolver(Protocol):
+    """Maps a presented bearer token to its tenant, or None when no token matches."""
+
+    def __call__(self, token: str) -> Tenant | None: ...
+
+
+class TokenAuth:
+    """A constant-time token -> tenant map.
+
+    Every configured token is compared with :func:`hmac.compare_digest`, without stopping
+    at the first match, so the time taken says nothing about which token (or which prefix)
+    was close. Thread-safe: immutable after construction.
+    """
+
+    def __init__(self, tokens: Mapping[str, Tenant]) -> None:
+        if any(not token for token in tokens):
+            raise ValueError("TokenAuth: an empty token would admit anyone; refusing it")
+        self._tokens = tuple((token.encode(), tenant) for token, tenant in tokens.items())
+
+    @classmethod
+    def from_settings(cls, admin_token: str | None, robot_tokens: Mapping[str, str]) -> TokenAuth:
+        """The map of ``MEMORY_TOKEN`` (admin) plus each robot token (scoped)."""
+        tokens = {token: Tenant.for_robot(robot) for token, robot in robot_tokens.items()}
+        if admin_token is not None:
+            tokens[admin_token] = ADMIN
+        return cls(tokens)
+
+    def __call__(self, token: str) -> Tenant | None:
+        presented = token.encode("utf-8", "surrogateescape")
+        found: Tenant | None = None
+        for candidate, tenant in self._tokens:
+            if hmac.compare_digest(candidate, presented):
+                found = tenant
+        return found
+
+    def __len__(self) -> int:
+        return len(self._tokens)
+
+
+def tenant_of_request(request: Any) -> Tenant | None:
+    """The tenant the middleware bound to ``request`` (a Starlette request), or None."""
+    scope = getattr(request, "scope", None)
+    if isinstance(scope, dict):
+        tenant = scope.get(TENANT_SCOPE_KEY)
+        if isinstance(tenant, Tenant):
+            return tenant
+    return None
+
+
+_ENDPOINT_SESSION = re.compile(rb"session_id=([0-9a-fA-F]+)")
+
+
+class TenantAuthMiddleware:
+    """Require ``Authorization: Bearer <token>`` on every HTTP request but the exempt paths.
+
+    Rejected requests get ``401`` with ``WWW-Authenticate: Bearer`` and a JSON body
+    ``{"error": "unauthorized", "detail": ...}``; a POST to an SSE session opened by another
+    tenant gets ``403`` ``{"error": "forbidden", ...}``; the wrapped app is never called
+    for either. Accepted requests run with the tenant in the ASGI scope
+    (:data:`TENANT_SCOPE_KEY`) and in :data:`current_tenant`, reset in ``finally``.
+    Non-HTTP scopes (``lifespan``) pass through; a websocket without a valid token is
+    closed with 1008.
+
+    Args:
+        sse_path: the path of the SSE stream (``GET``) whose sessions are bound.
+        messages_path: the path prefix of the SSE message endpoint (``POST``).
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        resolve: TenantResolver,
+        *,
+        exempt_paths: frozenset[str] = frozenset({"/healthz"}),
+        realm: str = "robot-mcp-memory",
+        sse_path: str = "/sse",
+        messages_path: str = "/messages/",
+    ) -> None:
+        self.app = app
+        self.resolve = resolve
+        self.exempt_paths = exempt_paths
+        self.realm = realm
+        self.sse_path = sse_path
+        self.messages_path = messages_path
+        self._sessions: dict[str, Tenant] = {}
+        self._lock = threading.Lock()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        path = scope.get("path", "")
+        if scope["type"] == "http" and path in self.exempt_paths:
+            await self.app(scope, receive, send)
+            return
+
+        token = _bearer_token(scope)
+        tenant = self.resolve(token) if token else None
+        if tenant is None:
+            detail = "missing bearer token" if token is None else "invalid bearer token"
+            _log.warning("auth_rejected", path=path, reason=detail, client=_client(scope))
+            if scope["type"] == "websocket":
+                await send({"type": "websocket.close", "code": 1008})
+            else:
+                await self._reject(send, detail, invalid=token is not None)
+            return
+
+        if scope["type"] == "http" and path.startswith(self.messages_path):
+            opener = self._session_tenant(scope, tenant)
+            if opener is not None:
+                _log.warning(
+                    "session_tenant_mismatch",
+                    path=path,
+                    tenant=tenant.name,
+                    session_tenant=opener.name,
+                    client=_client(scope),
+                )
+                await _answer(
+                    send,
+                    403,
+                    {
+                        "error": "forbidden",
+                        "detail": "this SSE session was opened with another token; "
+                        "post with the token that opened it",
+                    },
+                )
+                return
+
+        scope[TENANT_SCOPE_KEY] = tenant
+        reset = current_tenant.set(tenant)
+        try:
+            if scope["type"] == "http" and path == self.sse_path and scope.get("method") == "GET":
+                await self._serve_sse(scope, receive, send, tenant)
+            else:
+                await self.app(scope, receive, send)
+        finally:
+            current_tenant.reset(reset)
+
+    async def _serve_sse(self, scope: Scope, receive: Receive, send: Send, tenant: Tenant) -> None:
+        """Run the SSE stream, binding the session id it announces to ``tenant``."""
+        session: str | None = None
+
+        async def watching_send(message: Message) -> None:
+            nonlocal session
+            if session is None and message["type"] == "http.response.body":
+                found = _ENDPOINT_SESSION.search(message.get("body", b""))
+                if found is not None:
+                    session = _session_key(found.group(1).decode())
+                    with self._lock:
+                        self._sessions[session] = tenant
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watching_send)
+        finally:
+            if session is not None:
+                with self._lock:
+                    self._sessions.pop(session, None)
+
+    def _session_tenant(self, scope: Scope, tenant: Tenant) -> Tenant | None:
+        """The tenant that opened a session named in the query other than ``tenant``, if any.
+
+        Every ``session_id`` value is checked, normalised as :class:`uuid.UUID` reads it
+        (the SDK's parser), so no spelling of an id slips past the binding.
+        """
+        query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+        with self._lock:
+            for raw in query.get("session_id") or []:
+                opener = self._sessions.get(_session_key(raw))
+                if opener is not None and opener != tenant:
+                    return opener
+        return None
+
+    async def _reject(self, send: Send, detail: str, *, invalid: bool) -> None:
+        challenge = f'Bearer realm="{self.realm}"'
+        if invalid:
+            challenge += ', error="invalid_token"'
+        await _answer(
+            send,
+            401,
+            {"error": "unauthorized", "detail": detail},
+            extra_headers=[(b"www-authenticate", challenge.encode())],
+        )
+
+
+async def _answer(
+    send: Send,
+    status: int,
+    payload: dict[str, str],
+    *,
+    extra_headers: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    body = json.dumps(payload).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *(extra_headers or []),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def _session_key(raw: str) -> str:
+    # As uuid.UUID(hex=...) normalises what it accepts: braces, urn prefix, dashes, case.
+    return raw.replace("urn:", "").replace("uuid:", "").strip("{}").replace("-", "").lower()
+
+
+def _bearer_token(scope: Scope) -> str | None:
+    """The token of the first ``Authorization: Bearer`` header, None when absent or not Bearer."""
+    headers: list[tuple[bytes, bytes]] = scope.get("headers") or []
+    for name, value in headers:
+        if name.lower() == b"authorization":
+            scheme, _, credentials = value.decode("latin-1").strip().partition(" ")
+            if scheme.lower() == "bearer" and credentials.strip():
+                return credentials.strip()
+            return None
+    return None
+
+
+def _client(scope: Scope) -> Any:
+    client = scope.get("client")
+    return f"{client[0]}:{client[1]}" if client else None
