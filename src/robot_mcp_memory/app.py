@@ -3,11 +3,12 @@
 The HTTP transports use FastMCP's own Starlette apps (``sse_app()`` /
 ``streamable_http_app()``) so its Host/Origin (DNS-rebinding) checks and, for streamable
 HTTP, the session manager's lifespan stay exactly as FastMCP wires them; this module adds
-the ``GET /healthz`` route to that app and wraps it in :class:`BearerAuthMiddleware` when
-``MEMORY_TOKEN`` is set. Uvicorn is started here rather than through ``FastMCP.run`` so
-that wrapping is possible, uvicorn logs through our structlog pipeline, and connections are
-limited (:mod:`._http_limits`: header timeout, connection cap, file-descriptor budget;
-docs/decisions/0006-http-limits.md).
+the ``GET /healthz`` route to that app, puts :class:`JsonRpcBodyGuard` in front of the
+message endpoint (malformed JSON-RPC is a 400 with a JSON-RPC error, never the SDK's 500)
+and wraps it all in :class:`BearerAuthMiddleware` when ``MEMORY_TOKEN`` is set. Uvicorn is
+started here rather than through ``FastMCP.run`` so that wrapping is possible, uvicorn logs
+through our structlog pipeline, and connections are limited (:mod:`._http_limits`: header
+timeout, connection cap, file-descriptor budget; docs/decisions/0006-http-limits.md).
 
 The store is opened by :func:`serve` *before* anything listens, so a corrupt ``index.db``
 surfaces as an exception the entry point turns into one line and exit code 2.
@@ -26,6 +27,7 @@ from starlette.types import ASGIApp
 
 from robot_mcp_kit.store import StoreClosed
 from robot_mcp_memory._http_limits import ACCEPT_BACKLOG, ensure_fd_limit, limited_h11_protocol
+from robot_mcp_memory._jsonrpc_guard import JsonRpcBodyGuard
 from robot_mcp_memory.auth import ADMIN, BearerAuthMiddleware, TokenAuth
 from robot_mcp_memory.logs import get_logger
 from robot_mcp_memory.server import StoreHolder, build_server
@@ -58,15 +60,19 @@ def build_http_app(settings: Settings, mcp: FastMCP, holder: StoreHolder) -> ASG
 
     if settings.transport is Transport.SSE:
         starlette_app = mcp.sse_app()
+        message_path = mcp.settings.message_path
     elif settings.transport is Transport.STREAMABLE_HTTP:
         starlette_app = mcp.streamable_http_app()  # its lifespan runs the session manager
+        message_path = mcp.settings.streamable_http_path
     else:
         raise ValueError(f"build_http_app: {settings.transport.value!r} is not an HTTP transport")
     starlette_app.router.routes.append(
         Route(HEALTHZ_PATH, healthz, methods=["GET"], include_in_schema=False)
     )
 
-    app: ASGIApp = starlette_app
+    app: ASGIApp = JsonRpcBodyGuard(
+        starlette_app, paths=[message_path], max_body_bytes=mcp.settings.max_request_body_size
+    )
 
     if settings.token is not None:
         auth = TokenAuth({settings.token.get_secret_value(): ADMIN})

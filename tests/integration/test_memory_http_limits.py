@@ -320,3 +320,58 @@ def test_low_soft_fd_limit_is_raised_to_the_budget(memory_child):
     [event] = [e for e in server.log_events() if e.get("event") == "http_limits"]
     assert event["fd_soft_limit_raised"] == [200, 224]
     assert event["max_connections"] == 32
+
+
+def assert_quiet_log(server: MemoryChild) -> None:
+    text = server.log_text()
+    assert "Traceback" not in text
+    assert "Received exception from stream" not in text
+    levels = {e.get("level") for e in server.log_events()}
+    assert "error" not in levels, text[-2000:]
+
+
+def test_malformed_jsonrpc_on_streamable_http_is_a_400_parse_error(memory_child):
+    """With and without a session id: 400 + the fixed JSON-RPC error, no traceback, and the
+    session still works afterwards; without the token it is a 401 (auth comes first)."""
+    server = memory_child(transport="streamable-http").start()
+    url = f"{server.base}/mcp"
+    with httpx.Client(timeout=10) as http:
+        assert http.post(url, content=b"not json{", headers=JSON_HEADERS).status_code == 401
+        opened = http.post(url, json=INITIALIZE, headers={**JSON_HEADERS, **server.auth()})
+        assert opened.status_code == 200
+        session = {
+            "mcp-session-id": opened.headers["mcp-session-id"],
+            "mcp-protocol-version": "2025-06-18",
+        }
+        for body, expected in MALFORMED.items():
+            for extra in ({}, session):
+                r = http.post(url, content=body, headers={**JSON_HEADERS, **server.auth(), **extra})
+                assert (r.status_code, r.json()) == (400, expected), body[:40]
+        listed = http.post(
+            url,
+            json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+            headers={**JSON_HEADERS, **server.auth(), **session},
+        )
+        assert listed.status_code == 200
+        assert "find_processes" in listed.text
+    assert_quiet_log(server)
+    assert any(e.get("event") == "jsonrpc_body_refused" for e in server.log_events())
+
+
+def test_malformed_jsonrpc_on_the_sse_message_endpoint_is_a_400(memory_child):
+    """POST /messages/?session_id=<live>: malformed bodies get the fixed 400, nothing reaches
+    the session (no 'Internal Server Error' pushed to it), the log has no traceback."""
+    server = memory_child(transport="sse").start()
+    with (
+        httpx.Client(base_url=server.base, headers=server.auth(), timeout=10) as http,
+        http.stream("GET", "/sse") as stream,
+    ):
+        lines = stream.iter_lines()  # keep it referenced: closing it closes the stream
+        endpoint = next(line for line in lines if line.startswith("data:")).removeprefix("data:")
+        endpoint = endpoint.strip()
+        for body, expected in MALFORMED.items():
+            r = http.post(endpoint, content=body, headers={"Content-Type": "application/json"})
+            assert (r.status_code, r.json()) == (400, expected), body[:40]
+        r = http.post(endpoint, json=INITIALIZE)
+        assert r.status_code == 202
+    assert_quiet_log(server)
