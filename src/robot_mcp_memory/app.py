@@ -5,7 +5,7 @@ The HTTP transports use FastMCP's own Starlette apps (``sse_app()`` /
 HTTP, the session manager's lifespan stay exactly as FastMCP wires them; this module adds
 the ``GET /healthz`` route to that app, puts :class:`JsonRpcBodyGuard` in front of the
 message endpoint (malformed JSON-RPC is a 400 with a JSON-RPC error, never the SDK's 500)
-and wraps it all in :class:`BearerAuthMiddleware` when ``MEMORY_TOKEN`` is set. Uvicorn is
+and wraps it all in :class:`TenantAuthMiddleware` when a token is set. Uvicorn is
 started here rather than through ``FastMCP.run`` so that wrapping is possible, uvicorn logs
 through our structlog pipeline, and connections are limited (:mod:`._http_limits`: header
 timeout, connection cap, file-descriptor budget; docs/decisions/0006-http-limits.md).
@@ -28,10 +28,10 @@ from starlette.types import ASGIApp
 from robot_mcp_kit.store import StoreClosed
 from robot_mcp_memory._http_limits import ACCEPT_BACKLOG, ensure_fd_limit, limited_h11_protocol
 from robot_mcp_memory._jsonrpc_guard import JsonRpcBodyGuard
-from robot_mcp_memory.auth import ADMIN, BearerAuthMiddleware, TokenAuth
 from robot_mcp_memory.logs import get_logger
 from robot_mcp_memory.server import StoreHolder, build_server
 from robot_mcp_memory.settings import Settings, Transport
+from robot_mcp_memory.tenancy import TenantAuthMiddleware, TokenAuth
 
 __all__ = ["HEALTHZ_PATH", "build_http_app", "serve"]
 
@@ -74,9 +74,16 @@ def build_http_app(settings: Settings, mcp: FastMCP, holder: StoreHolder) -> ASG
         starlette_app, paths=[message_path], max_body_bytes=mcp.settings.max_request_body_size
     )
 
-    if settings.token is not None:
-        auth = TokenAuth({settings.token.get_secret_value(): ADMIN})
-        app = BearerAuthMiddleware(app, auth, exempt_paths=frozenset({HEALTHZ_PATH}))
+    robot_tokens = settings.robot_token_map
+    if settings.token is not None or robot_tokens:
+        admin = settings.token.get_secret_value() if settings.token is not None else None
+        app = TenantAuthMiddleware(
+            app,
+            TokenAuth.from_settings(admin, robot_tokens),
+            exempt_paths=frozenset({HEALTHZ_PATH}),
+            sse_path=mcp.settings.sse_path,
+            messages_path=mcp.settings.message_path,
+        )
     return app
 
 
@@ -98,6 +105,7 @@ def serve(settings: Settings) -> None:
             data_dir=str(settings.data_dir),
             robot_id=settings.robot_id,
             auth="bearer" if settings.token is not None else "none",
+            robot_tokens=len(settings.robot_token_map),
             documents=store.count(),
         )
         if settings.is_http:

@@ -248,6 +248,7 @@ class TenantAuthMiddleware:
             if scope["type"] == "websocket":
                 await send({"type": "websocket.close", "code": 1008})
             else:
+                await _drain(receive)
                 await self._reject(send, detail, invalid=token is not None)
             return
 
@@ -261,6 +262,7 @@ class TenantAuthMiddleware:
                     session_tenant=opener.name,
                     client=_client(scope),
                 )
+                await _drain(receive)
                 await _answer(
                     send,
                     403,
@@ -327,6 +329,26 @@ class TenantAuthMiddleware:
             {"error": "unauthorized", "detail": detail},
             extra_headers=[(b"www-authenticate", challenge.encode())],
         )
+
+
+_DRAIN_LIMIT = 64 * 1024
+
+
+async def _drain(receive: Receive) -> None:
+    """Read (and drop) a refused request's body, up to 64 KiB.
+
+    Answering before the body is read and then closing leaves unread bytes in the socket,
+    which the kernel turns into a TCP reset that can destroy the answer on its way to the
+    client. Past the limit the server closes the connection after answering anyway.
+    """
+    received = 0
+    while received <= _DRAIN_LIMIT:
+        message = await receive()
+        if message["type"] != "http.request":
+            return
+        received += len(message.get("body", b""))
+        if not message.get("more_body", False):
+            return
 
 
 async def _answer(

@@ -1,0 +1,374 @@
+"""Issue 10, memory spec §6a: per-robot tokens confine every tool, over real SSE and
+streamable HTTP, against the server as a child process.
+
+The fleet: group ``line-a`` (rap-1, rap-2), group ``line-b`` (rap-3), rap-4 ungrouped.
+Documents: one per robot (``doc-rap-N``) and one fleet-wide (``fleet-wide``, shared).
+Each test acts through a robot token and checks the §6a row it is about, including that
+an out-of-scope document cannot be told from a missing one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+
+import anyio
+import httpx
+import pytest
+
+TOKEN = "integration-token-7f3a"  # the admin token the conftest's spawn() sets
+
+pytestmark = pytest.mark.slow
+
+TOKENS = {f"rap-{n}": f"robot-token-rap-{n}-{'x' * 12}" for n in range(1, 5)}
+ROBOT_TOKENS = ",".join(f"{robot}:{token}" for robot, token in TOKENS.items())
+MEMBERS = {"line-a": ("rap-1", "rap-2"), "line-b": ("rap-3",)}
+
+
+def doc(id: str, robot: str, *, shared: bool = False, mission: str = "m-1") -> str:
+    extra = "shared: true\n" if shared else ""
+    return (
+        f"---\nid: {id}\ntitle: Fetch the parcel from the mailroom ({id})\nrobot: {robot}\n"
+        f"source_mission_id: {mission}\n{extra}---\n\n## Steps\n1. go to the mailroom\n"
+    )
+
+
+@pytest.fixture(params=["sse", "streamable-http"])
+def fleet(request, spawn, mcp_call):
+    """A running server with the fleet seeded by the admin."""
+    server = spawn(transport=request.param, env={"MEMORY_ROBOT_TOKENS": ROBOT_TOKENS})
+
+    async def seed() -> None:
+        async with server.session() as admin:
+            for group, robots in MEMBERS.items():
+                await mcp_call(admin, "upsert_group", group_id=group, customer="acme")
+                for robot in robots:
+                    await mcp_call(admin, "register_robot", robot_id=robot, group_id=group)
+            await mcp_call(admin, "register_robot", robot_id="rap-4")
+            await mcp_call(admin, "set_self_improve", enabled=True)
+            for n in range(1, 5):
+                await mcp_call(admin, "save_process", markdown=doc(f"doc-rap-{n}", f"rap-{n}"))
+            await mcp_call(admin, "save_process", markdown=doc("fleet-wide", "rap-3", shared=True))
+
+    anyio.run(seed)
+    return server
+
+
+def ids(answer: dict) -> set[str]:
+    return {p["id"] for p in answer["processes"]}
+
+
+def same_shape(out_of_scope: dict, missing: dict, hidden: str, absent: str) -> None:
+    """An out-of-scope answer equals a missing-id answer but for the id it names."""
+    assert json.loads(json.dumps(out_of_scope).replace(hidden, absent)) == missing
+
+
+async def test_reads_are_confined_and_cannot_tell_out_of_scope_from_missing(fleet, mcp_call):
+    """find/get/list: own group + shared; robot= cannot escape; out of scope reads as absent."""
+    async with fleet.session(TOKENS["rap-1"]) as s:
+        visible = {"doc-rap-1", "doc-rap-2", "fleet-wide"}
+        assert ids(await mcp_call(s, "find_processes", query="parcel mailroom", k=50)) == visible
+        escaped = await mcp_call(s, "find_processes", query="parcel", k=50, robot="rap-3")
+        assert ids(escaped) == visible
+        assert ids(await mcp_call(s, "list_processes")) == visible
+        assert ids(await mcp_call(s, "list_processes", robot="rap-3")) == visible
+        for tool, args in (
+            ("get_process", {}),
+            ("record_outcome", {"success": True}),
+            ("delete_process", {}),
+        ):
+            hidden = await mcp_call(s, tool, id="doc-rap-3", **args)
+            missing = await mcp_call(s, tool, id="doc-rap-9", **args)
+            assert hidden["error"] == "not_found", (tool, hidden)
+            same_shape(hidden, missing, "doc-rap-3", "doc-rap-9")
+        assert (await mcp_call(s, "get_process", id="doc-rap-2"))["robot"] == "rap-2"
+    async with fleet.session(TOKENS["rap-4"]) as s:  # ungrouped: its own and the shared
+        assert ids(await mcp_call(s, "list_processes")) == {"doc-rap-4", "fleet-wide"}
+    async with fleet.session() as admin:  # the admin sees all; robot= narrows
+        assert len(ids(await mcp_call(admin, "list_processes"))) == 5
+        narrowed = await mcp_call(admin, "list_processes", robot="rap-3")
+        assert ids(narrowed) == {"doc-rap-3", "fleet-wide"}
+
+
+async def test_writes_are_pinned_and_confined(fleet, mcp_call):
+    """save/record_outcome/delete as §6a says; the refused ones change nothing."""
+    async with fleet.session(TOKENS["rap-1"]) as s:
+        mine = await mcp_call(s, "save_process", markdown=doc("new-one", "unknown"))
+        assert mine["robot"] == "rap-1"
+        for markdown in (
+            doc("foreign-robot", "rap-3"),
+            doc("new-shared", "rap-1", shared=True),
+            doc("doc-rap-3", "rap-1"),  # an out-of-scope id, same mission: would update it
+            doc("fleet-wide", "rap-1"),  # a shared document is the admin's
+        ):
+            out = await mcp_call(s, "save_process", markdown=markdown)
+            assert out["error"] == "forbidden", out
+        # Another mission's save of an out-of-scope id is suffixed, never an update of it.
+        moved = await mcp_call(s, "save_process", markdown=doc("doc-rap-3", "rap-1", mission="m-2"))
+        assert (moved["id"], moved["robot"]) == ("doc-rap-3-2", "rap-1")
+        assert (await mcp_call(s, "record_outcome", id="fleet-wide", success=True))["id"]
+        refused = await mcp_call(s, "delete_process", id="fleet-wide")
+        assert refused["error"] == "forbidden"
+        assert await mcp_call(s, "delete_process", id="doc-rap-2") == {"deleted": "doc-rap-2"}
+    async with fleet.session() as admin:
+        original = await mcp_call(admin, "get_process", id="doc-rap-3")
+        assert original["robot"] == "rap-3"
+        assert "(doc-rap-3)" in original["title"]
+        assert (await mcp_call(admin, "get_process", id="fleet-wide"))["shared"] is True
+
+
+async def test_registry_and_administration(fleet, mcp_call):
+    """register/meta only for itself; lists only its group; administration is forbidden."""
+    async with fleet.session(TOKENS["rap-1"]) as s:
+        assert (await mcp_call(s, "register_robot", robot_id="rap-1", name="Rap one"))["name"]
+        assert (await mcp_call(s, "set_robot_meta", robot_id="rap-1", meta={"arm": "ur5"}))["meta"]
+        for tool, args in (
+            ("register_robot", {"robot_id": "rap-2"}),
+            ("register_robot", {"robot_id": "rap-1", "group_id": "line-b"}),
+            ("set_robot_meta", {"robot_id": "rap-3", "meta": {}}),
+            ("set_group", {"robot_id": "rap-1", "group_id": "line-b"}),
+            ("upsert_group", {"group_id": "line-c"}),
+            ("delete_group", {"group_id": "line-b"}),
+            ("set_self_improve", {"enabled": False}),
+            ("set_self_improve", {"enabled": False, "group_id": "line-a"}),
+            ("reindex", {}),
+        ):
+            out = await mcp_call(s, tool, **args)
+            assert out["error"] == "forbidden", (tool, out)
+            assert out["detail"]
+        robots = await mcp_call(s, "list_robots")
+        assert [r["robot_id"] for r in robots["robots"]] == ["rap-1", "rap-2"]
+        groups = await mcp_call(s, "list_groups")
+        assert [g["group_id"] for g in groups["groups"]] == ["line-a"]
+    async with fleet.session(TOKENS["rap-4"]) as s:
+        assert [r["robot_id"] for r in (await mcp_call(s, "list_robots"))["robots"]] == ["rap-4"]
+        assert (await mcp_call(s, "list_groups"))["groups"] == []
+    async with fleet.session() as admin:
+        robots = await mcp_call(admin, "list_robots")
+        assert len(robots["robots"]) == 4
+        assert (await mcp_call(admin, "list_groups"))["global_self_improve"] is True
+        conflict = await mcp_call(admin, "delete_group", group_id="line-b")
+        assert conflict["error"] == "conflict"
+        assert "rap-3" in conflict["detail"]
+
+
+async def test_regrouping_moves_what_a_robot_sees_at_once(fleet, mcp_call):
+    """After set_group, the next call of a live session sees the new group's documents."""
+    async with fleet.session(TOKENS["rap-1"]) as s:
+        assert "doc-rap-3" not in ids(await mcp_call(s, "list_processes"))
+        async with fleet.session() as admin:
+            await mcp_call(admin, "set_group", robot_id="rap-3", group_id="line-a")
+        assert "doc-rap-3" in ids(await mcp_call(s, "list_processes"))
+        assert (await mcp_call(s, "get_process", id="doc-rap-3"))["robot"] == "rap-3"
+
+
+async def test_lessons_act_as_the_tenant_and_stay_in_its_group(fleet, mcp_call):
+    """A lesson recorded by rap-1 (whatever robot= says) is recalled by rap-2, not rap-3."""
+    lesson = {"skill": "grasp.mug", "params": {"offset_mm": 12}, "place": "kitchen"}
+    async with fleet.session(TOKENS["rap-1"]) as s:
+        recorded = await mcp_call(s, "record_params", robot="rap-3", **lesson)
+        assert recorded["recorded"] is True
+        assert recorded["scope"] == "group:line-a"
+        secret = await mcp_call(
+            s, "record_params", robot="rap-1", skill="grasp.cup", params={"z": 1}, private=True
+        )
+        assert secret["scope"] == "robot:rap-1"
+    async with fleet.session(TOKENS["rap-2"]) as s:
+        found = await mcp_call(
+            s, "recall_params", robot="rap-2", skill="grasp.mug", place="kitchen"
+        )
+        assert found["lesson"]["params"] == {"offset_mm": 12}
+        listed = await mcp_call(s, "list_lessons", robot="rap-1")
+        assert {lsn["scope"] for lsn in listed["lessons"]} == {"group:line-a"}
+        assert (await mcp_call(s, "recall_params", robot="rap-1", skill="grasp.cup"))[
+            "lesson"
+        ] is None
+    async with fleet.session(TOKENS["rap-3"]) as s:
+        other = await mcp_call(
+            s, "recall_params", robot="rap-1", skill="grasp.mug", place="kitchen"
+        )
+        assert other["lesson"] is None
+        assert (await mcp_call(s, "list_lessons"))["lessons"] == []
+    async with fleet.session() as admin:
+        everything = await mcp_call(admin, "list_lessons")
+        assert {lsn["scope"] for lsn in everything["lessons"]} == {"group:line-a", "robot:rap-1"}
+
+
+@pytest.mark.parametrize("transport", ["sse", "streamable-http"])
+def test_no_token_wrong_token_prefix_and_other_schemes_are_401(spawn, transport):
+    """Every way of not presenting a valid token is 401 with a Bearer challenge."""
+    server = spawn(transport=transport, env={"MEMORY_ROBOT_TOKENS": ROBOT_TOKENS})
+    path = "/sse" if transport == "sse" else "/mcp"
+    token = TOKENS["rap-1"]
+    for headers in (
+        {},
+        {"Authorization": "Bearer wrong-token-0123456789"},
+        {"Authorization": f"Bearer {token[:-1]}"},
+        {"Authorization": f"Bearer {token}x"},
+        {"Authorization": f"Basic {token}"},
+        {"Authorization": token},
+    ):
+        if transport == "sse":
+            reply = httpx.get(server.base + path, headers=headers, timeout=5)
+        else:
+            reply = httpx.post(server.base + path, headers=headers, json={}, timeout=5)
+        assert reply.status_code == 401, headers
+        assert reply.headers["www-authenticate"].startswith("Bearer")
+        assert token not in reply.text
+
+
+def test_posting_into_another_tenants_sse_session_is_403_and_not_executed(spawn):
+    """rap-1 opens an SSE session; rap-2's and the admin's posts to it are refused, unrun."""
+    server = spawn(transport="sse", env={"MEMORY_ROBOT_TOKENS": ROBOT_TOKENS})
+
+    def auth(robot: str | None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {TOKENS[robot] if robot else TOKEN}"}
+
+    with (
+        httpx.Client(base_url=server.base, timeout=10) as http,
+        http.stream("GET", "/sse", headers=auth("rap-1")) as stream,
+    ):
+        endpoint = None
+        lines = stream.iter_lines()  # kept referenced: a dropped iterator closes the stream
+        for line in lines:
+            found = re.match(r"data: (/messages/\?session_id=\w+)", line)
+            if found:
+                endpoint = found.group(1)
+                break
+        assert endpoint is not None
+        initialize = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"},
+            },
+        }
+        assert http.post(endpoint, json=initialize, headers=auth("rap-1")).status_code == 202
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "upsert_group", "arguments": {"group_id": "hijacked"}},
+        }
+        for intruder in ("rap-2", None):
+            refused = http.post(endpoint, json=call, headers=auth(intruder))
+            assert refused.status_code == 403
+            assert refused.json()["error"] == "forbidden"
+        # The opener itself is still served on its session.
+        listed = {"jsonrpc": "2.0", "id": 3, "method": "tools/list"}
+        http.post(
+            endpoint,
+            json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+            headers=auth("rap-1"),
+        )
+        assert http.post(endpoint, json=listed, headers=auth("rap-1")).status_code == 202
+        assert any('"id":3' in line.replace(" ", "") for line in lines)
+    groups = httpx.get(server.base + "/healthz", timeout=5)
+    assert groups.status_code == 200
+    events = [e for e in server.log_events() if e.get("event") == "tool_call"]
+    assert not [e for e in events if e.get("tool") == "upsert_group"]  # nothing executed
+    assert sum(e.get("event") == "session_tenant_mismatch" for e in server.log_events()) == 2
+
+
+def test_a_streamable_http_session_reused_with_another_token_acts_as_that_robot(spawn):
+    """The tenant comes from each request's own token, never from who opened the session."""
+    server = spawn(
+        transport="streamable-http", env={"MEMORY_ROBOT_TOKENS": ROBOT_TOKENS}, token=TOKEN
+    )
+    accept = {"Accept": "application/json, text/event-stream"}
+
+    def rpc(http: httpx.Client, token: str, session: str | None, body: dict) -> httpx.Response:
+        headers = {**accept, "Authorization": f"Bearer {token}"}
+        if session:
+            headers["mcp-session-id"] = session
+        return http.post("/mcp", json=body, headers=headers)
+
+    def result(reply: httpx.Response) -> dict:
+        text = reply.text
+        if "data:" in text:
+            text = next(x[5:] for x in text.splitlines() if x.startswith("data:"))
+        return json.loads(json.loads(text)["result"]["content"][0]["text"])
+
+    with httpx.Client(base_url=server.base, timeout=10) as http:
+        init = rpc(
+            http,
+            TOKEN,
+            None,
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "0"},
+                },
+            },
+        )
+        session = init.headers["mcp-session-id"]
+        rpc(http, TOKEN, session, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+        def call(token: str, name: str, arguments: dict, id: int) -> dict:
+            body = {
+                "jsonrpc": "2.0",
+                "id": id,
+                "method": "tools/call",
+                "params": {"name": name, "arguments": arguments},
+            }
+            return result(rpc(http, token, session, body))
+
+        saved = call(TOKEN, "save_process", {"markdown": doc("admin-doc", "rap-1")}, 2)
+        assert saved["robot"] == "rap-1"
+        # The admin opened the session; rap-3's token on it acts as rap-3 only.
+        assert call(TOKENS["rap-3"], "get_process", {"id": "admin-doc"}, 3)["error"] == "not_found"
+        forbidden = call(TOKENS["rap-3"], "upsert_group", {"group_id": "g"}, 4)
+        assert forbidden["error"] == "forbidden"
+        assert call(TOKEN, "get_process", {"id": "admin-doc"}, 5)["id"] == "admin-doc"
+
+
+@pytest.mark.parametrize(
+    ("tokens", "names"),
+    [
+        ("rap-1", "entry 1 has no ':'"),
+        ("rap-1:short", "at least 16"),
+        (f"rap-1:{TOKENS['rap-1']},rap-1:{TOKENS['rap-2']}", "given twice"),
+        (f"rap-1:{TOKENS['rap-1']},rap-2:{TOKENS['rap-1']}", "already robot 'rap-1'"),
+        (f"rap-1:{TOKEN}", "equals MEMORY_TOKEN"),
+    ],
+)
+def test_malformed_robot_tokens_refuse_to_start(tmp_path, tokens, names):
+    """A bad MEMORY_ROBOT_TOKENS: exit 2, one line naming the entry, never a token."""
+    result = run_server(
+        {"MEMORY_DATA_DIR": str(tmp_path), "MEMORY_TOKEN": TOKEN, "MEMORY_ROBOT_TOKENS": tokens}
+    )
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert "MEMORY_ROBOT_TOKENS" in result.stderr
+    assert names in result.stderr
+    for secret in (*TOKENS.values(), TOKEN):
+        assert secret not in result.stderr
+    assert not (tmp_path / "index.db").exists()
+
+
+def run_server(env_overrides: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MCP_", "MEMORY_"))}
+    env.update({"MCP_TRANSPORT": "sse", "MCP_PORT": str(port), **env_overrides})
+    return subprocess.run(
+        [sys.executable, "-m", "robot_mcp_memory"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
