@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from robot_mcp_kit._exceptions import ConfigurationError, RobotMcpKitError, SignatureError
+from robot_mcp_kit._version import __version__
 from robot_mcp_kit.events import EventPoster, PosterStats
 from robot_mcp_kit.models import (
     SCHEMA_VERSION,
@@ -28,7 +29,6 @@ from robot_mcp_kit.tasks import EventSink, TaskBody, TaskContext, TaskError, Tas
 if TYPE_CHECKING:
     from robot_mcp_kit.fastmcp_ext import register_task_tools
 
-__version__ = "0.1.0"
 
 __all__ = [
     "SCHEMA_VERSION",

@@ -1,36 +1,13 @@
-"""The conformance suite's option parsing: defaults, fallbacks and what is refused.
-
-``conformance/_target.py`` is loaded from its path: the ``conformance`` folder is a
-test path, not an installed package.
-"""
+"""The conformance suite's option parsing: defaults, fallbacks and what is refused."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-TARGET = Path(__file__).resolve().parents[2] / "conformance" / "_target.py"
-
-
-def _load() -> ModuleType:
-    name = "conformance_target_under_test"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, TARGET)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-target = _load()
+from robot_mcp_conformance import _target as target
 
 
 def build(**options: Any) -> Any:
@@ -94,7 +71,10 @@ class TestDefaults:
             {"server_url": "http://127.0.0.1:9/sse", "server_cmd": "python s.py"},
             "--server-url and --server-cmd are alternatives",
         ),
-        ({"server_url": "127.0.0.1:9100"}, "--server-url must be the server's SSE endpoint"),
+        (
+            {"server_url": "127.0.0.1:9100"},
+            "--server-url must be the server's SSE or streamable-HTTP endpoint",
+        ),
         (
             {"server_url": "http://127.0.0.1:9/sse", "callback_port": "0"},
             "--callback-port 0 (a free port) only works with --server-cmd",
@@ -114,3 +94,26 @@ def test_contradictory_or_malformed_options_are_refused(options, message):
         return
     with pytest.raises(target.ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         build(**options)
+
+
+class TestTransport:
+    """--transport: auto (detected) by default, or forced; anything else is refused."""
+
+    def test_auto_leaves_the_transport_to_detection(self):
+        assert build(server_url="http://127.0.0.1:9/mcp").transport is None
+        assert build(server_url="http://127.0.0.1:9/mcp", transport="auto").transport is None
+
+    @pytest.mark.parametrize("transport", ["sse", "streamable-http", " SSE "])
+    def test_a_named_transport_is_kept(self, transport):
+        cfg = build(server_url="http://127.0.0.1:9/x", transport=transport)
+        assert cfg.transport == transport.strip().lower()
+
+    def test_an_unknown_transport_is_refused(self):
+        with pytest.raises(target.ConfigError, match="--transport must be auto, sse or"):
+            build(server_url="http://127.0.0.1:9/x", transport="websocket")
+
+    def test_no_target_without_the_bundled_sleeper_is_a_config_error(self, monkeypatch, tmp_path):
+        """Installed from the wheel (no examples/), the suite asks for a target."""
+        monkeypatch.setattr(target, "SLEEPER_PATH", tmp_path / "missing.py")
+        with pytest.raises(target.ConfigError, match="no server to test: give --server-url"):
+            build()

@@ -1,13 +1,19 @@
 """The server under test: its configuration, its process and a synchronous MCP client.
 
-The tests are plain synchronous functions. :class:`McpClient` runs one MCP session over
-SSE on an event loop in a background thread and hands each call to it, so a test calls
-``client.call("get_task", {"task_id": ...})`` and gets a :class:`ToolReply`; the session
+The tests are plain synchronous functions. :class:`McpClient` runs one MCP session
+(SSE or streamable HTTP, mcp 1.x or 2.x client) on an event loop in a background thread
+and hands each call to it, so a test calls ``client.call("get_task", {"task_id": ...})``
+and gets a :class:`ToolReply`; the session
 is opened and closed inside one asyncio task, as anyio's cancel scopes require.
 
 :class:`ServerProcess` starts ``--server-cmd`` in its own process group with
-``RVC_CALLBACK_URL``, ``RVC_EVENT_SECRET``, ``MCP_TRANSPORT=sse``, ``MCP_HOST`` and
-``MCP_PORT`` set, waits until the port answers and stops the group it started.
+``RVC_CALLBACK_URL``, ``RVC_EVENT_SECRET``, ``MCP_TRANSPORT`` (``sse`` unless
+``--transport streamable-http``), ``MCP_HOST`` and ``MCP_PORT`` set, waits until the port
+answers and stops the group it started.
+
+:func:`detect_transport` tells an SSE endpoint from a streamable-HTTP one, and
+:class:`TargetError` carries the one line that stops the run when the target cannot be
+reached or does not speak MCP.
 """
 
 from __future__ import annotations
@@ -28,7 +34,8 @@ import time
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
+from urllib.parse import urlsplit
 
 from robot_mcp_kit.testing import free_port
 
@@ -41,17 +48,25 @@ __all__ = [
     "SLEEPER_PATH",
     "SLEEPER_START_ARGS",
     "SLEEPER_START_TOOL",
+    "TRANSPORTS",
     "Config",
     "ConfigError",
     "McpClient",
     "ServerProcess",
+    "TargetError",
     "ToolReply",
+    "Transport",
+    "detect_transport",
     "free_port",
     "parse_json_object",
 ]
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 SLEEPER_PATH = REPO_ROOT / "examples" / "sleeper.py"
+"""The bundled sleeper of a checkout of this repository (absent from an installed wheel)."""
+
+Transport = Literal["sse", "streamable-http"]
+TRANSPORTS: tuple[Transport, ...] = ("sse", "streamable-http")
 
 DEFAULT_SECRET = "s3cret"
 DEFAULT_SERVER_NAME = "sleeper"
@@ -69,6 +84,13 @@ CALL_BUDGET_S = 30.0
 
 class ConfigError(ValueError):
     """The suite's options contradict each other or do not parse."""
+
+
+class TargetError(RuntimeError):
+    """The server under test cannot be reached, or does not speak MCP there.
+
+    The message is one line naming the URL and the cause; the suite stops on it.
+    """
 
 
 def parse_json_object(option: str, text: str | None) -> dict[str, Any] | None:
@@ -112,6 +134,9 @@ class Config:
     task_timeout_s: float = 20.0
     defaulted: bool = field(default=False)
     """True when no target was given and the suite runs the bundled sleeper."""
+    transport: Transport | None = None
+    """``--transport``: None means detect it from the URL (``--server-cmd``: SSE)."""
+    """True when no target was given and the suite runs the bundled sleeper."""
 
     @classmethod
     def build(
@@ -127,6 +152,7 @@ class Config:
         fail_args: str | None,
         cancel_args: str | None,
         task_timeout_s: str | float | None = None,
+        transport: str | None = None,
     ) -> Config:
         """Validate the raw option values and fill in the documented defaults.
 
@@ -145,10 +171,20 @@ class Config:
             )
         if server_url and not server_url.startswith(("http://", "https://")):
             raise ConfigError(
-                f"--server-url must be the server's SSE endpoint, e.g. "
-                f"http://127.0.0.1:9100/sse; got {server_url!r}."
+                f"--server-url must be the server's SSE or streamable-HTTP endpoint, e.g. "
+                f"http://127.0.0.1:9100/sse or http://127.0.0.1:9100/mcp; got {server_url!r}."
+            )
+        chosen = (transport or "").strip().lower() or "auto"
+        if chosen not in ("auto", *TRANSPORTS):
+            raise ConfigError(
+                f"--transport must be auto, sse or streamable-http, got {transport!r}."
             )
         defaulted = not server_url and not cmd_text
+        if defaulted and not SLEEPER_PATH.is_file():
+            raise ConfigError(
+                "no server to test: give --server-url URL (a running server, SSE or "
+                "streamable HTTP) or --server-cmd CMD (the suite starts it)."
+            )
         argv: tuple[str, ...] | None = None
         if cmd_text:
             argv = tuple(shlex.split(cmd_text))
@@ -210,6 +246,7 @@ class Config:
             cancel_args=cancel,
             task_timeout_s=timeout,
             defaulted=defaulted,
+            transport=None if chosen == "auto" else cast("Transport", chosen),
         )
 
     @property
@@ -240,11 +277,19 @@ class ServerProcess:
     Its stdout and stderr go to a temporary log file, quoted when it fails to start.
     """
 
-    def __init__(self, argv: tuple[str, ...], env: dict[str, str], port: int) -> None:
+    def __init__(
+        self,
+        argv: tuple[str, ...],
+        env: dict[str, str],
+        port: int,
+        transport: Transport = "sse",
+    ) -> None:
         self.argv = argv
         self.env = env
         self.port = port
-        self.url = f"http://127.0.0.1:{port}/sse"
+        self.transport: Transport = transport
+        path = "/sse" if transport == "sse" else "/mcp"
+        self.url = f"http://127.0.0.1:{port}{path}"
         self._log = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed in stop()
             prefix="conformance-server-", suffix=".log", delete=False
         )
@@ -314,13 +359,89 @@ class ServerProcess:
             self.log_path.unlink()
 
 
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def root_cause(exc: BaseException) -> BaseException:
+    """The innermost meaningful exception under anyio's exception groups and ``__cause__``."""
+    seen: set[int] = set()
+    while id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+            exc = exc.exceptions[0]
+        elif exc.__cause__ is not None:
+            exc = exc.__cause__
+        else:
+            break
+    return exc
+
+
+def describe_error(exc: BaseException) -> str:
+    """``Type: message`` of the root cause, on one line."""
+    cause = root_cause(exc)
+    text = _one_line(str(cause))
+    return f"{type(cause).__name__}: {text}" if text else type(cause).__name__
+
+
+def detect_transport(url: str, *, timeout_s: float = 5.0) -> Transport:
+    """Tell an SSE endpoint from a streamable-HTTP one by one GET, and check it answers.
+
+    An SSE endpoint answers a GET with ``200`` and a ``text/event-stream``; a
+    streamable-HTTP endpoint refuses a GET without a session (400, 405 or 406) or opens its
+    stream. The GET is closed as soon as its headers arrive.
+
+    Raises:
+        TargetError: the URL cannot be reached, or answers in a way no MCP endpoint does
+            (404, a web page, ...); the message is one line naming the URL and the cause.
+    """
+    import httpx
+
+    try:
+        with (
+            httpx.Client(timeout=timeout_s, follow_redirects=False) as http,
+            http.stream("GET", url, headers={"Accept": "text/event-stream"}) as response,
+        ):
+            status = response.status_code
+            ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    except httpx.HTTPError as exc:
+        raise TargetError(f"cannot reach {url}: {describe_error(exc)}") from None
+    if status == 200 and ctype == "text/event-stream":
+        # Both transports may open an event stream on GET; a streamable-HTTP server does
+        # so only for an established session, which this request did not have.
+        return "sse"
+    if status in (400, 405, 406) or (status == 200 and ctype == "application/json"):
+        return "streamable-http"
+    path = urlsplit(url).path or "/"
+    raise TargetError(
+        f"{url} is not an MCP endpoint: GET {path} answered {status} "
+        f"{ctype or 'without a content type'} (an SSE endpoint answers 200 "
+        "text/event-stream, a streamable-HTTP endpoint refuses a GET without a session); "
+        "check the path (usually /sse or /mcp)"
+    )
+
+
+def _mcp_major() -> int:
+    from importlib.metadata import version
+
+    return int(version("mcp").split(".")[0])
+
+
+def _wire(model: Any) -> dict[str, Any]:
+    """An mcp type as its JSON wire form (camelCase under mcp 1.x and 2.x alike)."""
+    dumped: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return dumped
+
+
 @dataclass(frozen=True)
 class ToolReply:
     """One ``tools/call`` as the suite saw it.
 
-    ``text`` is the first text content; ``data`` is that text parsed as JSON (None if it
-    is not JSON). ``is_error`` is the MCP ``isError`` flag; ``failure`` says why the call
-    got no answer at all (timeout, broken session).
+    ``text`` is the first text content. ``structured`` is the MCP ``structuredContent``
+    (None when the server sent none). ``data`` is what the tool answered as a value: the
+    structured content when there is one, else the text parsed as JSON (None if it is not
+    JSON). ``is_error`` is the MCP ``isError`` flag; ``failure`` says why the call got no
+    answer at all (timeout, broken session).
     """
 
     tool: str
@@ -330,6 +451,7 @@ class ToolReply:
     text: str | None = None
     data: Any = None
     failure: str | None = None
+    structured: Any = None
 
     @property
     def answered(self) -> bool:
@@ -347,21 +469,28 @@ class ToolReply:
         else:
             out["isError"] = self.is_error
             out["reply"] = self.data if self.data is not None else self.text
+            if self.structured is not None and self.structured != self.data:
+                out["structuredContent"] = self.structured
         return out
 
 
 class McpClient:
-    """A synchronous facade over one MCP ``ClientSession`` on SSE.
+    """A synchronous facade over one MCP ``ClientSession`` (SSE or streamable HTTP).
 
     The session lives on an event loop in a daemon thread; :meth:`call` and
-    :meth:`list_tools` block the calling thread until the answer arrives. Use from one
-    test thread at a time. ``close()`` is idempotent.
+    :meth:`list_tools` block the calling thread until the answer arrives. It works with
+    the mcp 1.x and 2.x clients (whose types differ in attribute names): tools and results
+    are handed over in their JSON wire form. Use from one test thread at a time.
+    ``close()`` is idempotent.
     """
 
-    def __init__(self, url: str, *, connect_timeout_s: float = 10.0) -> None:
+    def __init__(
+        self, url: str, transport: Transport = "sse", *, connect_timeout_s: float = 10.0
+    ) -> None:
         self.url = url
+        self.transport: Transport = transport
         self.connect_timeout_s = connect_timeout_s
-        self.server_info: Any = None
+        self.server_info: dict[str, Any] = {}
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._run_loop, name="conformance-mcp-client", daemon=True
@@ -378,36 +507,53 @@ class McpClient:
         """Connect, initialize the session and return self.
 
         Raises:
-            RuntimeError: the server could not be reached or did not initialize.
+            TargetError: the server could not be reached or did not initialize; one line
+                naming the URL, the transport and the root cause.
         """
         self._thread.start()
         ready: concurrent.futures.Future[Any] = concurrent.futures.Future()
         self._keeper = asyncio.run_coroutine_threadsafe(self._keep(ready), self._loop)
         try:
             self.server_info = ready.result(self.connect_timeout_s + 5)
+        except concurrent.futures.TimeoutError:
+            self.close()
+            raise TargetError(
+                f"cannot open an MCP session on {self.url} ({self.transport}): no "
+                f"initialize answer within {self.connect_timeout_s + 5:.0f} s"
+            ) from None
         except Exception as exc:
             self.close()
-            raise RuntimeError(
-                f"could not open an MCP session on {self.url}: {type(exc).__name__}: {exc}"
-            ) from exc
+            raise TargetError(
+                f"cannot open an MCP session on {self.url} ({self.transport}): "
+                f"{describe_error(exc)}"
+            ) from None
         return self
+
+    def _transport_cm(self) -> Any:
+        if self.transport == "sse":
+            from mcp.client.sse import sse_client
+
+            return sse_client(self.url, timeout=self.connect_timeout_s, sse_read_timeout=3600)
+        import mcp.client.streamable_http as streamable
+
+        if hasattr(streamable, "streamable_http_client"):
+            return streamable.streamable_http_client(self.url)
+        # mcp < 1.2x: only the older name exists.
+        return streamable.streamablehttp_client(  # pragma: no cover - old mcp 1.x only
+            self.url, timeout=self.connect_timeout_s, sse_read_timeout=3600
+        )
 
     async def _keep(self, ready: concurrent.futures.Future[Any]) -> None:
         from mcp import ClientSession
-        from mcp.client.sse import sse_client
 
         self._closing = asyncio.Event()
         try:
-            async with (
-                sse_client(self.url, timeout=self.connect_timeout_s, sse_read_timeout=3600) as (
-                    read,
-                    write,
-                ),
-                ClientSession(read, write) as session,
-            ):
+            async with contextlib.AsyncExitStack() as stack:
+                streams = await stack.enter_async_context(self._transport_cm())
+                session = await stack.enter_async_context(ClientSession(streams[0], streams[1]))
                 init = await session.initialize()
                 self._session = session
-                ready.set_result(init.serverInfo)
+                ready.set_result(_wire(init).get("serverInfo", {}))
                 await self._closing.wait()
         except BaseException as exc:
             if not ready.done():
@@ -425,23 +571,26 @@ class McpClient:
             future.cancel()
             raise TimeoutError(f"no answer within {timeout_s:.0f} s") from None
 
-    def list_tools(self, timeout_s: float = CALL_BUDGET_S) -> list[Any]:
-        """Return the server's tools (``mcp.types.Tool`` objects), following pages."""
+    def list_tools(self, timeout_s: float = CALL_BUDGET_S) -> list[dict[str, Any]]:
+        """Return the server's tools in their wire form (``name``, ``inputSchema``, ...)."""
         if self._session is None:
             raise RuntimeError("the MCP session is not open")
         session = self._session
 
-        async def all_tools() -> list[Any]:
-            tools: list[Any] = []
-            cursor: str | None = None
+        async def all_tools() -> list[dict[str, Any]]:
+            from mcp.types import PaginatedRequestParams
+
+            tools: list[dict[str, Any]] = []
+            page = _wire(await session.list_tools())
             while True:
-                page = await session.list_tools(cursor)
-                tools.extend(page.tools)
-                cursor = page.nextCursor
+                tools.extend(page.get("tools", []))
+                cursor = page.get("nextCursor")
                 if not cursor:
                     return tools
+                params = PaginatedRequestParams(cursor=cursor)
+                page = _wire(await session.list_tools(params=params))
 
-        result: list[Any] = self._submit(all_tools(), timeout_s)
+        result: list[dict[str, Any]] = self._submit(all_tools(), timeout_s)
         return result
 
     def call(
@@ -452,11 +601,10 @@ class McpClient:
         started = time.monotonic()
         if self._session is None:
             return ToolReply(tool, args, 0.0, failure="the MCP session is not open")
-        coro = self._session.call_tool(
-            tool, args, read_timeout_seconds=timedelta(seconds=timeout_s)
-        )
+        budget: Any = timeout_s if _mcp_major() >= 2 else timedelta(seconds=timeout_s)
+        coro = self._session.call_tool(tool, args, read_timeout_seconds=budget)
         try:
-            result = self._submit(coro, timeout_s + 2)
+            result = _wire(self._submit(coro, timeout_s + 2))
         except Exception as exc:
             return ToolReply(
                 tool,
@@ -465,12 +613,23 @@ class McpClient:
                 failure=f"{type(exc).__name__}: {exc}",
             )
         elapsed = time.monotonic() - started
-        text = next((c.text for c in result.content if getattr(c, "type", None) == "text"), None)
-        data: Any = None
-        if text is not None:
+        text = next(
+            (c.get("text") for c in result.get("content", []) if c.get("type") == "text"), None
+        )
+        structured = result.get("structuredContent")
+        data: Any = structured
+        if data is None and text is not None:
             with contextlib.suppress(ValueError):
                 data = json.loads(text)
-        return ToolReply(tool, args, elapsed, is_error=bool(result.isError), text=text, data=data)
+        return ToolReply(
+            tool,
+            args,
+            elapsed,
+            is_error=bool(result.get("isError")),
+            text=text,
+            data=data,
+            structured=structured,
+        )
 
     def close(self) -> None:
         """Close the session and stop the loop thread."""

@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from conformance._checks import Clause, violation
-from conformance._target import Config, McpClient, ToolReply
+from robot_mcp_conformance._checks import Clause, violation
+from robot_mcp_conformance._target import Config, McpClient, ToolReply
 
 if TYPE_CHECKING:
     from fake_rvc import Attempt, FakeRvcServer, ReceivedEvent

@@ -1,0 +1,200 @@
+"""The conformance suite's fixtures (imported by the suite's ``conftest.py`` files).
+
+They are session-scoped: one fake_rvc, one server under test, one MCP session and one set
+of task runs serve the whole run. They apply only to the suite's own tests, so their
+short names cannot clash with fixtures of the project the suite is run from.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from robot_mcp_conformance._scenarios import (
+    PROGRESS_TRIGGER,
+    UNKNOWN_TRIGGER,
+    CancelRun,
+    DeliveryRun,
+    Harness,
+    Runs,
+)
+from robot_mcp_conformance._target import (
+    Config,
+    McpClient,
+    ServerProcess,
+    TargetError,
+    Transport,
+    detect_transport,
+    free_port,
+)
+from robot_mcp_conformance.plugin import stashed_config
+
+if TYPE_CHECKING:
+    from fake_rvc import FakeRvcServer
+
+__all__ = [
+    "cancelled",
+    "client",
+    "conformance_config",
+    "delivery",
+    "fake_rvc",
+    "harness",
+    "runs",
+    "server_endpoint",
+    "tools",
+]
+
+
+def _stop(message: str) -> None:
+    """Stop the whole run with one line: no test can judge a server the suite cannot use."""
+    pytest.exit(message, returncode=pytest.ExitCode.USAGE_ERROR)
+
+
+@pytest.fixture(scope="session")
+def conformance_config(pytestconfig: pytest.Config) -> Config:
+    """The suite's configuration, from the command line and the environment."""
+    return stashed_config(pytestconfig)
+
+
+@pytest.fixture(scope="session")
+def fake_rvc(conformance_config: Config) -> Iterator[FakeRvcServer]:
+    """fake_rvc on the callback port, verifying with ``{server_name: secret}``."""
+    try:
+        from fake_rvc import FakeRvcServer
+    except ImportError as exc:  # pragma: no cover - the conformance extra brings it
+        _stop(
+            f"conformance: fake_rvc cannot be imported ({exc}); install the suite with "
+            "pip install 'robot-mcp-kit[conformance]'"
+        )
+        raise
+
+    cfg = conformance_config
+    rvc = FakeRvcServer({cfg.server_name: cfg.secret}, port=cfg.callback_port)
+    try:
+        rvc.start()
+    except OSError as exc:
+        pytest.fail(
+            f"conformance: fake_rvc cannot listen on 127.0.0.1:{cfg.callback_port}: {exc}. "
+            "Choose another --callback-port (and point the server's RVC_CALLBACK_URL at it).",
+            pytrace=False,
+        )
+    try:
+        yield rvc
+    finally:
+        rvc.stop()
+
+
+@pytest.fixture(scope="session")
+def server_endpoint(
+    conformance_config: Config, fake_rvc: FakeRvcServer
+) -> Iterator[tuple[str, Transport]]:
+    """The URL and transport of the server under test, started here unless ``--server-url``.
+
+    A URL that cannot be reached, or that does not speak MCP, stops the run with one line.
+    """
+    cfg = conformance_config
+    if cfg.server_url is not None:
+        try:
+            detected = detect_transport(cfg.server_url)
+        except TargetError as exc:
+            _stop(f"conformance: {exc}")
+            raise
+        yield cfg.server_url, cfg.transport or detected
+        return
+    assert cfg.server_cmd is not None
+    transport: Transport = cfg.transport or "sse"
+    port = free_port()
+    env = dict(os.environ)
+    env.update(
+        RVC_CALLBACK_URL=fake_rvc.events_url,
+        RVC_EVENT_SECRET=cfg.secret,
+        MCP_TRANSPORT=transport,
+        MCP_HOST="127.0.0.1",
+        MCP_PORT=str(port),
+        PYTHONUNBUFFERED="1",
+    )
+    proc = ServerProcess(cfg.server_cmd, env, port, transport)
+    try:
+        proc.start(cfg.startup_timeout_s)
+    except OSError as exc:
+        # The command cannot be run at all (not found, not executable): no test can run,
+        # so stop the session with one message instead of an error per test.
+        proc.stop()
+        proc.remove_log()
+        _stop(f"conformance: cannot run --server-cmd {shlex.join(cfg.server_cmd)!r}: {exc}")
+    except RuntimeError as exc:
+        proc.stop()
+        pytest.fail(f"conformance: {exc}", pytrace=False)
+    try:
+        yield proc.url, transport
+    finally:
+        proc.stop()
+        proc.remove_log()
+
+
+@pytest.fixture(scope="session")
+def client(server_endpoint: tuple[str, Transport]) -> Iterator[McpClient]:
+    """One MCP session with the server under test, shared by the whole run."""
+    url, transport = server_endpoint
+    try:
+        mcp = McpClient(url, transport).open()
+    except TargetError as exc:
+        _stop(f"conformance: {exc}")
+        raise
+    try:
+        yield mcp
+    finally:
+        mcp.close()
+
+
+@pytest.fixture(scope="session")
+def harness(conformance_config: Config, client: McpClient, fake_rvc: FakeRvcServer) -> Harness:
+    """Starts tasks on the server under test and watches them through fake_rvc."""
+    return Harness(conformance_config, client, fake_rvc)
+
+
+@pytest.fixture(scope="session")
+def tools(client: McpClient) -> dict[str, dict[str, Any]]:
+    """The server's tools by name, in their wire form (``inputSchema``, ``outputSchema``, ...)."""
+    return {tool["name"]: tool for tool in client.list_tools()}
+
+
+def _accepts_triggers(cfg: Config, tools: dict[str, dict[str, Any]]) -> bool:
+    tool = tools.get(cfg.start_tool) or {}
+    schema = tool.get("inputSchema") or {}
+    return "triggers" in (schema.get("properties") or {})
+
+
+@pytest.fixture(scope="session")
+def runs(conformance_config: Config, harness: Harness, tools: dict[str, dict[str, Any]]) -> Runs:
+    """A task that succeeds, one that fails, and two with triggers, run side by side."""
+    cfg = conformance_config
+    with_triggers = _accepts_triggers(cfg, tools)
+    completed = harness.start(cfg.start_args, "succeeding")
+    failed = None if cfg.fail_args is None else harness.start(cfg.fail_args, "failing")
+    unknown = progress = None
+    if with_triggers:
+        unknown = harness.start(
+            {**cfg.start_args, "triggers": [dict(UNKNOWN_TRIGGER)]}, "unknown-trigger"
+        )
+        progress = harness.start(
+            {**cfg.start_args, "triggers": [dict(PROGRESS_TRIGGER)]}, "progress_above"
+        )
+    harness.observe_all([run for run in (completed, failed, unknown, progress) if run is not None])
+    return Runs(completed, failed, unknown, progress, with_triggers)
+
+
+@pytest.fixture(scope="session")
+def cancelled(harness: Harness) -> CancelRun:
+    """A long task cancelled twice while running."""
+    return harness.cancel_scenario()
+
+
+@pytest.fixture(scope="session")
+def delivery(harness: Harness) -> DeliveryRun:
+    """A task run while fake_rvc answers 500 and then drops the connection."""
+    return harness.delivery_scenario()

@@ -1,0 +1,3 @@
+"""The suite's fixtures, for its test modules in this package (see :mod:`._fixtures`)."""
+
+from robot_mcp_conformance._fixtures import *  # noqa: F403
