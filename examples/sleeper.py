@@ -4,41 +4,58 @@ Run it as a real SSE server::
 
     MCP_TRANSPORT=sse MCP_PORT=9100 uv run python examples/sleeper.py
 
+It is built on whichever framework is installed: mcp 2.x ``MCPServer`` when mcp is 2.x,
+else mcp 1.x ``FastMCP``; ``SLEEPER_FRAMEWORK=fastmcp`` picks standalone FastMCP. The same
+kit calls serve all three (``register_task_tools``, ``add_start_tool``).
+
 Environment:
 
 - ``MCP_TRANSPORT``: ``stdio`` (default), ``sse`` or ``streamable-http``.
 - ``MCP_HOST``: interface for the HTTP transports (default ``127.0.0.1``).
 - ``MCP_PORT``: port for the HTTP transports (default ``9100``).
+- ``SLEEPER_FRAMEWORK``: ``auto`` (default: the mcp SDK, 2.x or 1.x) or ``fastmcp``.
 - ``RVC_CALLBACK_URL`` / ``RVC_EVENT_SECRET``: where the signed events go (unset URL: the
   poster is a no-op that logs at DEBUG).
 
-Tools: ``sleep_task`` (starts a task, returns its ``TaskInfo`` JSON at once) plus the
-reconciliation tools ``get_task`` / ``cancel_task`` / ``list_tasks``. The server is built
-by :func:`build_server`, so tests can run it in memory with a recording poster.
+``python examples/sleeper.py --version`` prints the kit's version, which the server also
+reports as ``serverInfo.version``.
+
+Tools: ``sleep_task`` (starts a task, answers its ``TaskInfo`` at once, as structured
+content) plus the reconciliation tools ``get_task`` / ``cancel_task`` / ``list_tasks``. The
+server is built by :func:`build_server`, so tests can run it in memory with a recording
+poster.
 
 Dual-mode pattern: the tool is the thin entry (validate args → ``manager.start`` → return
-``TaskInfo`` JSON); the body is the real async work.
+the ``TaskInfo``); the body is the real async work.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import importlib
+import importlib.util
 import logging
 import math
 import os
 import sys
 from typing import Any, Literal
 
-from mcp.server.fastmcp import FastMCP
-
 from robot_mcp_kit import (
     ConfigurationError,
     EventPoster,
     TaskContext,
     TaskError,
+    TaskInfo,
     TaskManager,
+    __version__,
     register_task_tools,
+)
+from robot_mcp_kit.fastmcp_ext import (
+    Framework,
+    ToolErrorReply,
+    add_start_tool,
+    detect_framework,
+    set_server_version,
 )
 
 __all__ = [
@@ -47,7 +64,9 @@ __all__ = [
     "MAX_TICKS",
     "SERVER_NAME",
     "build_server",
+    "default_framework",
     "main",
+    "serve",
 ]
 
 SERVER_NAME = "sleeper"
@@ -58,12 +77,39 @@ KNOWN_TRIGGER_TYPES = ("eta_below", "progress_above")
 
 Transport = Literal["stdio", "sse", "streamable-http"]
 _TRANSPORTS: tuple[Transport, ...] = ("stdio", "sse", "streamable-http")
+_INSTRUCTIONS = (
+    "A demo capability server. sleep_task starts a long-running fake task and "
+    "returns its task_id at once; events about it are pushed to the brain. Use "
+    "get_task / list_tasks / cancel_task to check on or stop started tasks."
+)
 
 logger = logging.getLogger("sleeper")
 
 
-def _invalid(detail: str) -> str:
-    return json.dumps({"error": "invalid", "detail": detail})
+def _invalid(detail: str) -> ToolErrorReply:
+    return ToolErrorReply(error="invalid", detail=detail)
+
+
+def default_framework() -> Framework:
+    """``SLEEPER_FRAMEWORK=fastmcp`` → standalone FastMCP; else mcp 2.x, else mcp 1.x."""
+    if os.environ.get("SLEEPER_FRAMEWORK", "").strip().lower() == "fastmcp":
+        return "fastmcp"
+    return "mcp2" if importlib.util.find_spec("mcp.server.mcpserver") is not None else "mcp1"
+
+
+def _new_server(framework: Framework, host: str, port: int) -> Any:
+    # Imported by name: only one of the three frameworks is installed at a time.
+    if framework == "fastmcp":
+        standalone = importlib.import_module("fastmcp").FastMCP
+        return standalone(SERVER_NAME, instructions=_INSTRUCTIONS, version=__version__)
+    if framework == "mcp2":
+        mcp_server = importlib.import_module("mcp.server.mcpserver").MCPServer
+        return mcp_server(SERVER_NAME, instructions=_INSTRUCTIONS, version=__version__)
+    from mcp.server.fastmcp import FastMCP
+
+    server = FastMCP(SERVER_NAME, instructions=_INSTRUCTIONS, host=host, port=port)
+    set_server_version(server)  # else serverInfo.version is the mcp SDK's
+    return server
 
 
 def _eta_threshold(trigger: dict[str, Any]) -> float | None:
@@ -77,31 +123,29 @@ def _eta_threshold(trigger: dict[str, Any]) -> float | None:
 
 
 def build_server(
-    manager: TaskManager, *, host: str = "127.0.0.1", port: int = 9100
-) -> FastMCP[Any]:
-    """Build the sleeper FastMCP server around ``manager`` (which owns the event sink)."""
-    mcp: FastMCP[Any] = FastMCP(
-        SERVER_NAME,
-        instructions=(
-            "A demo capability server. sleep_task starts a long-running fake task and "
-            "returns its task_id at once; events about it are pushed to the brain. Use "
-            "get_task / list_tasks / cancel_task to check on or stop started tasks."
-        ),
-        host=host,
-        port=port,
-    )
+    manager: TaskManager,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 9100,
+    framework: Framework | None = None,
+) -> Any:
+    """Build the sleeper around ``manager`` (which owns the event sink).
+
+    ``framework`` defaults to :func:`default_framework`. ``host``/``port`` are used by
+    mcp 1.x, which takes them at construction; the others take them in :func:`serve`.
+    """
+    mcp = _new_server(framework or default_framework(), host, port)
     register_task_tools(mcp, manager)
 
-    @mcp.tool()
     async def sleep_task(
         duration_s: float,
         fail: bool = False,
         triggers: list[dict[str, Any]] | None = None,
         tick_s: float = 1.0,
-    ) -> str:
+    ) -> TaskInfo | ToolErrorReply:
         """Start a fake long-running task that sleeps for duration_s seconds (at most 3600).
 
-        Returns the task's JSON (with its task_id) immediately; the task then reports
+        Returns the task (with its task_id) immediately; the task then reports
         progress every tick_s seconds ({"eta_s", "elapsed_s", "percent"}) and finishes
         with {"slept_s": duration_s}, or fails with FAKE_FAILURE when fail is true.
         Supported triggers: {"type": "eta_below", "seconds": N} (fires once when the
@@ -161,10 +205,26 @@ def build_server(
                 known_trigger_types=KNOWN_TRIGGER_TYPES,
             )
         except RuntimeError as exc:  # the manager is closed: the server is shutting down
-            return json.dumps({"error": "unavailable", "detail": str(exc)})
-        return info.model_dump_json()
+            return ToolErrorReply(error="unavailable", detail=str(exc))
+        return info
 
+    add_start_tool(mcp, sleep_task)
     return mcp
+
+
+async def serve(server: Any, transport: Transport, host: str, port: int) -> None:
+    """Serve ``server`` (built by :func:`build_server`) until cancelled."""
+    framework = detect_framework(server)
+    if transport == "stdio":
+        await server.run_stdio_async()
+    elif framework == "mcp1":  # host and port were given to the constructor
+        await (server.run_sse_async() if transport == "sse" else server.run_streamable_http_async())
+    elif framework == "fastmcp":
+        await server.run_http_async(transport=transport, host=host, port=port)
+    elif transport == "sse":
+        await server.run_sse_async(host=host, port=port)
+    else:
+        await server.run_streamable_http_async(host=host, port=port)
 
 
 async def _serve(transport: Transport, host: str, port: int) -> None:
@@ -179,12 +239,7 @@ async def _serve(transport: Transport, host: str, port: int) -> None:
         poster.callback_url or "off",
     )
     try:
-        if transport == "stdio":
-            await mcp.run_stdio_async()
-        elif transport == "sse":
-            await mcp.run_sse_async()
-        else:
-            await mcp.run_streamable_http_async()
+        await serve(mcp, transport, host, port)
     finally:
         # Cancel running tasks, then give queued events a short grace to go out.
         await manager.aclose()
@@ -193,6 +248,9 @@ async def _serve(transport: Transport, host: str, port: int) -> None:
 
 def main() -> None:
     """Run the sleeper with the transport, host and port from the environment."""
+    if "--version" in sys.argv[1:]:
+        print(f"sleeper (robot-mcp-kit) {__version__}")
+        return
     logging.basicConfig(
         level=os.environ.get("LOG_LEVEL", "INFO").upper(),
         stream=sys.stderr,

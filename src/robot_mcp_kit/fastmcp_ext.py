@@ -1,43 +1,74 @@
-"""The reconciliation tools of the Async Task Contract for FastMCP servers (kit spec §3.3, §4.4).
+"""The reconciliation tools of the Async Task Contract for any MCP server framework.
 
-:func:`register_task_tools` adds ``get_task``, ``cancel_task`` and ``list_tasks`` to any
-``mcp.server.fastmcp.FastMCP`` instance. Every tool returns a JSON string and never raises
-to the client:
+:func:`register_task_tools` adds ``get_task``, ``cancel_task`` and ``list_tasks``
+(``docs/contract.md`` §6) to a server built on
+
+- mcp 1.x ``mcp.server.fastmcp.FastMCP``,
+- mcp 2.x ``mcp.server.mcpserver.MCPServer``, or
+- standalone FastMCP (``fastmcp.FastMCP``, 2.x and later),
+
+telling them apart by the class it is given. Every tool answers with an object, never
+raises to the client, and declares an object output schema:
 
 - ``get_task(task_id)`` → the ``TaskInfo``, or ``{"error": "not_found", "detail": ...}``.
-- ``cancel_task(task_id)`` → ``{"task_id": ..., "state": "cancelled"}``; idempotent; a task
-  that already finished answers with its terminal state unchanged; an unknown id answers
-  ``not_found``.
+- ``cancel_task(task_id)`` → the ``TaskInfo`` after the cancel (``state`` ``"cancelled"``);
+  idempotent; a task that already finished answers with its terminal state unchanged; an
+  unknown id answers ``not_found``.
 - ``list_tasks(states=None)`` → ``{"tasks": [TaskInfo, ...]}``, oldest first; an unknown
   state answers ``{"error": "invalid", "detail": ...}``.
 
-This module imports ``mcp`` only inside :func:`register_task_tools`, so importing it (and
-the rest of the kit) works without the ``mcp`` extra.
+The structured content of a reply *is* that object (``structuredContent == TaskInfo``), and
+its one text content is the same object as JSON, for clients that read text. The output
+schema is ``{"type": "object", "anyOf": [<the answer>, <the error>]}``.
+
+:func:`add_start_tool` registers a server's own start tool the same way (its answer a
+``TaskInfo`` or an error object), and :func:`set_server_version` makes ``serverInfo.version``
+report a version of the caller's choosing (default: this kit's).
+
+This module imports no framework at import time (a test proves ``import robot_mcp_kit``
+loads none), only inside the functions, from what it is given.
+
+.. versionchanged:: 0.1.0
+   Structured results (were JSON strings in ``{"result": str}``); mcp 2.x and standalone
+   FastMCP; ``cancel_task`` answers the whole ``TaskInfo``.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
-from typing import TYPE_CHECKING, Annotated, Any, cast
+import typing
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, Literal, cast
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from robot_mcp_kit.models import TaskState
+from robot_mcp_kit._version import __version__
+from robot_mcp_kit.models import TaskInfo, TaskState
 from robot_mcp_kit.tasks import TaskManager
 
-if TYPE_CHECKING:
-    from mcp.server.fastmcp import FastMCP
-
-__all__ = ["TASK_TOOL_NAMES", "register_task_tools"]
+__all__ = [
+    "TASK_TOOL_NAMES",
+    "Framework",
+    "ToolErrorReply",
+    "add_start_tool",
+    "detect_framework",
+    "register_task_tools",
+    "set_server_version",
+]
 
 TASK_TOOL_NAMES: tuple[str, str, str] = ("get_task", "cancel_task", "list_tasks")
 """Names of the tools :func:`register_task_tools` adds."""
+
+Framework = Literal["mcp1", "mcp2", "fastmcp"]
+"""``mcp1``: mcp 1.x ``FastMCP``; ``mcp2``: mcp 2.x ``MCPServer``; ``fastmcp``: standalone."""
 
 _VALID_STATES = ("running", "succeeded", "failed", "cancelled")
 
 _GET_TASK_DOC = """\
 Get the status of ONE long-running task that another tool of this server already started
-(that tool returned its task_id). Returns the task as JSON: state (running, succeeded,
+(that tool returned its task_id). Returns the task as an object: state (running, succeeded,
 failed, cancelled), last progress, the result when it succeeded, and the failure
 (error_code, message, recoverable, suggestions) when it failed; or {"error": "not_found"}
 if the id is unknown (for example after a server restart). Read-only: this does NOT start
@@ -45,7 +76,7 @@ any work; use the server's other tools to start tasks."""
 
 _CANCEL_TASK_DOC = """\
 Cancel a long-running task that another tool of this server already started, by its
-task_id. Returns {"task_id": ..., "state": "cancelled"}. Safe to repeat; a task that
+task_id. Returns the task with "state": "cancelled". Safe to repeat; a task that
 already finished is not changed and its final state is returned instead; an unknown id
 returns {"error": "not_found"}. This does NOT start any work; use the server's other
 tools to start tasks."""
@@ -69,22 +100,246 @@ _StatesArg = Annotated[
 ]
 
 
-def _error(code: str, detail: str) -> str:
-    return json.dumps({"error": code, "detail": detail})
+class ToolErrorReply(BaseModel):
+    """The object a task tool answers instead of its result: ``{"error", "detail"}``.
+
+    ``error`` is a code (``not_found``, ``invalid``, ``unavailable``, ...); ``detail`` one or
+    two sentences for the LLM.
+    """
+
+    error: str = Field(description='A code: "not_found", "invalid", "unavailable", ...')
+    detail: str = Field(description="What went wrong, in a sentence or two.")
 
 
-def register_task_tools(mcp: FastMCP[Any], manager: TaskManager) -> None:
-    """Add ``get_task`` / ``cancel_task`` / ``list_tasks`` (§3.3) to a FastMCP server.
+class TaskList(BaseModel):
+    """``list_tasks``' answer: the tasks, oldest first."""
 
-    The tool descriptions tell the LLM these are for the status and cancellation of
-    long-running tasks started by the server's other tools, not for starting work.
+    tasks: list[TaskInfo]
+
+
+def _inline_refs(node: Any, defs: dict[str, Any]) -> Any:
+    """``node`` with every local ``{"$ref": "#/$defs/X"}`` replaced by ``X`` (no cycles here)."""
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            return _inline_refs(defs[ref.removeprefix("#/$defs/")], defs)
+        return {k: _inline_refs(v, defs) for k, v in node.items() if k != "$defs"}
+    if isinstance(node, list):
+        return [_inline_refs(v, defs) for v in node]
+    return node
+
+
+def _schema_of_either(answer: type[BaseModel]) -> dict[str, Any]:
+    """``{"type": "object", "anyOf": [answer, ToolErrorReply]}``, self-contained (no $ref)."""
+    from pydantic import TypeAdapter
+
+    adapter: TypeAdapter[Any] = TypeAdapter(cast("Any", answer | ToolErrorReply))
+    schema = adapter.json_schema(mode="serialization")
+    inlined: dict[str, Any] = _inline_refs(schema, schema.get("$defs", {}))
+    return {"type": "object", **inlined}
+
+
+TASK_INFO_OUTPUT_SCHEMA: dict[str, Any] = _schema_of_either(TaskInfo)
+"""Output schema of ``get_task``, ``cancel_task`` and start tools: a TaskInfo or an error."""
+TASK_LIST_OUTPUT_SCHEMA: dict[str, Any] = _schema_of_either(TaskList)
+"""Output schema of ``list_tasks``: ``{"tasks": [...]}`` or an error."""
+
+
+def _error(code: str, detail: str) -> dict[str, Any]:
+    return ToolErrorReply(error=code, detail=detail).model_dump(mode="json")
+
+
+def detect_framework(server: Any) -> Framework:
+    """Which framework built ``server``, from its class (no import of any framework).
 
     Raises:
-        ImportError: the ``mcp`` extra is not installed.
+        TypeError: ``server`` is none of mcp 1.x ``FastMCP``, mcp 2.x ``MCPServer`` or
+            standalone ``fastmcp.FastMCP``.
     """
-    from mcp.types import ToolAnnotations
+    for cls in type(server).__mro__:
+        module = cls.__module__ or ""
+        if module == "fastmcp" or module.startswith("fastmcp."):
+            return "fastmcp"
+        if module.startswith("mcp.server.mcpserver"):
+            return "mcp2"
+        if module.startswith("mcp.server.fastmcp"):
+            return "mcp1"
+    raise TypeError(
+        f"register_task_tools needs an mcp.server.fastmcp.FastMCP (mcp 1.x), an "
+        f"mcp.server.mcpserver.MCPServer (mcp 2.x) or a fastmcp.FastMCP, got "
+        f"{type(server).__module__}.{type(server).__qualname__}."
+    )
 
-    async def get_task(task_id: _TaskIdArg) -> str:
+
+def _output_model(name: str, schema: dict[str, Any]) -> type[BaseModel]:
+    """A pydantic model the mcp SDK takes as the output type: ``schema``, any object valid.
+
+    The mcp SDK (1.x and 2.x) derives a tool's output schema from the model in
+    ``Annotated[CallToolResult, Model]`` and validates the returned structured content
+    with it; the content is already checked here (it is a ``TaskInfo`` or an error), so the
+    model admits any object and only lends its schema.
+    """
+
+    def replace_schema(target: dict[str, Any]) -> None:
+        target.clear()
+        target.update(schema)
+
+    config = ConfigDict(extra="allow", json_schema_extra=replace_schema)
+    model = type(name, (BaseModel,), {"model_config": config, "__module__": __name__})
+    return cast("type[BaseModel]", model)
+
+
+def _resolved_signature(fn: Callable[..., Any]) -> inspect.Signature:
+    """``fn``'s signature with its string annotations resolved in ``fn``'s own globals."""
+    hints = typing.get_type_hints(fn, include_extras=True)
+    sig = inspect.signature(fn)
+    params = [
+        p.replace(annotation=hints.get(p.name, p.annotation)) for p in sig.parameters.values()
+    ]
+    return sig.replace(parameters=params)
+
+
+def _as_object(value: Any) -> dict[str, Any]:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, dict):
+        return value
+    raise TypeError(
+        f"a task tool must answer a pydantic model or a dict, got {type(value).__name__}"
+    )
+
+
+def _add_tool(
+    server: Any,
+    fn: Callable[..., Any],
+    *,
+    name: str,
+    description: str | None,
+    annotations: dict[str, Any] | None,
+    output_schema: dict[str, Any],
+) -> None:
+    """Register ``fn`` (sync or async, answering a model or a dict) on ``server``.
+
+    The client sees ``output_schema`` and, for each call, structured content equal to the
+    answer's JSON object plus one text content holding the same object as JSON.
+    """
+    framework = detect_framework(server)
+    sig = _resolved_signature(fn)
+
+    async def run(**kwargs: Any) -> dict[str, Any]:
+        value = fn(**kwargs)
+        if inspect.isawaitable(value):
+            value = await value
+        return _as_object(value)
+
+    if framework == "fastmcp":
+
+        @functools.wraps(fn)
+        async def fastmcp_tool(**kwargs: Any) -> dict[str, Any]:
+            return await run(**kwargs)
+
+        returns: Any = dict[str, Any]
+        tool: Callable[..., Any] = fastmcp_tool
+    else:
+        from mcp.types import CallToolResult, TextContent
+
+        @functools.wraps(fn)
+        async def sdk_tool(**kwargs: Any) -> Any:
+            value = await run(**kwargs)
+            return CallToolResult(
+                content=[TextContent(type="text", text=json.dumps(value))],
+                structuredContent=value,
+            )
+
+        returns = Annotated[CallToolResult, _output_model(f"{name}_output", output_schema)]
+        tool = sdk_tool
+
+    # The frameworks read the parameters (and the output type) from the signature and the
+    # annotations, resolved already: the wrapper's globals are this module's, not fn's.
+    del tool.__wrapped__  # type: ignore[attr-defined]
+    tool.__signature__ = sig.replace(return_annotation=returns)  # type: ignore[attr-defined]
+    tool.__annotations__ = {
+        **{p.name: p.annotation for p in sig.parameters.values()},
+        "return": returns,
+    }
+    tool.__name__ = name
+
+    if framework == "fastmcp":
+        server.tool(
+            tool,
+            name=name,
+            description=description,
+            annotations=annotations,
+            output_schema=output_schema,
+        )
+    else:
+        from mcp.types import ToolAnnotations
+
+        server.add_tool(
+            tool,
+            name=name,
+            description=description,
+            annotations=None if annotations is None else ToolAnnotations(**annotations),
+        )
+
+
+def add_start_tool(
+    server: Any,
+    fn: Callable[..., TaskInfo | ToolErrorReply | dict[str, Any]]
+    | Callable[..., Awaitable[TaskInfo | ToolErrorReply | dict[str, Any]]],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+) -> None:
+    """Register a start tool whose answer is a ``TaskInfo`` or an error object.
+
+    ``fn`` (sync or async) validates its arguments, calls ``manager.start(...)`` and returns
+    the ``TaskInfo``; on bad arguments it returns a :class:`ToolErrorReply` (or a dict
+    ``{"error": ..., "detail": ...}``). The tool's output schema admits both, and the client
+    gets the object as structured content. A start tool that never answers an error needs
+    none of this: ``@server.tool()`` on a function annotated ``-> TaskInfo`` does the same.
+
+    Raises:
+        TypeError: ``server`` is not a supported framework (see :func:`detect_framework`).
+    """
+    _add_tool(
+        server,
+        fn,
+        name=name or fn.__name__,
+        description=description if description is not None else inspect.getdoc(fn),
+        annotations=None,
+        output_schema=TASK_INFO_OUTPUT_SCHEMA,
+    )
+
+
+def set_server_version(server: Any, version: str = __version__) -> None:
+    """Make the server report ``version`` as ``serverInfo.version`` at ``initialize``.
+
+    mcp 1.x ``FastMCP`` otherwise reports the mcp SDK's version, and mcp 2.x / standalone
+    FastMCP report what their constructor was given.
+
+    Raises:
+        TypeError: ``server`` is not a supported framework (see :func:`detect_framework`).
+    """
+    # The low-level server each framework wraps reads .version at initialize.
+    lowlevel = "_lowlevel_server" if detect_framework(server) == "mcp2" else "_mcp_server"
+    getattr(server, lowlevel).version = version
+
+
+def register_task_tools(server: Any, manager: TaskManager) -> None:
+    """Add ``get_task`` / ``cancel_task`` / ``list_tasks`` (contract §6) to ``server``.
+
+    ``server`` is an mcp 1.x ``FastMCP``, an mcp 2.x ``MCPServer`` or a standalone
+    ``fastmcp.FastMCP``. The tool descriptions tell the LLM these are for the status and
+    cancellation of long-running tasks started by the server's other tools, not for
+    starting work. Not thread-safe; call it once per server while building it.
+
+    Raises:
+        TypeError: ``server`` is none of those.
+        ImportError: the framework's package is missing (it built ``server``, so it is not).
+    """
+
+    async def get_task(task_id: _TaskIdArg) -> dict[str, Any]:
         info = manager.get(task_id)
         if info is None:
             return _error(
@@ -92,9 +347,9 @@ def register_task_tools(mcp: FastMCP[Any], manager: TaskManager) -> None:
                 f"No task with id {task_id!r} on server {manager.server_name!r}; it never "
                 "existed, was forgotten after finishing, or the server restarted.",
             )
-        return info.model_dump_json()
+        return _as_object(info)
 
-    async def cancel_task(task_id: _TaskIdArg) -> str:
+    async def cancel_task(task_id: _TaskIdArg) -> dict[str, Any]:
         info = await manager.cancel(task_id)
         if info is None:
             return _error(
@@ -102,9 +357,9 @@ def register_task_tools(mcp: FastMCP[Any], manager: TaskManager) -> None:
                 f"No task with id {task_id!r} on server {manager.server_name!r}; nothing "
                 "was cancelled.",
             )
-        return json.dumps({"task_id": info.task_id, "state": info.state})
+        return _as_object(info)
 
-    async def list_tasks(states: _StatesArg = None) -> str:
+    async def list_tasks(states: _StatesArg = None) -> dict[str, Any]:
         if states is not None:
             unknown = [s for s in states if s not in _VALID_STATES]
             if unknown:
@@ -114,33 +369,36 @@ def register_task_tools(mcp: FastMCP[Any], manager: TaskManager) -> None:
                     f"{list(_VALID_STATES)!r}, or omit states for all tasks.",
                 )
         infos = manager.list(cast("list[TaskState] | None", states))
-        return json.dumps({"tasks": [info.model_dump(mode="json") for info in infos]})
+        return _as_object(TaskList(tasks=infos))
 
-    mcp.add_tool(
+    read_only = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}
+    _add_tool(
+        server,
         get_task,
         name="get_task",
         description=_GET_TASK_DOC,
-        annotations=ToolAnnotations(
-            title="Get task status", readOnlyHint=True, idempotentHint=True, openWorldHint=False
-        ),
+        annotations={"title": "Get task status", **read_only},
+        output_schema=TASK_INFO_OUTPUT_SCHEMA,
     )
-    mcp.add_tool(
+    _add_tool(
+        server,
         cancel_task,
         name="cancel_task",
         description=_CANCEL_TASK_DOC,
-        annotations=ToolAnnotations(
-            title="Cancel a running task",
-            readOnlyHint=False,
-            destructiveHint=True,
-            idempotentHint=True,
-            openWorldHint=False,
-        ),
+        annotations={
+            "title": "Cancel a running task",
+            "readOnlyHint": False,
+            "destructiveHint": True,
+            "idempotentHint": True,
+            "openWorldHint": False,
+        },
+        output_schema=TASK_INFO_OUTPUT_SCHEMA,
     )
-    mcp.add_tool(
+    _add_tool(
+        server,
         list_tasks,
         name="list_tasks",
         description=_LIST_TASKS_DOC,
-        annotations=ToolAnnotations(
-            title="List tasks", readOnlyHint=True, idempotentHint=True, openWorldHint=False
-        ),
+        annotations={"title": "List tasks", **read_only},
+        output_schema=TASK_LIST_OUTPUT_SCHEMA,
     )

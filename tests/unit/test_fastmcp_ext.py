@@ -30,10 +30,13 @@ async def connect(manager: TaskManager) -> AsyncIterator[ClientSession]:
 
 
 async def call(session, tool: str, **arguments: Any) -> dict[str, Any]:
+    """The tool's answer; its structured content and its one text content must agree."""
     result = await session.call_tool(tool, arguments)
     assert not result.isError, result.content
     assert len(result.content) == 1
-    return json.loads(result.content[0].text)
+    data = json.loads(result.content[0].text)
+    assert result.structuredContent == data
+    return data
 
 
 async def blocked(ctx: TaskContext) -> dict[str, Any]:
@@ -129,12 +132,14 @@ class TestGetTask:
 
 class TestCancelTask:
     async def test_cancel_task_cancels_and_is_idempotent(self, manager, poster):
-        """cancel_task answers {"task_id", "state": "cancelled"}, twice; no task_failed."""
+        """cancel_task answers the TaskInfo with state cancelled, twice; no task_failed."""
         async with connect(manager) as client:
             info = manager.start("sleep_task", blocked)
             first = await call(client, "cancel_task", task_id=info.task_id)
             second = await call(client, "cancel_task", task_id=info.task_id)
-            assert first == second == {"task_id": info.task_id, "state": "cancelled"}
+            assert first == second
+            assert (first["task_id"], first["state"]) == (info.task_id, "cancelled")
+            assert first == manager.get(info.task_id).model_dump(mode="json")  # type: ignore[union-attr]
             data = await call(client, "get_task", task_id=info.task_id)
             assert data["state"] == "cancelled"
             assert poster.types_for(info.task_id) == []
@@ -151,7 +156,7 @@ class TestCancelTask:
             info = manager.start("sleep_task", body)
             await poster.wait_for(info.task_id, event)
             data = await call(client, "cancel_task", task_id=info.task_id)
-            assert data == {"task_id": info.task_id, "state": state}
+            assert (data["task_id"], data["state"]) == (info.task_id, state)
             assert manager.get(info.task_id).state == state  # type: ignore[union-attr]
 
     async def test_cancel_task_unknown_is_not_found(self, manager):
@@ -191,6 +196,45 @@ class TestListTasks:
             data = await call(client, "list_tasks", states=["running", "done"])
             assert data["error"] == "invalid"
             assert "'done'" in data["detail"]
+
+
+class TestStructuredOutput:
+    """Issue 12: objects with an object output schema, never a JSON string in a string."""
+
+    @pytest.mark.parametrize("name", ["get_task", "cancel_task", "list_tasks"])
+    async def test_output_schema_is_an_object_describing_the_answer(self, manager, name):
+        """Each tool declares {"type": "object", "anyOf": [answer, error]}, no "result" wrapper."""
+        async with connect(manager) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            schema = tools[name].outputSchema
+            assert schema is not None
+            assert schema["type"] == "object"
+            answer, error = schema["anyOf"]
+            assert set(error["required"]) == {"error", "detail"}
+            if name == "list_tasks":
+                answer = answer["properties"]["tasks"]["items"]
+            assert set(answer["properties"]) == set(TaskInfo.model_fields)
+            assert "$ref" not in json.dumps(schema)
+
+    async def test_structured_content_is_the_task_info(self, manager, poster):
+        """get_task's structuredContent is the TaskInfo itself, valid against its schema."""
+        import jsonschema
+
+        async with connect(manager) as client:
+            info = manager.start("sleep_task", succeeds)
+            await poster.wait_for(info.task_id, "task_done")
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            result = await client.call_tool("get_task", {"task_id": info.task_id})
+            expected = manager.get(info.task_id).model_dump(mode="json")  # type: ignore[union-attr]
+            assert result.structuredContent == expected
+            jsonschema.validate(result.structuredContent, tools["get_task"].outputSchema)
+            listed = await client.call_tool("list_tasks", {})
+            assert listed.structuredContent == {"tasks": [expected]}
+
+    def test_an_unknown_framework_is_refused_by_name(self, manager):
+        """A server of no supported framework raises TypeError naming its class."""
+        with pytest.raises(TypeError, match=r"got builtins\.object"):
+            register_task_tools(object(), manager)
 
 
 def test_register_task_tools_works_with_any_fastmcp_instance(poster):
