@@ -46,7 +46,7 @@ class SignatureError(RobotMcpKitError):
 
     ``reason`` is a short machine-readable code (``malformed_signature``,
     ``bad_signature``, ``malformed_timestamp``, ``stale_timestamp``,
-    ``future_timestamp``); the message is a sentence for humans.
+    ``future_timestamp``, ``unusable_secret``); the message is a sentence for humans.
     """
 
     def __init__(self, reason: str, message: str) -> None:
