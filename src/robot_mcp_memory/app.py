@@ -17,7 +17,6 @@ surfaces as an exception the entry point turns into one line and exit code 2.
 from __future__ import annotations
 
 import anyio
-import anyio.to_thread
 import uvicorn
 from mcp.server.fastmcp import FastMCP
 from starlette.requests import Request
@@ -25,7 +24,6 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from robot_mcp_kit.store import StoreClosed
 from robot_mcp_memory._http_limits import ACCEPT_BACKLOG, ensure_fd_limit, limited_h11_protocol
 from robot_mcp_memory._jsonrpc_guard import JsonRpcBodyGuard
 from robot_mcp_memory.logs import get_logger
@@ -44,19 +42,16 @@ _log = get_logger("robot_mcp_memory.app")
 def build_http_app(settings: Settings, mcp: FastMCP, holder: StoreHolder) -> ASGIApp:
     """The ASGI app of an HTTP transport: FastMCP's app + /healthz, gated when a token is set.
 
-    ``GET /healthz`` needs no token and answers ``{"status": "ok", "documents": n}`` while
-    the store is open, 503 ``{"status": "unavailable"}`` otherwise.
+    ``GET /healthz`` needs no token and answers ``{"status": "ok"}`` while the store is
+    open, 503 ``{"status": "unavailable"}`` otherwise. It says nothing countable and touches
+    no database (anyone who reaches the port may ask, whatever ``Host`` they name); the
+    document count is in the ``memory_server_starting`` log line (decision 0006).
     """
 
     async def healthz(_: Request) -> Response:
-        store = holder.store
-        if store is None:
+        if holder.store is None:
             return JSONResponse({"status": "unavailable"}, status_code=503)
-        try:
-            documents = await anyio.to_thread.run_sync(store.count)
-        except StoreClosed:  # shutting down between the check and the count
-            return JSONResponse({"status": "unavailable"}, status_code=503)
-        return JSONResponse({"status": "ok", "documents": documents})
+        return JSONResponse({"status": "ok"})
 
     if settings.transport is Transport.SSE:
         starlette_app = mcp.sse_app()

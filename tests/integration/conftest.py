@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, closing
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -119,7 +120,11 @@ class ServerProcess:
         return events
 
     def documents(self) -> int:
-        return int(httpx.get(f"{self.base}/healthz", timeout=5).json()["documents"])
+        """Rows in the server's index.db, read through a read-only connection (/healthz
+        says nothing countable)."""
+        uri = f"file:{self.data_dir / 'index.db'}?mode=ro"
+        with closing(sqlite3.connect(uri, uri=True, timeout=5)) as db:
+            return int(db.execute("SELECT count(*) FROM processes").fetchone()[0])
 
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}

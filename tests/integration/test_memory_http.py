@@ -111,7 +111,7 @@ class TestSse:
         server = spawn()
         r = httpx.get(f"{server.base}/healthz", timeout=5)
         assert r.status_code == 200
-        assert r.json() == {"status": "ok", "documents": 0}
+        assert r.json() == {"status": "ok"}
 
     def test_store_ready_line_comes_through_structlog_with_its_fields(self, spawn):
         """The kit's stdlib store_ready line is a JSON event with its extras as fields."""

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
 
 from robot_mcp_kit.testing import free_port
 
@@ -375,3 +377,31 @@ def test_malformed_jsonrpc_on_the_sse_message_endpoint_is_a_400(memory_child):
         r = http.post(endpoint, json=INITIALIZE)
         assert r.status_code == 202
     assert_quiet_log(server)
+
+
+MAILROOM = (Path(__file__).resolve().parents[2] / "examples" / "mailroom.md").read_text(
+    encoding="utf-8"
+)
+
+
+async def test_healthz_says_nothing_countable_to_anyone(memory_child):
+    """With a document stored, /healthz answers exactly {"status": "ok"}, whatever the Host;
+    the count is in the startup log line instead."""
+    server = memory_child(transport="streamable-http").start()
+    async with (
+        httpx.AsyncClient(headers=server.auth(), timeout=15) as http,
+        streamable_http_client(f"{server.base}/mcp", http_client=http) as (read, write, _),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        saved = await session.call_tool("save_process", {"markdown": MAILROOM})
+        assert not saved.isError, saved.content
+    for host in (f"127.0.0.1:{server.port}", "evil.example", "brain-memory:9103"):
+        r = httpx.get(f"{server.base}/healthz", headers={"Host": host}, timeout=5)
+        assert (r.status_code, r.json()) == (200, {"status": "ok"}), host
+    server.stop()
+    restarted = memory_child(transport="streamable-http")
+    restarted.data_dir = server.data_dir
+    restarted.start()
+    starting = [e for e in restarted.log_events() if e.get("event") == "memory_server_starting"]
+    assert starting[-1]["documents"] == 1
