@@ -1,0 +1,192 @@
+"""Drive the sleeper's task tools through one framework's own in-memory client.
+
+Run in an isolated environment holding the built wheel and one framework (``.ci/run``
+does, through ``tests/frameworks/run.sh``)::
+
+    uv run --isolated --no-project --with dist/robot_mcp_kit-*.whl --with 'mcp>=2,<3' \\
+        python tests/frameworks/check_framework.py mcp2
+
+``mcp1``: mcp 1.x ``FastMCP`` with ``create_connected_server_and_client_session``;
+``mcp2``: mcp 2.x ``MCPServer`` with ``mcp.client.Client``; ``fastmcp``: standalone
+``fastmcp.FastMCP`` with ``fastmcp.Client``. It checks what issue 12 asks: importing the
+kit loads no framework; the task tools are listed with an object output schema; the
+structured content of ``sleep_task``, ``get_task``, ``cancel_task`` and ``list_tasks`` is
+the ``TaskInfo`` (``{"tasks": [TaskInfo]}``), and its text the same object as JSON;
+``not_found`` is an object too; ``serverInfo.version`` is the kit's version. Prints one
+line per check; exits 0 when all hold, 1 with the first that did not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+SLEEPER = Path(__file__).resolve().parents[2] / "examples" / "sleeper.py"
+FRAMEWORK_MODULES = ("mcp", "fastmcp")
+
+
+class CheckFailed(AssertionError):
+    """One check did not hold; the message says which and what was seen."""
+
+
+def check(condition: bool, what: str, seen: Any = None) -> None:
+    if not condition:
+        raise CheckFailed(f"{what}; seen: {seen!r}"[:2000])
+    print(f"  ok  {what}")
+
+
+def wire(model: Any) -> dict[str, Any]:
+    """An mcp type in its JSON wire form (camelCase under mcp 1.x and 2.x)."""
+    dumped: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return dumped
+
+
+@asynccontextmanager
+async def connect(framework: str, server: Any) -> AsyncIterator[Any]:
+    """The framework's own in-memory client, as an object with list_tools/call/info."""
+    if framework == "mcp1":
+        from mcp.shared.memory import create_connected_server_and_client_session
+
+        async with create_connected_server_and_client_session(server._mcp_server) as session:
+            init = await session.initialize()
+            yield session, wire(init)["serverInfo"]
+    elif framework == "mcp2":
+        from mcp.client import Client
+
+        async with Client(server) as client:
+            yield client, wire(client.server_info)
+    else:
+        from fastmcp import Client as FastMCPClient
+
+        async with FastMCPClient(server) as client:
+            info = client.initialize_result
+            yield client, wire(info.serverInfo if info is not None else client.server_info)
+
+
+async def list_tools(framework: str, client: Any) -> dict[str, dict[str, Any]]:
+    if framework == "fastmcp":
+        tools = await client.list_tools_mcp()
+    else:
+        tools = await client.list_tools()
+    return {tool["name"]: tool for tool in wire(tools)["tools"]}
+
+
+async def call(framework: str, client: Any, tool: str, **arguments: Any) -> dict[str, Any]:
+    """The structured content; checks the one text content is the same object as JSON."""
+    if framework == "fastmcp":
+        result = wire(await client.call_tool_mcp(tool, arguments))
+    else:
+        result = wire(await client.call_tool(tool, arguments))
+    check(not result.get("isError"), f"{tool} answers without an MCP error", result)
+    structured = result.get("structuredContent")
+    check(isinstance(structured, dict), f"{tool}: structuredContent is an object", result)
+    texts = [c["text"] for c in result.get("content", []) if c.get("type") == "text"]
+    check(
+        len(texts) == 1 and json.loads(texts[0]) == structured,
+        f"{tool}: its text content is the same object as JSON",
+        texts,
+    )
+    return dict(structured)
+
+
+async def run(framework: str) -> None:
+    before = set(sys.modules)
+    import robot_mcp_kit
+    from robot_mcp_kit import TaskManager
+    from robot_mcp_kit.testing import RecordingPoster
+
+    loaded = sorted(m for m in set(sys.modules) - before if m.split(".")[0] in FRAMEWORK_MODULES)
+    check(not loaded, "import robot_mcp_kit loads no MCP framework", loaded)
+
+    spec = importlib.util.spec_from_file_location("sleeper_example", SLEEPER)
+    assert spec is not None
+    assert spec.loader is not None
+    sleeper = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sleeper)
+
+    poster = RecordingPoster()
+    manager = TaskManager("sleeper", poster, known_trigger_types=sleeper.KNOWN_TRIGGER_TYPES)
+    server = sleeper.build_server(manager, framework=framework)
+    from robot_mcp_kit.fastmcp_ext import detect_framework
+
+    check(detect_framework(server) == framework, f"the kit detects {framework}", type(server))
+
+    async with connect(framework, server) as (client, server_info):
+        check(
+            server_info.get("version") == robot_mcp_kit.__version__,
+            f"serverInfo.version is the kit's {robot_mcp_kit.__version__}",
+            server_info,
+        )
+        tools = await list_tools(framework, client)
+        for name in ("sleep_task", "get_task", "cancel_task", "list_tasks"):
+            schema = tools.get(name, {}).get("outputSchema") or {}
+            check(schema.get("type") == "object", f"{name} has an object output schema", schema)
+            check(
+                "result" not in (schema.get("properties") or {}),
+                f"{name}'s output is not wrapped in {{'result': ...}}",
+                schema,
+            )
+
+        def info_of(task_id: str) -> dict[str, Any]:
+            info = manager.get(task_id)
+            assert info is not None
+            dumped: dict[str, Any] = info.model_dump(mode="json")
+            return dumped
+
+        started = await call(framework, client, "sleep_task", duration_s=0.3, tick_s=0.1)
+        task_id = started["task_id"]
+        check(started["state"] == "running", "sleep_task answers the running TaskInfo", started)
+        await poster.wait_for(task_id, "task_done")
+        got = await call(framework, client, "get_task", task_id=task_id)
+        check(got == info_of(task_id), "get_task's structured content is the TaskInfo", got)
+        check(got["result"] == {"slept_s": 0.3}, "the TaskInfo carries the result", got)
+
+        long = await call(framework, client, "sleep_task", duration_s=60, tick_s=0.05)
+        cancelled = await call(framework, client, "cancel_task", task_id=long["task_id"])
+        check(
+            cancelled == info_of(long["task_id"]) and cancelled["state"] == "cancelled",
+            "cancel_task's structured content is the cancelled TaskInfo",
+            cancelled,
+        )
+        listed = await call(framework, client, "list_tasks")
+        check(
+            listed == {"tasks": [info_of(task_id), info_of(long["task_id"])]},
+            "list_tasks' structured content is {'tasks': [TaskInfo, ...]}",
+            listed,
+        )
+        missing = await call(framework, client, "get_task", task_id="slee-000000")
+        check(missing.get("error") == "not_found", "an unknown id answers not_found", missing)
+        invalid = await call(framework, client, "sleep_task", duration_s=-1)
+        check(invalid.get("error") == "invalid", "a bad start answers invalid", invalid)
+    await manager.aclose()
+
+
+def main(argv: list[str]) -> int:
+    frameworks: dict[str, Callable[[], str]] = {
+        "mcp1": lambda: f"mcp {version('mcp')}",
+        "mcp2": lambda: f"mcp {version('mcp')}",
+        "fastmcp": lambda: f"fastmcp {version('fastmcp')} on mcp {version('mcp')}",
+    }
+    if len(argv) != 1 or argv[0] not in frameworks:
+        print(f"usage: check_framework.py {{{'|'.join(frameworks)}}}", file=sys.stderr)
+        return 2
+    framework = argv[0]
+    print(f"framework {framework} ({frameworks[framework]()}):")
+    try:
+        asyncio.run(run(framework))
+    except CheckFailed as exc:
+        print(f"FAIL {framework}: {exc}", file=sys.stderr)
+        return 1
+    print(f"framework {framework}: all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# CI proof that the kit serves every MCP server framework (issue 12), each in an isolated
+# environment holding only the built wheel and that framework:
+#   1. the sleeper's task tools through each framework's own in-memory client
+#      (mcp 1.x FastMCP, mcp 2.x MCPServer, standalone FastMCP): check_framework.py;
+#   2. the conformance suite (its client on mcp 2.x) against a sleeper built on mcp 2.x,
+#      over streamable HTTP, and against one built on standalone FastMCP.
+# Needs uv and PyPI. Exits non-zero on the first failure.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+export PATH="$HOME/.local/bin:$PATH"
+
+dist="$(mktemp -d)"
+trap 'rm -rf "$dist"' EXIT
+uv build --wheel --out-dir "$dist" --quiet
+wheel="$(ls "$dist"/robot_mcp_kit-*.whl)"
+python="${FRAMEWORKS_PYTHON:-3.11}"
+
+isolated() {  # isolated SPEC... -- CMD...: run CMD where only the wheel and SPECs are installed
+  local with=()
+  while [ "$1" != "--" ]; do with+=(--with "$1"); shift; done
+  shift
+  uv run --quiet --isolated --no-project --python "$python" --with "$wheel" "${with[@]}" "$@"
+}
+
+for pair in "mcp1=mcp>=1.28.1,<2" "mcp2=mcp>=2,<3" "fastmcp=fastmcp>=2.10"; do
+  framework="${pair%%=*}"
+  isolated "${pair#*=}" -- python tests/frameworks/check_framework.py "$framework"
+done
+
+suite_args=(--start-args '{"duration_s": 0.5, "tick_s": 0.1}'
+            --fail-args '{"duration_s": 0.3, "tick_s": 0.1, "fail": true}'
+            --cancel-args '{"duration_s": 30, "tick_s": 0.1}')
+
+echo "conformance suite (mcp 2.x client) against the sleeper on mcp 2.x over streamable HTTP:"
+isolated "$wheel[conformance]" "mcp>=2,<3" -- \
+  robot-mcp-conformance --server-cmd "python examples/sleeper.py" \
+  --transport streamable-http "${suite_args[@]}" -q
+
+echo "conformance suite against the sleeper on standalone FastMCP over streamable HTTP:"
+SLEEPER_FRAMEWORK=fastmcp isolated "$wheel[conformance]" "fastmcp>=2.10" -- \
+  robot-mcp-conformance --server-cmd "python examples/sleeper.py" \
+  --transport streamable-http "${suite_args[@]}" -q
+echo "frameworks: all checks passed"
