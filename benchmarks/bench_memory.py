@@ -22,6 +22,26 @@ Over SSE (skipped with ``--no-sse``): the ``robot-mcp-memory`` console script is
 as a subprocess on a free port with ``MCP_TRANSPORT=sse`` and ``MEMORY_DATA_DIR`` set to the
 corpus directory; an MCP client session then times ``find_processes`` calls next to MCP
 ``ping`` round trips, interleaved. Target: find_processes p50 <= 2 x ping p50.
+
+Fleet load (``--fleet``, instead of the above; issue 10):
+
+    uv run python benchmarks/bench_memory.py --fleet [--calls 500] [--clients 6]
+                                             [--fleet-docs 1000] [--rounds 2]
+
+Six brains, each its own process with one SSE session, run the same seeded plan of mixed
+calls (find_processes 40 %, record_outcome 20 %, recall_params 25 %, list_robots 15 %)
+concurrently against one server, twice per round: once *scoped* (a server with
+``MEMORY_ROBOT_TOKENS``, each brain on its robot's token: six robots in three groups) and
+once *unscoped* (a server with ``MEMORY_TOKEN`` only, each brain on the admin token).
+Both servers start from copies of one seeded data directory (documents owned by the six
+robots, 10 % ``shared``) and are given the same registry, self-improve switched on and the
+same lessons through the admin token. Each brain warms up (unrecorded), waits on a
+barrier, then runs its plan. Reported: p50/p99 per tool, errors (error answers, MCP
+errors and exceptions), answers outside the caller's scope (scoped: a found id or a
+listed robot that its group may not see), and throughput (all calls / wall time from the
+first brain's start to the last one's end), with the ratio scoped/unscoped. Rounds
+alternate which side goes first. Target: zero errors, zero out-of-scope answers,
+scoped >= 0.85 x unscoped throughput.
 """
 
 from __future__ import annotations
@@ -29,18 +49,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
+import multiprocessing
 import os
 import random
+import secrets
 import shutil
 import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import httpx
 
@@ -52,6 +75,7 @@ from robot_mcp_memory.store import ProcessStore, _match_expression, search_terms
 TARGET_FIND_VS_RAW = 3.0
 TARGET_SSE_VS_PING = 2.0
 TARGET_SIZE = 10_000
+TARGET_SCOPED_VS_UNSCOPED = 0.85
 
 VERBS = [
     "fetch", "bring", "deliver", "carry", "pick up", "place", "wipe", "clean", "open",
@@ -272,8 +296,12 @@ def measure_local(
 
 
 @contextlib.contextmanager
-def memory_server(data_dir: Path) -> Iterator[str]:
-    """Start robot-mcp-memory over SSE on a free port; yield its base URL; stop it."""
+def memory_server(data_dir: Path, extra_env: Mapping[str, str] | None = None) -> Iterator[str]:
+    """Start robot-mcp-memory over SSE on a free port; yield its base URL; stop it.
+
+    The caller's ``MEMORY_TOKEN`` / ``MEMORY_ROBOT_TOKENS`` are dropped; ``extra_env``
+    sets the server's own.
+    """
     exe = shutil.which("robot-mcp-memory") or str(
         Path(sys.executable).with_name("robot-mcp-memory")
     )
@@ -288,6 +316,7 @@ def memory_server(data_dir: Path) -> Iterator[str]:
     }
     for name in ("MEMORY_TOKEN", "MEMORY_ROBOT_TOKENS"):
         env.pop(name, None)
+    env.update(extra_env or {})
     base = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryFile() as log:
         proc = subprocess.Popen([exe], env=env, stdout=log, stderr=log)
@@ -459,6 +488,388 @@ def report(results: list[SizeResult]) -> int:
     return 1 if failures else 0
 
 
+# --- fleet load (--fleet) -----------------------------------------------------------------
+
+FLEET_GROUPS = {
+    "line-a": ("rap-1", "rap-2"),
+    "line-b": ("rap-3", "rap-4"),
+    "line-c": ("rap-5", "rap-6"),
+}
+FLEET_MIX = {
+    "find_processes": 0.40,
+    "record_outcome": 0.20,
+    "recall_params": 0.25,
+    "list_robots": 0.15,
+}
+FLEET_SKILLS = ["grasp.mug", "grasp.box", "place.tray", "open.door"]
+FLEET_LESSON_PLACES = PLACES[:3]  # lessons are seeded here; recalls also ask two more places
+FLEET_RECALL_PLACES = PLACES[:5]
+FLEET_SHARED_FRACTION = 0.10
+FLEET_WARMUP = 20
+
+
+def fleet_robots(clients: int) -> list[tuple[str, str]]:
+    """``(robot, group)`` for each brain: the groups' robots in order, repeated if needed."""
+    pairs = [(robot, group) for group, robots in FLEET_GROUPS.items() for robot in robots]
+    return [pairs[i % len(pairs)] for i in range(clients)]
+
+
+def seed_fleet_documents(directory: Path, n_docs: int, seed: int) -> dict[str, str | None]:
+    """Save ``n_docs`` documents owned by the fleet's robots (some shared); ``{id: robot}``.
+
+    A shared document maps to None (every robot sees it).
+    """
+    corpus = Corpus(random.Random(seed), _pseudo_words(random.Random(seed + 1), 3000))
+    robots = [robot for group in FLEET_GROUPS.values() for robot in group]
+    owners: dict[str, str | None] = {}
+    store = ProcessStore(open_index(directory), robot_id="bench")
+    try:
+        for i in range(n_docs):
+            shared = corpus.rng.random() < FLEET_SHARED_FRACTION
+            doc = corpus.doc(i).model_copy(
+                update={"robot": robots[i % len(robots)], "shared": shared}
+            )
+            saved = store.save(doc)
+            owners[saved.doc.id] = None if shared else doc.robot
+    finally:
+        store.close()
+    return owners
+
+
+def visible_ids(owners: Mapping[str, str | None], group: str) -> list[str]:
+    """The ids a robot of ``group`` may see: its group's documents and the shared ones."""
+    members = set(FLEET_GROUPS[group])
+    return sorted(i for i, robot in owners.items() if robot is None or robot in members)
+
+
+def fleet_plan(
+    robot: str, visible: list[str], calls: int, seed: int
+) -> list[tuple[str, dict[str, Any]]]:
+    """A brain's seeded sequence of ``(tool, arguments)``; both sides run the same plans."""
+    rng = random.Random(seed)
+    queries = Corpus(random.Random(seed + 1), [])
+    tools, weights = list(FLEET_MIX), list(FLEET_MIX.values())
+    plan: list[tuple[str, dict[str, Any]]] = []
+    for _ in range(calls):
+        tool = rng.choices(tools, weights)[0]
+        if tool == "find_processes":
+            args: dict[str, Any] = {"query": queries.query(), "k": 3}
+        elif tool == "record_outcome":
+            args = {"id": rng.choice(visible), "success": rng.random() < 0.8}
+        elif tool == "recall_params":
+            args = {
+                "robot": robot,
+                "skill": rng.choice(FLEET_SKILLS),
+                "place": rng.choice(FLEET_RECALL_PLACES),
+            }
+        else:
+            args = {}
+        plan.append((tool, args))
+    return plan
+
+
+async def _admin_call(session: Any, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    result = await session.call_tool(tool, args)
+    text = "".join(getattr(part, "text", "") for part in result.content)
+    value = json.loads(text)
+    if result.isError or not isinstance(value, dict) or "error" in value:
+        raise RuntimeError(f"setup {tool}({args}) answered {text[:300]}")
+    return value
+
+
+async def fleet_setup(base: str, admin_token: str) -> int:
+    """Registry, self-improve on and lessons, through the admin token; returns #lessons."""
+    from mcp import ClientSession
+    from mcp.client.sse import sse_client
+
+    headers = {"Authorization": f"Bearer {admin_token}"}
+    lessons = 0
+    async with (
+        sse_client(f"{base}/sse", headers) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        for group, robots in FLEET_GROUPS.items():
+            await _admin_call(session, "upsert_group", {"group_id": group, "factory": "bench"})
+            for robot in robots:
+                await _admin_call(session, "register_robot", {"robot_id": robot, "group_id": group})
+        await _admin_call(session, "set_self_improve", {"enabled": True})
+        rng = random.Random(10)
+        for robots in FLEET_GROUPS.values():
+            for skill in FLEET_SKILLS:
+                for place in FLEET_LESSON_PLACES:
+                    params = {
+                        "offset_m": round(rng.uniform(0, 0.1), 3),
+                        "force_n": rng.randint(5, 30),
+                    }
+                    args = {"robot": robots[0], "skill": skill, "params": params, "place": place}
+                    await _admin_call(session, "record_params", {**args, "success": True})
+                    lessons += 1
+    return lessons
+
+
+@dataclass
+class BrainResult:
+    timings: dict[str, list[float]] = field(default_factory=dict)
+    errors: int = 0
+    exceptions: int = 0
+    out_of_scope: int = 0
+    samples: list[str] = field(default_factory=list)
+    start: float = 0.0
+    end: float = 0.0
+    fatal: str = ""
+
+
+async def _brain(
+    base: str,
+    token: str,
+    plan: list[tuple[str, dict[str, Any]]],
+    scope: tuple[frozenset[str], frozenset[str], frozenset[str]] | None,
+    barrier: Any,
+) -> BrainResult:
+    """One brain: connect, warm up, wait for the others, run ``plan``, time every call.
+
+    ``scope`` (scoped side only) is ``(visible ids, visible robots, lesson scopes)``: a
+    found id, a listed robot or a recalled lesson's scope outside it counts as an
+    out-of-scope answer. Warm-up calls count towards the errors, not the timings.
+    """
+    from mcp import ClientSession
+    from mcp.client.sse import sse_client
+
+    out = BrainResult(timings={tool: [] for tool in FLEET_MIX})
+
+    async def one(tool: str, args: dict[str, Any], record: bool) -> None:
+        t0 = time.perf_counter_ns()
+        try:
+            result = await session.call_tool(tool, args)
+        except Exception as exc:  # an MCP error or a broken stream: counted, not fatal
+            out.exceptions += 1
+            if len(out.samples) < 3:
+                out.samples.append(f"{tool}: {type(exc).__name__}: {exc}")
+            return
+        elapsed = (time.perf_counter_ns() - t0) / 1e6
+        text = "".join(getattr(part, "text", "") for part in result.content)
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = None
+        if result.isError or not isinstance(value, dict) or "error" in value:
+            out.errors += 1
+            if len(out.samples) < 3:
+                out.samples.append(f"{tool}({args}): {text[:200]}")
+            return
+        if scope is not None:
+            ids, robots, lesson_scopes = scope
+            if tool == "find_processes":
+                out.out_of_scope += sum(p.get("id") not in ids for p in value["processes"])
+            elif tool == "list_robots":
+                out.out_of_scope += sum(r.get("robot_id") not in robots for r in value["robots"])
+            elif tool == "recall_params" and value.get("lesson") is not None:
+                out.out_of_scope += value.get("scope") not in lesson_scopes
+        if record:
+            out.timings[tool].append(elapsed)
+
+    headers = {"Authorization": f"Bearer {token}"}
+    async with (
+        sse_client(f"{base}/sse", headers) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        for tool, args in plan[:FLEET_WARMUP]:
+            if tool != "record_outcome":  # warm-up writes nothing
+                await one(tool, args, record=False)
+        await asyncio.to_thread(barrier.wait, 120)
+        out.start = time.perf_counter()
+        for tool, args in plan:
+            await one(tool, args, record=True)
+        out.end = time.perf_counter()
+    return out
+
+
+def _brain_process(
+    base: str,
+    token: str,
+    plan: list[tuple[str, dict[str, Any]]],
+    scope: tuple[frozenset[str], frozenset[str], frozenset[str]] | None,
+    barrier: Any,
+    results: Any,
+) -> None:
+    """A brain's process: run :func:`_brain`, put its result on ``results``."""
+    try:
+        result = asyncio.run(_brain(base, token, plan, scope, barrier))
+    except BaseException as exc:  # report it; the parent decides
+        barrier.abort()
+        result = BrainResult(fatal=f"{type(exc).__name__}: {exc}")
+    results.put(result)
+
+
+@dataclass
+class SideResult:
+    timings: dict[str, list[float]] = field(default_factory=lambda: {t: [] for t in FLEET_MIX})
+    calls: int = 0
+    wall_s: float = 0.0
+    errors: int = 0
+    exceptions: int = 0
+    out_of_scope: int = 0
+    samples: list[str] = field(default_factory=list)
+
+    def add(self, brains: list[BrainResult]) -> None:
+        fatal = [b.fatal for b in brains if b.fatal]
+        if fatal:
+            raise RuntimeError(f"a brain failed: {fatal[0]}")
+        for b in brains:
+            for tool, values in b.timings.items():
+                self.timings[tool].extend(values)
+                self.calls += len(values)
+            self.errors += b.errors
+            self.exceptions += b.exceptions
+            self.out_of_scope += b.out_of_scope
+            self.samples.extend(b.samples)
+        self.wall_s += max(b.end for b in brains) - min(b.start for b in brains)
+
+    @property
+    def throughput(self) -> float:
+        return self.calls / self.wall_s if self.wall_s else 0.0
+
+
+def run_fleet_side(
+    seed_dir: Path,
+    work: Path,
+    scoped: bool,
+    plans: list[Any],
+    clients: list[tuple[str, str]],
+    owners: Mapping[str, str | None],
+) -> list[BrainResult]:
+    """Copy the seeded directory, start a server, set the fleet up, run the brains."""
+    data_dir = work / ("scoped" if scoped else "unscoped")
+    shutil.rmtree(data_dir, ignore_errors=True)
+    shutil.copytree(seed_dir, data_dir)
+    admin = secrets.token_urlsafe(24)
+    robot_tokens = {robot: secrets.token_urlsafe(24) for robot, _ in clients}
+    env = {"MEMORY_TOKEN": admin}
+    if scoped:
+        env["MEMORY_ROBOT_TOKENS"] = ",".join(f"{r}:{t}" for r, t in robot_tokens.items())
+    ctx = multiprocessing.get_context("spawn")
+    with memory_server(data_dir, env) as base:
+        asyncio.run(fleet_setup(base, admin))
+        barrier = ctx.Barrier(len(clients))
+        results = ctx.Queue()
+        procs = []
+        for (robot, group), plan in zip(clients, plans, strict=True):
+            scope = None
+            if scoped:
+                scope = (
+                    frozenset(visible_ids(owners, group)),
+                    frozenset(FLEET_GROUPS[group]),
+                    frozenset({f"group:{group}", f"robot:{robot}"}),
+                )
+            token = robot_tokens[robot] if scoped else admin
+            proc = ctx.Process(
+                target=_brain_process, args=(base, token, plan, scope, barrier, results)
+            )
+            proc.start()
+            procs.append(proc)
+        brains = [results.get(timeout=600) for _ in procs]
+        for proc in procs:
+            proc.join(30)
+    return brains
+
+
+def run_fleet(calls: int, n_clients: int, n_docs: int, rounds: int) -> int:
+    clients = fleet_robots(n_clients)
+    with tempfile.TemporaryDirectory(prefix="bench-memory-fleet-") as tmp:
+        work = Path(tmp)
+        seed_dir = work / "seed"
+        print(f"[fleet] seeding {n_docs} documents ...", flush=True)
+        owners = seed_fleet_documents(seed_dir, n_docs, seed=n_docs)
+        plans = [
+            fleet_plan(robot, visible_ids(owners, group), calls, seed=100 + i)
+            for i, (robot, group) in enumerate(clients)
+        ]
+        sides = {True: SideResult(), False: SideResult()}
+        for n in range(rounds):
+            for scoped in (True, False) if n % 2 == 0 else (False, True):
+                name = "scoped" if scoped else "unscoped"
+                print(
+                    f"[fleet] round {n + 1}/{rounds}: {name}, {len(clients)} brains x "
+                    f"{calls} calls ...",
+                    flush=True,
+                )
+                sides[scoped].add(run_fleet_side(seed_dir, work, scoped, plans, clients, owners))
+    shared = sum(robot is None for robot in owners.values())
+    return fleet_report(sides[True], sides[False], len(clients), calls, n_docs, shared, rounds)
+
+
+def fleet_report(
+    scoped: SideResult,
+    unscoped: SideResult,
+    clients: int,
+    calls: int,
+    n_docs: int,
+    shared: int,
+    rounds: int,
+) -> int:
+    mix = " / ".join(f"{tool} {100 * w:.0f}%" for tool, w in FLEET_MIX.items())
+    lessons = len(FLEET_GROUPS) * len(FLEET_SKILLS) * len(FLEET_LESSON_PLACES)
+    print()
+    print(
+        f"fleet load: {clients} SSE brains (one process each) x {calls} calls x {rounds} "
+        f"round(s) per side\n  mix {mix}\n  {len(FLEET_GROUPS)} groups of 2 robots, "
+        f"{n_docs} documents ({shared} shared), {lessons} lessons, self-improve on; "
+        f"{os.cpu_count()} CPUs"
+    )
+    print()
+    print(
+        f"{'tool':<16} {'calls':>6} | {'scoped p50':>10} {'p99':>9} | "
+        f"{'unscoped p50':>12} {'p99':>9}"
+    )
+    rows = [(tool, scoped.timings[tool], unscoped.timings[tool]) for tool in FLEET_MIX]
+    rows.append(
+        (
+            "all",
+            [v for values in scoped.timings.values() for v in values],
+            [v for values in unscoped.timings.values() for v in values],
+        )
+    )
+    for tool, s_ms, u_ms in rows:
+        if not s_ms or not u_ms:
+            print(f"{tool:<16} {'-':>6}")
+            continue
+        print(
+            f"{tool:<16} {len(s_ms):>6} | {percentile(s_ms, 0.5):>8.2f}ms "
+            f"{percentile(s_ms, 0.99):>7.2f}ms | {percentile(u_ms, 0.5):>10.2f}ms "
+            f"{percentile(u_ms, 0.99):>7.2f}ms"
+        )
+    ratio = scoped.throughput / unscoped.throughput if unscoped.throughput else 0.0
+    print(
+        f"{'throughput':<16} {'':>6} | {scoped.throughput:>6.0f} calls/s   | "
+        f"{unscoped.throughput:>8.0f} calls/s"
+    )
+    print()
+    failures = 0
+    for name, side in (("scoped", scoped), ("unscoped", unscoped)):
+        bad = side.errors + side.exceptions
+        failures += bad > 0
+        print(
+            f"{name}: {bad} errors ({side.errors} error answers, {side.exceptions} exceptions) "
+            f"in {side.calls} calls  {'PASS' if bad == 0 else 'FAIL'}"
+        )
+        for sample in side.samples[:3]:
+            print(f"    e.g. {sample}")
+    failures += scoped.out_of_scope > 0
+    print(
+        f"scoped: {scoped.out_of_scope} answers outside the caller's scope  "
+        f"{'PASS' if scoped.out_of_scope == 0 else 'FAIL'}"
+    )
+    ok = ratio >= TARGET_SCOPED_VS_UNSCOPED
+    failures += not ok
+    print(
+        f"throughput scoped/unscoped {ratio:.2f} (target >= {TARGET_SCOPED_VS_UNSCOPED:g})  "
+        f"{'PASS' if ok else 'FAIL'}"
+    )
+    return 1 if failures else 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -467,7 +878,23 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=400, help="queries per size (each side)")
     parser.add_argument("--no-sse", action="store_true", help="skip the over-SSE measurement")
     parser.add_argument("--sse-calls", type=int, default=200, help="find_processes calls over SSE")
+    fleet = parser.add_argument_group("fleet load")
+    fleet.add_argument(
+        "--fleet", action="store_true", help="run the fleet load (scoped vs unscoped) instead"
+    )
+    fleet.add_argument("--calls", type=int, default=500, help="calls per brain per round")
+    fleet.add_argument("--clients", type=int, default=6, help="concurrent brains (processes)")
+    fleet.add_argument("--fleet-docs", type=int, default=1000, help="seeded documents")
+    fleet.add_argument(
+        "--rounds", type=int, default=2, help="rounds, each running both sides (order alternates)"
+    )
     args = parser.parse_args()
+    if args.fleet:
+        why = sse_available()
+        if why:
+            print(f"fleet load skipped: {why}")
+            return 1
+        return run_fleet(args.calls, args.clients, args.fleet_docs, args.rounds)
     sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
     results = [run_size(size, args.queries, not args.no_sse, args.sse_calls) for size in sizes]
     return report(results)

@@ -10,7 +10,15 @@ Scenarios (DESIGN §2):
 3. a failure: ``task_failed`` carrying the structured ``FAKE_FAILURE``;
 4. memory: ``save_process`` of the mailroom document, then
    ``find_processes("bring me the parcel from the mail room")`` ranks it first with the
-   full markdown.
+   full markdown (over the admin token, ``MEMORY_TOKEN``);
+5. fleet (memory spec §6, §6a): the admin creates groups ``line-a`` and ``line-b``,
+   registers ``rap-1``, ``rap-2`` (line-a) and ``rap-3`` (line-b), each with its own robot
+   token (``MEMORY_ROBOT_TOKENS``), and switches self-improvement on (a lesson recorded
+   before that is refused with ``self_improve_off``);
+6. fleet: ``rap-3`` saves its own document; ``rap-1`` reads it as ``not_found`` (exactly
+   as a missing id), does not find it, and is ``forbidden`` fleet administration;
+7. fleet: a lesson ``rap-1`` records (``record_params``) is recalled by its group-mate
+   ``rap-2`` and not by ``rap-3`` of the other group.
 """
 
 from __future__ import annotations
@@ -34,6 +42,12 @@ _REPO_ROOT = Path(__file__).resolve().parents[2]
 _DEFAULT_SLEEPER = _REPO_ROOT / "examples" / "sleeper.py"
 MAILROOM_QUERY = "bring me the parcel from the mail room"
 MAILROOM_ID = "fetch-package-mailroom"
+FLEET_GROUPS = {"line-a": ("rap-1", "rap-2"), "line-b": ("rap-3",)}
+FLEET_ROBOTS = tuple(robot for robots in FLEET_GROUPS.values() for robot in robots)
+LINE_B_DOC_ID = "inspect-press-line-b"
+LESSON_SKILL = "grasp.mug"
+LESSON_PLACE = "kitchen"
+LESSON_PARAMS = {"approach_offset_m": 0.04, "grip_force_n": 12}
 
 
 class DemoError(Exception):
@@ -63,11 +77,12 @@ class _Services:
         self.fake_url = fake_url
         self.sessions: dict[str, Any] = {}
 
-    async def connect(self, name: str, sse_url: str) -> None:
+    async def connect(self, name: str, sse_url: str, token: str | None = None) -> None:
         from mcp import ClientSession
         from mcp.client.sse import sse_client
 
-        read, write = await self._stack.enter_async_context(sse_client(sse_url))
+        headers = {"Authorization": f"Bearer {token}"} if token is not None else None
+        read, write = await self._stack.enter_async_context(sse_client(sse_url, headers))
         session = await self._stack.enter_async_context(ClientSession(read, write))
         await session.initialize()
         self.sessions[name] = session
@@ -176,11 +191,127 @@ async def _scenario_memory(s: _Services) -> str:
     )
 
 
+def _line_b_markdown() -> str:
+    """A process document of rap-3 (line-b); ``robot`` is omitted, the server pins it."""
+    return (
+        "---\n"
+        f"id: {LINE_B_DOC_ID}\n"
+        "title: Inspect the stamping press on line B\n"
+        'task_pattern: "inspect|check ... press ... line b"\n'
+        "tags: [inspection, line-b]\n"
+        "source_mission_id: m-line-b-01\n"
+        "---\n\n"
+        "## Steps\n"
+        "1. navigation.navigate_to(press-3) with trigger eta_below:5\n"
+        '2. perception.find_object("stamping press guard")\n'
+        '3. speech.say("press guard inspected")\n'
+    )
+
+
+async def _scenario_fleet_setup(s: _Services) -> str:
+    refused = await s.call(
+        "rap-1",
+        "record_params",
+        {"robot": "rap-1", "skill": LESSON_SKILL, "params": LESSON_PARAMS},
+    )
+    _expect(
+        refused.get("recorded") is False and refused.get("reason") == "self_improve_off",
+        f"record_params before self-improve was switched on answered {refused}",
+    )
+    for group_id, robots in FLEET_GROUPS.items():
+        group = await s.call(
+            "memory",
+            "upsert_group",
+            {"group_id": group_id, "name": f"Line {group_id[-1].upper()}", "factory": "demo"},
+        )
+        _expect(group.get("group_id") == group_id, f"upsert_group({group_id!r}) answered {group}")
+        for robot in robots:
+            entry = await s.call(
+                "memory",
+                "register_robot",
+                {"robot_id": robot, "name": robot.upper(), "group_id": group_id},
+            )
+            _expect(
+                entry.get("group_id") == group_id, f"register_robot({robot!r}) answered {entry}"
+            )
+    switched = await s.call("memory", "set_self_improve", {"enabled": True})
+    _expect(switched.get("self_improve") is True, f"set_self_improve answered {switched}")
+    seen = await s.call("rap-1", "list_robots", {})
+    names = sorted(str(r.get("robot_id")) for r in seen.get("robots") or [])
+    _expect(names == ["rap-1", "rap-2"], f"rap-1's list_robots shows {names}, not its group")
+    return (
+        f"groups line-a {{rap-1, rap-2}}, line-b {{rap-3}}, {len(FLEET_ROBOTS)} robot tokens; "
+        "self-improve off refused a lesson, then switched on; rap-1 lists only line-a"
+    )
+
+
+async def _scenario_fleet_isolation(s: _Services) -> str:
+    saved = await s.call("rap-3", "save_process", {"markdown": _line_b_markdown()})
+    _expect(saved.get("robot") == "rap-3", f"rap-3's save_process answered {saved}")
+    own = await s.call("rap-3", "get_process", {"id": LINE_B_DOC_ID})
+    _expect(own.get("id") == LINE_B_DOC_ID, f"rap-3 cannot read its own document: {own}")
+    foreign = await s.call("rap-1", "get_process", {"id": LINE_B_DOC_ID})
+    _expect(foreign.get("error") == "not_found", f"rap-1's get_process answered {foreign}")
+    missing = await s.call("rap-1", "get_process", {"id": "no-such-process"})
+    _expect(
+        set(foreign) == set(missing) and missing.get("error") == "not_found",
+        f"out of scope {foreign} differs in shape from missing {missing}",
+    )
+    found = await s.call("rap-1", "find_processes", {"query": "inspect the stamping press"})
+    ids = [p.get("id") for p in found.get("processes") or []]
+    _expect(LINE_B_DOC_ID not in ids, f"rap-1's find_processes returned {ids}")
+    moved = await s.call("rap-1", "set_group", {"robot_id": "rap-3", "group_id": "line-a"})
+    _expect(moved.get("error") == "forbidden", f"rap-1's set_group answered {moved}")
+    toggled = await s.call("rap-1", "set_self_improve", {"enabled": False})
+    _expect(toggled.get("error") == "forbidden", f"rap-1's set_self_improve answered {toggled}")
+    return (
+        f"rap-3 saved {LINE_B_DOC_ID}; rap-1: get_process not_found (as a missing id), "
+        "not in its find, set_group and set_self_improve forbidden"
+    )
+
+
+async def _scenario_fleet_lessons(s: _Services) -> str:
+    recorded = await s.call(
+        "rap-1",
+        "record_params",
+        {
+            "robot": "rap-1",
+            "skill": LESSON_SKILL,
+            "params": LESSON_PARAMS,
+            "place": LESSON_PLACE,
+            "success": True,
+            "note": "approach 4 cm higher; the mugs sit on a mat",
+        },
+    )
+    _expect(recorded.get("recorded") is True, f"rap-1's record_params answered {recorded}")
+    scope = recorded.get("scope")
+    _expect(scope == "group:line-a", f"rap-1's lesson went to scope {scope!r}, not group:line-a")
+    args = {"skill": LESSON_SKILL, "place": LESSON_PLACE}
+    mate = await s.call("rap-2", "recall_params", {"robot": "rap-2", **args})
+    lesson = mate.get("lesson") or {}
+    _expect(lesson.get("params") == LESSON_PARAMS, f"rap-2's recall_params answered {mate}")
+    other = await s.call("rap-3", "recall_params", {"robot": "rap-3", **args})
+    _expect(
+        "lesson" in other and other["lesson"] is None and "error" not in other,
+        f"rap-3's recall_params answered {other}",
+    )
+    # Naming rap-1 does not help: a robot token always acts as its own robot.
+    posing = await s.call("rap-3", "recall_params", {"robot": "rap-1", **args})
+    _expect(posing.get("lesson") is None, f"rap-3 posing as rap-1 recalled {posing}")
+    return (
+        f"rap-1 recorded {LESSON_SKILL}@{LESSON_PLACE} in {scope}; rap-2 recalled it "
+        f"({mate.get('match')}); rap-3 got none ({other.get('reason')}), even naming rap-1"
+    )
+
+
 SCENARIOS: list[tuple[str, Callable[[_Services], Awaitable[str]]]] = [
     ("sleeper: eta_below trigger, signed events in order", _scenario_trigger),
     ("sleeper: cancel is idempotent, no task_failed", _scenario_cancel),
     ("sleeper: failure carries a structured TaskFailure", _scenario_failure),
     ("memory: save the mailroom process, find it first", _scenario_memory),
+    ("fleet: two groups, three robot tokens, self-improve on", _scenario_fleet_setup),
+    ("fleet: another group's document and administration refused", _scenario_fleet_isolation),
+    ("fleet: a lesson is recalled by a group-mate, not another group", _scenario_fleet_lessons),
 ]
 
 
@@ -196,6 +327,8 @@ def run_demo(sleeper: Path = _DEFAULT_SLEEPER, out: TextIO = sys.stdout) -> list
         print(text, file=out, flush=True)
 
     secret = secrets.token_hex(16)
+    tokens = {name: secrets.token_urlsafe(24) for name in ("memory", *FLEET_ROBOTS)}
+    robot_tokens = ",".join(f"{robot}:{tokens[robot]}" for robot in FLEET_ROBOTS)
     python = sys.executable
     with tempfile.TemporaryDirectory(prefix="robot-mcp-demo-") as tmp:
         fake_port, sleeper_port, memory_port = free_port(), free_port(), free_port()
@@ -232,6 +365,8 @@ def run_demo(sleeper: Path = _DEFAULT_SLEEPER, out: TextIO = sys.stdout) -> list
                     "MCP_PORT": str(memory_port),
                     "MEMORY_DATA_DIR": str(Path(tmp) / "memory"),
                     "ROBOT_ID": "demo",
+                    "MEMORY_TOKEN": tokens["memory"],
+                    "MEMORY_ROBOT_TOKENS": robot_tokens,
                 },
             ),
         ]
@@ -240,20 +375,28 @@ def run_demo(sleeper: Path = _DEFAULT_SLEEPER, out: TextIO = sys.stdout) -> list
                 say(f"… starting {service.name} on 127.0.0.1:{service.port}")
                 service.start()
             say(f"  fake chat app page: {fake_url}/")
-            return asyncio.run(_run_scenarios(fake_url, sleeper_port, memory_port, say))
+            say(f"  memory server: admin token and robot tokens for {', '.join(FLEET_ROBOTS)}")
+            return asyncio.run(_run_scenarios(fake_url, sleeper_port, memory_port, tokens, say))
         finally:
             for service in reversed(services):
                 service.close()
 
 
 async def _run_scenarios(
-    fake_url: str, sleeper_port: int, memory_port: int, say: Callable[[str], None]
+    fake_url: str,
+    sleeper_port: int,
+    memory_port: int,
+    tokens: dict[str, str],
+    say: Callable[[str], None],
 ) -> list[Scenario]:
     outcomes: list[Scenario] = []
     async with AsyncExitStack() as stack:
         services = _Services(stack, fake_url)
         await services.connect("sleeper", f"http://127.0.0.1:{sleeper_port}/sse")
-        await services.connect("memory", f"http://127.0.0.1:{memory_port}/sse")
+        # One SSE session per token: "memory" is the admin (MEMORY_TOKEN), the others are
+        # the robots, each bound to its own robot and group by the server.
+        for name, token in tokens.items():
+            await services.connect(name, f"http://127.0.0.1:{memory_port}/sse", token)
         for name, scenario in SCENARIOS:
             say(f"… {name}")
             started = time.monotonic()

@@ -11,7 +11,11 @@ from robot_mcp_demo._run import main
 
 
 def test_demo_runs_every_scenario_and_exits_zero() -> None:
-    """The console script starts the three services, runs four scenarios and exits 0."""
+    """The console script starts the three services, runs seven scenarios and exits 0.
+
+    Three of them are the fleet's: robot tokens in two groups, a document and fleet
+    administration refused across groups, a lesson shared with a group-mate only.
+    """
     done = subprocess.run(
         [sys.executable, "-m", "robot_mcp_demo"],
         capture_output=True,
@@ -20,8 +24,12 @@ def test_demo_runs_every_scenario_and_exits_zero() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "4 passed, 0 failed" in done.stdout
+    assert "7 passed, 0 failed" in done.stdout
     assert "fetch-package-mailroom ranked first" in done.stdout
+    assert "rap-1: get_process not_found" in done.stdout
+    assert "set_group and set_self_improve forbidden" in done.stdout
+    assert "rap-2 recalled it" in done.stdout
+    assert "rap-3 got none" in done.stdout
 
 
 def test_demo_reports_a_failing_scenario(tmp_path: Path) -> None:
@@ -43,6 +51,10 @@ def test_demo_reports_a_failing_scenario(tmp_path: Path) -> None:
     assert verdicts["cancel is idempotent, no task_failed"] is True
     assert verdicts["failure carries a structured TaskFailure"] is True
     assert verdicts["save the mailroom process, find it first"] is True
+    assert verdicts["two groups, three robot tokens, self-improve on"] is True
+    assert verdicts["another group's document and administration refused"] is True
+    assert verdicts["a lesson is recalled by a group-mate, not another group"] is True
+    assert len(outcomes) == 7
 
 
 def test_demo_refuses_a_missing_sleeper(tmp_path: Path, capsys) -> None:
