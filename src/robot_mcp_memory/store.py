@@ -371,9 +371,7 @@ class ProcessStore:
 
     # --- cold writes ---------------------------------------------------------------
 
-    def save(
-        self, doc: ProcessDoc, *, guard: Callable[[sqlite3.Row], None] | None = None
-    ) -> Saved:
+    def save(self, doc: ProcessDoc, *, guard: Callable[[sqlite3.Row], None] | None = None) -> Saved:
         """Insert or update a document; row and index in one transaction (cold).
 
         Collision rules (memory spec §5): if a document with this id exists and comes from

@@ -234,7 +234,7 @@ class TestStreamableHttp:
             tools = await session.list_tools()
             saved = await call(session, "save_process", markdown=MAILROOM)
         assert init.serverInfo.name == "memory"
-        assert len(tools.tools) == 7
+        assert len(tools.tools) == 18  # DESIGN §5: processes, fleet, lessons
         assert saved["id"] == "fetch-package-mailroom"
 
     def test_token_gate_and_host_header_protection(self, spawn):
