@@ -531,3 +531,23 @@ class TestStoreHolder:
         assert holder.store is None
         holder.release()  # extra release is harmless
         assert len(opened) == 1
+
+
+class TestHostileText:
+    @pytest.mark.parametrize(
+        ("tool", "args", "field"),
+        [
+            ("get_process", {"id": "x\udfff"}, "id"),
+            ("record_outcome", {"id": "x", "success": True, "note": "n\ud800"}, "note"),
+            ("list_processes", {"robot": "r\ud800"}, "robot"),
+            ("save_process", {"markdown": doc("s", "Bad \ud800 title")}, "document"),
+        ],
+    )
+    async def test_a_lone_surrogate_is_invalid_naming_the_field(self, settings, tool, args, field):
+        """Text that cannot be stored as UTF-8 is invalid with the field named (a transport
+        that lets it through must not turn it into an internal error)."""
+        async with session(settings) as client:
+            out = await call(client, tool, **args)
+        assert out["error"] == "invalid", out
+        assert out["field"] == field
+        assert "surrogate" in out["detail"]
