@@ -16,6 +16,9 @@ Environment:
 - ``SLEEPER_FRAMEWORK``: ``auto`` (default: the mcp SDK, 2.x or 1.x) or ``fastmcp``.
 - ``RVC_CALLBACK_URL`` / ``RVC_EVENT_SECRET``: where the signed events go (unset URL: the
   poster is a no-op that logs at DEBUG).
+- ``RVC_OUTBOX``: a SQLite file for the durable outbox and task journal (unset: none).
+  With it, events survive a restart and a task running when the process died is reported
+  ``task_failed`` / ``INTERRUPTED`` at the next start (``docs/delivery.md``).
 
 ``python examples/sleeper.py --version`` prints the kit's version, which the server also
 reports as ``serverInfo.version``.
@@ -238,6 +241,9 @@ async def _serve(transport: Transport, host: str, port: int) -> None:
         port,
         poster.callback_url or "off",
     )
+    # With an outbox, events a previous process left undelivered (and the INTERRUPTED
+    # reports of its running tasks) go out now, before anything new.
+    await poster.start()
     try:
         await serve(mcp, transport, host, port)
     finally:

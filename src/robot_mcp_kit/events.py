@@ -29,8 +29,17 @@ Contracts:
   grace on the poster's clock (the same thing under the system clock).
 
 Configuration comes from the environment when not passed: ``RVC_CALLBACK_URL`` (unset or
-empty: no-op mode, events are logged at DEBUG) and ``RVC_EVENT_SECRET`` (required when a
-URL is set; construction raises :class:`~robot_mcp_kit.ConfigurationError` otherwise).
+empty: no-op mode, events are logged at DEBUG), ``RVC_EVENT_SECRET`` (required when a
+URL is set; construction raises :class:`~robot_mcp_kit.ConfigurationError` otherwise) and
+``RVC_OUTBOX`` (the durable outbox's file; unset or empty: none).
+
+With a durable outbox (``outbox=path``, issue 14; ``docs/delivery.md``) each event is
+also kept in a SQLite file before its first attempt, and settled there when acknowledged,
+given up or dropped. ``aclose()`` then drops nothing: what is undelivered stays in the file
+(counted as ``kept``), and the next poster on that file sends it first, in its original
+order with its original ``event_id``, its 10-minute budget counted from when it was first
+accepted. The size cap is ``queue_max``, as without an outbox. Without ``outbox`` nothing
+of this runs and the poster behaves as before.
 
 The poster is bound to the event loop of its first ``post()``; construct it anywhere
 (at module import too), use it from one loop.
@@ -44,16 +53,17 @@ import logging
 import os
 from collections import deque
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Literal
 
 import httpx
 
 from robot_mcp_kit._exceptions import ConfigurationError
+from robot_mcp_kit._outbox import ENV_OUTBOX, Outbox, OutboxRow
 from robot_mcp_kit._retry import Clock, RetryPolicy, SystemClock
 from robot_mcp_kit.models import TaskEvent
 from robot_mcp_kit.signing import signed_headers
 
-__all__ = ["ENV_CALLBACK_URL", "ENV_EVENT_SECRET", "EventPoster", "PosterStats"]
+__all__ = ["ENV_CALLBACK_URL", "ENV_EVENT_SECRET", "ENV_OUTBOX", "EventPoster", "PosterStats"]
 
 ENV_CALLBACK_URL: Final = "RVC_CALLBACK_URL"
 ENV_EVENT_SECRET: Final = "RVC_EVENT_SECRET"  # noqa: S105 - the variable's name, not a secret
@@ -82,6 +92,10 @@ class PosterStats:
             the close grace ran out.
         queued: events accepted and not yet acknowledged or lost (waiting + in flight).
         given_up: events lost after the retry cap (10 minutes of failed attempts).
+        kept: events still undelivered when ``aclose()`` ended, left in the durable
+            outbox for the next start (always 0 without an outbox). Added in 0.2.0.
+        recovered: events a poster found pending in its outbox file at start, from a
+            previous process (always 0 without an outbox). Added in 0.2.0.
     """
 
     sent: int = 0
@@ -90,6 +104,8 @@ class PosterStats:
     queued: int = 0
     given_up: int = 0
     posted: int = 0
+    kept: int = 0
+    recovered: int = 0
 
 
 @dataclass(slots=True)
@@ -100,6 +116,10 @@ class _Item:
     task_id: str
     seq: int
     body: bytes
+    n: int = 0
+    """Outbox only: the item's number in acceptance order (durability watermark)."""
+    enqueued_at: float | None = None
+    """Outbox only, recovered items: wall time first accepted (the budget starts there)."""
 
 
 class _GraceExpired(Exception):
@@ -126,6 +146,11 @@ class EventPoster:
             received in time is delivered whatever its body does. It is a wall-time
             bound on the event loop, not on ``clock`` (issue 9: it used to bound each
             network read, so a receiver trickling bytes held an attempt open forever).
+        outbox: the durable outbox's SQLite file (see the module docstring); defaults to
+            ``$RVC_OUTBOX``; ``False`` turns it off whatever the environment says. Used
+            only with a callback URL. Added in 0.2.0.
+        outbox_delivered_tail: settled events kept in the outbox file beyond the pending
+            ones (replay, ``get_task_events`` after a restart). Added in 0.2.0.
 
     Raises:
         ConfigurationError: a URL without a secret, a URL that is not http(s), an empty
@@ -144,6 +169,8 @@ class EventPoster:
         clock: Clock | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         timeout_s: float = 10.0,
+        outbox: str | os.PathLike[str] | Literal[False] | None = None,
+        outbox_delivered_tail: int = 1_000,
     ) -> None:
         if not server_name or not server_name.isprintable() or not server_name.isascii():
             raise ConfigurationError(
@@ -200,6 +227,25 @@ class EventPoster:
         self._dropped = 0
         self._given_up = 0
         self._posted = 0
+        self._kept = 0
+        self._recovered = 0
+
+        # The durable outbox (issue 14): None unless asked for and a URL is set.
+        self.outbox: Outbox | None = None
+        self._outbox_loaded = False
+        self._accepted_n = 0  # items accepted so far (the outbox's numbering)
+        self._durable_n = 0  # items whose rows are known committed
+        self._settled_since_trim = 0
+        path = os.environ.get(ENV_OUTBOX) if outbox is None else outbox
+        if path is not False and path is not None and str(path).strip():
+            if self.callback_url is None:
+                logger.info(
+                    "EventPoster %r: outbox %s ignored in no-op mode (no callback URL)",
+                    server_name,
+                    path,
+                )
+            else:
+                self.outbox = Outbox(path, delivered_tail=outbox_delivered_tail)
 
     # -- public API -------------------------------------------------------------------
 
@@ -218,6 +264,8 @@ class EventPoster:
             queued=len(self._queue) + (self._inflight is not None),
             given_up=self._given_up,
             posted=self._posted,
+            kept=self._kept,
+            recovered=self._recovered,
         )
 
     async def post(self, event: TaskEvent) -> None:
@@ -237,6 +285,24 @@ class EventPoster:
                 getattr(event, "task_id", "?"),
                 getattr(event, "seq", "?"),
             )
+
+    async def start(self) -> None:
+        """Start delivering now: bind to the running loop and start the worker. Idempotent.
+
+        Only needed with a durable outbox, so that events a previous process left pending
+        go out before the first ``post()``; without one it just starts the worker early.
+        Never raises (a failure is logged). Added in 0.2.0.
+        """
+        if not self.enabled or self._closed:
+            return
+        try:
+            wakeup, idle = self._ensure_worker()
+        except Exception:
+            logger.exception("EventPoster %r could not start", self.server_name)
+            return
+        if self._queue:
+            idle.clear()
+            wakeup.set()
 
     async def flush(self) -> None:
         """Wait until every event posted so far is acknowledged or lost.
@@ -285,6 +351,18 @@ class EventPoster:
                 await client.aclose()
         finally:
             self._drop_leftovers()
+            outbox = self.outbox
+            if outbox is not None:
+                outbox.on_recovered_event = None
+                try:
+                    if same_loop:
+                        await asyncio.to_thread(outbox.close)
+                    else:
+                        outbox.close()
+                except Exception:
+                    logger.exception(
+                        "EventPoster %r: closing outbox %s failed", self.server_name, outbox.path
+                    )
             if self._close_done is not None:
                 self._close_done.set()
             if self._idle is not None and same_loop:
@@ -332,10 +410,17 @@ class EventPoster:
             return
         item = _Item(event.event_id, event.task_id, event.seq, event.model_dump_json().encode())
         wakeup, idle = self._ensure_worker()
+        outbox = self.outbox
+        if outbox is not None:
+            self._accepted_n += 1
+            item.n = self._accepted_n
+            outbox.add(item.event_id, item.task_id, item.seq, item.body, self._clock.time())
         queue = self._queue
         if len(queue) >= self.queue_max:
             old = queue.popleft()
             self._dropped += 1
+            if outbox is not None:
+                outbox.mark(old.event_id, "dropped")
             logger.error(
                 "event %s (task %s seq %d) dropped: the queue is full (%d events); "
                 "the brain's reconciliation poll covers the loss",
@@ -368,6 +453,8 @@ class EventPoster:
             self._client = None
         if wakeup is None or idle is None:  # pragma: no cover - set together just above
             raise RuntimeError("EventPoster loop state is inconsistent")
+        if self.outbox is not None and not self._outbox_loaded:
+            self._load_outbox(self.outbox)
         if self._worker is None or self._worker.done():
             if self._inflight is not None:  # the last worker was cancelled mid-send: resend
                 self._queue.appendleft(self._inflight)
@@ -376,6 +463,107 @@ class EventPoster:
                 self._run(wakeup, idle), name=f"EventPoster[{self.server_name}] worker"
             )
         return wakeup, idle
+
+    def _load_outbox(self, outbox: Outbox) -> None:
+        """Put the events a previous process left pending at the head of the queue (once)."""
+        self._outbox_loaded = True
+        try:
+            rows = outbox.pending()
+        except Exception:
+            logger.exception(
+                "EventPoster %r could not read the pending events of outbox %s",
+                self.server_name,
+                outbox.path,
+            )
+            rows = []
+        if rows:
+            self._recovered += len(rows)
+            logger.warning(
+                "EventPoster %r: %d undelivered events recovered from outbox %s "
+                "(first: event %s task %s seq %d); sending them first",
+                self.server_name,
+                len(rows),
+                outbox.path,
+                rows[0].event_id,
+                rows[0].task_id,
+                rows[0].seq,
+            )
+        for row in reversed(rows):
+            self._queue.appendleft(self._recovered_item(row))
+        while len(self._queue) > self.queue_max:
+            old = self._queue.popleft()
+            self._dropped += 1
+            outbox.mark(old.event_id, "dropped")
+            logger.error(
+                "event %s (task %s seq %d) dropped: the outbox holds more than %d events",
+                old.event_id,
+                old.task_id,
+                old.seq,
+                self.queue_max,
+            )
+        self._posted += len(self._queue)
+        try:
+            outbox.trim(self.queue_max)
+        except Exception:
+            logger.exception(
+                "EventPoster %r could not trim outbox %s", self.server_name, outbox.path
+            )
+        outbox.on_recovered_event = self._adopt
+
+    def _recovered_item(self, row: OutboxRow) -> _Item:
+        # Committed already: numbered 0, so no durability wait before its first attempt.
+        return _Item(row.event_id, row.task_id, row.seq, row.body, 0, row.enqueued_at)
+
+    def _adopt(self, row: OutboxRow) -> None:
+        """Take an event written to the outbox by someone else (the manager's recovery)."""
+        if self._closed:
+            return
+        queue = self._queue
+        if len(queue) >= self.queue_max:
+            old = queue.popleft()
+            self._dropped += 1
+            if self.outbox is not None:
+                self.outbox.mark(old.event_id, "dropped")
+        queue.append(self._recovered_item(row))
+        self._posted += 1
+        self._recovered += 1
+        if self._wakeup is not None and self._idle is not None:
+            self._idle.clear()
+            self._wakeup.set()
+
+    async def _make_durable(self, item: _Item) -> None:
+        """With an outbox: wait until ``item``'s row is committed, before its first attempt.
+
+        One flush covers every item accepted before it started, so a burst costs one wait.
+        """
+        outbox = self.outbox
+        if outbox is None or item.n <= self._durable_n:
+            return
+        target = self._accepted_n
+        try:
+            await outbox.make_durable()
+        except Exception:  # a closed or broken store must not stop delivery
+            logger.exception(
+                "EventPoster %r: outbox %s could not be flushed; sending anyway",
+                self.server_name,
+                outbox.path,
+            )
+        self._durable_n = max(self._durable_n, target)
+
+    async def _settle(self, item: _Item, state: Literal["delivered", "given_up"]) -> None:
+        outbox = self.outbox
+        if outbox is None:
+            return
+        outbox.mark(item.event_id, state)
+        self._settled_since_trim += 1
+        if self._settled_since_trim >= max(100, outbox.delivered_tail):
+            self._settled_since_trim = 0
+            try:
+                await asyncio.to_thread(outbox.trim, self.queue_max)
+            except Exception:
+                logger.exception(
+                    "EventPoster %r could not trim outbox %s", self.server_name, outbox.path
+                )
 
     async def _run(self, wakeup: asyncio.Event, idle: asyncio.Event) -> None:
         queue = self._queue
@@ -390,11 +578,13 @@ class EventPoster:
             item = queue.popleft()
             self._inflight = item
             try:
-                await self._deliver(item)
+                await self._make_durable(item)
+                outcome = await self._deliver(item)
             except _GraceExpired:
                 return  # aclose() counts the in-flight event and the rest as dropped
             except Exception:  # a bug here must not kill the worker and strand the queue
                 self._given_up += 1
+                outcome = "given_up"
                 logger.exception(
                     "event %s (task %s seq %d) given up: unexpected error in the poster",
                     item.event_id,
@@ -402,12 +592,16 @@ class EventPoster:
                     item.seq,
                 )
             self._inflight = None
+            await self._settle(item, outcome)
 
-    async def _deliver(self, item: _Item) -> None:
+    async def _deliver(self, item: _Item) -> Literal["delivered", "given_up"]:
         clock, policy = self._clock, self.retry
         client = self._client or self._make_client()
         url = self._url
         started = clock.monotonic()
+        if item.enqueued_at is not None:
+            # Recovered from the outbox: the 10-minute budget began when it was accepted.
+            started -= max(0.0, clock.time() - item.enqueued_at)
         attempt = 0
         while True:
             attempt += 1
@@ -450,7 +644,7 @@ class EventPoster:
                         attempt,
                         status,
                     )
-                return
+                return "delivered"
             elapsed = clock.monotonic() - started
             delay = policy.next_delay(attempt, elapsed, retry_after)
             if delay is None:
@@ -467,7 +661,7 @@ class EventPoster:
                     policy.give_up_after_s,
                     problem,
                 )
-                return
+                return "given_up"
             if self._close_deadline is not None and (
                 clock.monotonic() + delay > self._close_deadline
             ):
@@ -498,6 +692,19 @@ class EventPoster:
             left.insert(0, self._inflight)
         self._queue.clear()
         self._inflight = None
+        if left and self.outbox is not None:
+            self._kept += len(left)
+            logger.warning(
+                "EventPoster %r closed with %d undelivered events kept in outbox %s for the "
+                "next start (first: event %s task %s seq %d)",
+                self.server_name,
+                len(left),
+                self.outbox.path,
+                left[0].event_id,
+                left[0].task_id,
+                left[0].seq,
+            )
+            return
         if not left:
             logger.info(
                 "EventPoster %r closed: %d sent, nothing left undelivered",

@@ -23,6 +23,7 @@ __all__ = [
     "TERMINAL_STATES",
     "EventType",
     "TaskEvent",
+    "TaskEventPage",
     "TaskFailure",
     "TaskInfo",
     "TaskState",
@@ -112,3 +113,26 @@ class TaskInfo(BaseModel):
     progress: dict[str, Any] | None = None
     result: dict[str, Any] | None = None
     failure: TaskFailure | None = None
+
+
+class TaskEventPage(BaseModel):
+    """``get_task_events``' answer: a task's retained events after a seq, oldest first.
+
+    A receiver that saw seq 4 and then 7 asks with ``after_seq=4`` and gets 5, 6, 7, ...
+    The server retains a bounded number of events per task and in total (see
+    :class:`~robot_mcp_kit.tasks.TaskManager`); ``first_retained_seq`` says where its
+    memory begins, so a receiver can tell "not retained" from "never sent".
+
+    .. versionadded:: 0.2.0
+    """
+
+    task_id: str
+    events: list[TaskEvent] = Field(description="Events with seq > after_seq, oldest first.")
+    last_seq: int = Field(description="The task's latest seq (0: it has emitted nothing).")
+    first_retained_seq: int | None = Field(
+        description="The oldest seq the server still retains for this task; null if none."
+    )
+    more: bool = Field(
+        description="True when more events follow: ask again with after_seq set to the "
+        "last seq of this answer."
+    )

@@ -32,6 +32,21 @@ known is ignored with one WARNING when the task starts. With ``known_trigger_typ
 (the default) the manager does not judge types, and warns only about malformed triggers
 (not a dict, or without a string ``type``).
 
+Retained events (for ``get_task_events``, gap repair): the manager keeps each task's
+last ``max_events_per_task`` events (default 256) and at most ``max_events_retained``
+(default 10 000) over all tasks, the oldest forgotten first; :meth:`TaskManager.events`
+answers them after a given ``seq``, at most ``limit`` (default and cap 200) per call.
+
+Task journal (issue 14): when the poster has a durable outbox
+(``EventPoster(outbox=...)``), the manager journals its tasks in the same file. At
+construction it reads the journal back: finished tasks answer ``get_task`` again (within
+``max_finished_retained``), their retained events answer ``get_task_events``, and each
+task journalled as ``running`` — the process died under it — becomes ``failed`` with
+``error_code="INTERRUPTED"``, ``recoverable=True``, and a ``task_failed`` event with the
+task's next ``seq`` goes out before anything new. A shutdown through :meth:`aclose`
+journals nothing for the tasks it cancels, so they too are reported ``INTERRUPTED`` by the
+next start (nobody had asked for their cancellation).
+
 Nothing here imports ``mcp``; logging uses the stdlib logger ``robot_mcp_kit.tasks``.
 """
 
@@ -47,11 +62,13 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol, TypeGuard, runtime_checkable
+from typing import Any, Literal, Protocol, TypeGuard, runtime_checkable
 
+from robot_mcp_kit._outbox import Outbox
 from robot_mcp_kit.models import (
     EventType,
     TaskEvent,
+    TaskEventPage,
     TaskFailure,
     TaskInfo,
     TaskState,
@@ -61,8 +78,12 @@ from robot_mcp_kit.models import (
 
 __all__ = [
     "DEFAULT_CANCEL_GRACE_S",
+    "DEFAULT_MAX_EVENTS_PER_TASK",
+    "DEFAULT_MAX_EVENTS_RETAINED",
     "DEFAULT_MAX_FINISHED_RETAINED",
+    "EVENTS_PAGE_MAX",
     "GENERIC_TRIGGER_TYPES",
+    "INTERRUPTED",
     "EventSink",
     "TaskBody",
     "TaskContext",
@@ -75,6 +96,18 @@ logger = logging.getLogger("robot_mcp_kit.tasks")
 
 DEFAULT_MAX_FINISHED_RETAINED = 200
 DEFAULT_CANCEL_GRACE_S = 5.0
+DEFAULT_MAX_EVENTS_PER_TASK = 256
+"""Events retained per task for ``get_task_events`` (the newest)."""
+DEFAULT_MAX_EVENTS_RETAINED = 10_000
+"""Events retained over all tasks for ``get_task_events`` (the newest)."""
+EVENTS_PAGE_MAX = 200
+"""The most events one :meth:`TaskManager.events` call (one ``get_task_events``) answers."""
+INTERRUPTED = "INTERRUPTED"
+"""``error_code`` of a task the process died under, reported by the next start."""
+_INTERRUPTED_MESSAGE = (
+    "The server stopped (crash, kill or restart) while this task was running, so its work "
+    "did not finish; it may be started again."
+)
 GENERIC_TRIGGER_TYPES: frozenset[str] = frozenset({"progress_above"})
 """Trigger types the manager evaluates itself; always known."""
 
@@ -167,6 +200,8 @@ class _Task:
     cancel_requested: bool = False
     fired: set[str] = field(default_factory=set)
     handle: asyncio.Task[None] | None = None
+    events: deque[tuple[int, TaskEvent]] = field(default_factory=deque)
+    """Retained events, oldest first, each with its number in the manager's global order."""
 
 
 class TaskContext:
@@ -274,6 +309,10 @@ class TaskManager:
         clock: returns the current aware UTC datetime (tests inject one).
         id_factory: draws a task id for a server name; :func:`new_task_id` by default.
             A drawn id already in use is drawn again, never overwritten.
+        max_events_per_task: events retained per task for :meth:`events`. Added in 0.2.0.
+        max_events_retained: events retained over all tasks. Added in 0.2.0.
+        journal: the task journal; by default the poster's durable outbox when it has
+            one (``poster.outbox``), else none. ``False``: none. Added in 0.2.0.
 
     Not thread-safe: use it from the event loop that runs the server. The poster is the
     caller's to close.
@@ -289,6 +328,9 @@ class TaskManager:
         cancel_grace_s: float = DEFAULT_CANCEL_GRACE_S,
         clock: Callable[[], datetime] | None = None,
         id_factory: Callable[[str], str] | None = None,
+        max_events_per_task: int = DEFAULT_MAX_EVENTS_PER_TASK,
+        max_events_retained: int = DEFAULT_MAX_EVENTS_RETAINED,
+        journal: Outbox | Literal[False] | None = None,
     ) -> None:
         if not server_name:
             raise ValueError("server_name must be a non-empty string.")
@@ -296,6 +338,11 @@ class TaskManager:
             raise ValueError(f"max_finished_retained must be >= 0, got {max_finished_retained!r}.")
         if not cancel_grace_s >= 0:
             raise ValueError(f"cancel_grace_s must be >= 0, got {cancel_grace_s!r}.")
+        if max_events_per_task < 0 or max_events_retained < 0:
+            raise ValueError(
+                f"max_events_per_task and max_events_retained must be >= 0, got "
+                f"{max_events_per_task!r} and {max_events_retained!r}."
+            )
         self.server_name = server_name
         self.poster = poster
         self.max_finished_retained = max_finished_retained
@@ -315,6 +362,20 @@ class TaskManager:
             "failed": 0,
             "cancelled": 0,
         }
+        self.max_events_per_task = max_events_per_task
+        self.max_events_retained = max_events_retained
+        # One entry (number, task) per retained event, oldest first; entries of events the
+        # per-task bound already let go are stale and skipped (compacted when too many).
+        self._event_order: deque[tuple[int, _Task]] = deque()
+        self._events_total = 0
+        self._event_n = 0
+        self._closing = False
+        if journal is None:
+            found = getattr(poster, "outbox", None)
+            journal = found if isinstance(found, Outbox) else False
+        self.journal: Outbox | None = journal or None
+        if self.journal is not None:
+            self._recover(self.journal)
 
     # -- public API ------------------------------------------------------------------
 
@@ -362,7 +423,10 @@ class TaskManager:
         self._tasks[task_id] = task
         self._counts["started"] += 1
         task.handle = loop.create_task(self._run(task, body), name=f"robot-mcp-task:{task_id}")
-        return self._info(task)
+        info = self._info(task)
+        if self.journal is not None:
+            self.journal.save_task(info, 0)
+        return info
 
     def get(self, task_id: str) -> TaskInfo | None:
         """Return a snapshot of the task, or None if it is unknown or was evicted."""
@@ -386,6 +450,29 @@ class TaskManager:
             )
         return [self._info(t) for t in self._tasks.values() if t.state in wanted]
 
+    def events(
+        self, task_id: str, after_seq: int = 0, limit: int = EVENTS_PAGE_MAX
+    ) -> TaskEventPage | None:
+        """Return the task's retained events with ``seq > after_seq``, oldest first.
+
+        At most ``limit`` (capped at :data:`EVENTS_PAGE_MAX`); ``more`` says whether
+        further retained events follow. None if the task is unknown or was evicted. What
+        is retained is bounded per task and in total (see the module docstring).
+        Read-only. Added in 0.2.0.
+        """
+        task = self._tasks.get(task_id)
+        if task is None:
+            return None
+        limit = max(0, min(limit, EVENTS_PAGE_MAX))
+        after = [e for _, e in task.events if e.seq > after_seq]
+        return TaskEventPage(
+            task_id=task_id,
+            events=after[:limit],
+            last_seq=task.seq,
+            first_retained_seq=task.events[0][1].seq if task.events else None,
+            more=len(after) > limit,
+        )
+
     async def cancel(self, task_id: str) -> TaskInfo | None:
         """Cancel a running task and return its state; None if the id is unknown.
 
@@ -404,9 +491,12 @@ class TaskManager:
     async def aclose(self) -> None:
         """Cancel every running task and wait for them (server shutdown). Idempotent.
 
-        After this, :meth:`start` raises. The poster is not closed here.
+        After this, :meth:`start` raises. The poster is not closed here. With a journal,
+        the tasks cancelled here stay ``running`` in it, so the next start reports them
+        ``INTERRUPTED``.
         """
         self._closed = True
+        self._closing = True
         running = [t for t in self._tasks.values() if t.state == "running"]
         if running:
             await self._cancel_and_wait(running)
@@ -533,6 +623,9 @@ class TaskManager:
                     event.seq,
                     task.task_id,
                 )
+            self._retain(task, event)
+            if self.journal is not None:
+                self.journal.save_task(self._info(task), task.seq)
 
     def _finish(
         self,
@@ -550,11 +643,134 @@ class TaskManager:
         task.failure = failure
         task.updated_at = self._clock()
         self._counts[state] += 1
+        if self.journal is not None and not (state == "cancelled" and self._closing):
+            self.journal.save_task(self._info(task), task.seq)
+        self._remember_finished(task)
+        return True
+
+    def _remember_finished(self, task: _Task) -> None:
         self._finished.append(task.task_id)
         while len(self._finished) > self.max_finished_retained:
             evicted = self._finished.popleft()
             self._tasks.pop(evicted, None)
-        return True
+            if self.journal is not None:
+                self.journal.forget_task(evicted)
+
+    def _retain(self, task: _Task, event: TaskEvent) -> None:
+        """Keep ``event`` for :meth:`events`, within the per-task and total bounds."""
+        if self.max_events_per_task == 0 or self.max_events_retained == 0:
+            return
+        events = task.events
+        if len(events) >= self.max_events_per_task:
+            events.popleft()
+            self._events_total -= 1
+        self._event_n += 1
+        events.append((self._event_n, event))
+        self._events_total += 1
+        order = self._event_order
+        order.append((self._event_n, task))
+        while self._events_total > self.max_events_retained:
+            # The oldest event overall is the oldest of its task, unless stale (see above).
+            n, oldest = order.popleft()
+            if oldest.events and oldest.events[0][0] == n:
+                oldest.events.popleft()
+                self._events_total -= 1
+        if len(order) > 2 * self.max_events_retained + 64:
+            live = {id(t): t for _, t in order}.values()
+            merged = sorted((n, t) for t in live for n, _ in t.events)
+            self._event_order = deque(merged)
+
+    def _recover(self, journal: Outbox) -> None:
+        """Read the journal back at construction (see the module docstring)."""
+        try:
+            rows = journal.tasks()
+        except Exception:
+            logger.exception("task journal %s is unreadable; starting without it", journal.path)
+            return
+        running = [(i, seq) for i, seq in rows if i.state == "running"]
+        finished = [(i, seq) for i, seq in rows if i.state != "running"]
+        finished = finished[len(finished) - self.max_finished_retained :]
+        restored: builtins.list[_Task] = []
+        for info, seq in finished + running:
+            task = _Task(
+                task_id=info.task_id,
+                tool=info.tool,
+                created_at=info.created_at,
+                updated_at=info.updated_at,
+                triggers=[dict(t) for t in info.triggers],
+                est_duration_s=info.est_duration_s,
+                state=info.state,
+                progress=info.progress,
+                result=info.result,
+                failure=info.failure,
+                seq=seq,
+            )
+            self._tasks[task.task_id] = task
+            restored.append(task)
+        keep = self.max_events_retained
+        for event in journal.events(self._tasks, keep):
+            task = self._tasks[event.task_id]
+            if event.seq <= task.seq and (not task.events or task.events[-1][1].seq < event.seq):
+                self._retain(task, event)
+        for task in restored:
+            if task.state != "running":
+                self._finished.append(task.task_id)
+        try:
+            journal.keep_tasks(self._tasks)
+        except Exception:
+            logger.exception("task journal %s could not be trimmed", journal.path)
+        for task in restored:
+            if task.state == "running":
+                self._interrupt(journal, task)
+        if restored:
+            logger.warning(
+                "task journal %s: %d tasks restored, %d of them interrupted by the last stop",
+                journal.path,
+                len(restored),
+                len(running),
+            )
+
+    def _interrupt(self, journal: Outbox, task: _Task) -> None:
+        """Report a task the last process died under: failed, ``INTERRUPTED``, next seq."""
+        failure = TaskFailure(
+            error_code=INTERRUPTED,
+            message=_INTERRUPTED_MESSAGE,
+            recoverable=True,
+            suggestions=["retry"],
+        )
+        now = self._clock()
+        task.state = "failed"
+        task.failure = failure
+        task.updated_at = now
+        task.seq += 1
+        self._counts["failed"] += 1
+        event = TaskEvent(
+            event_id=new_event_id(),
+            task_id=task.task_id,
+            server=self.server_name,
+            tool=task.tool,
+            type="task_failed",
+            seq=task.seq,
+            ts=now,
+            payload=failure.model_dump(mode="json"),
+        )
+        try:
+            journal.interrupt(
+                event, event.model_dump_json().encode(), self._info(task), now.timestamp()
+            )
+        except Exception:
+            logger.exception(
+                "task %s: its INTERRUPTED event could not be written to the journal", task.task_id
+            )
+        self._retain(task, event)
+        self._remember_finished(task)
+        logger.warning(
+            "task %s (%s) was running when the server last stopped: reported task_failed "
+            "INTERRUPTED as seq %d",
+            task.task_id,
+            task.tool,
+            task.seq,
+        )
 
     async def _run(self, task: _Task, body: TaskBody) -> None:
         try:

@@ -1,0 +1,292 @@
+"""The durable outbox and task journal: one SQLite file through the kit's store (issue 14).
+
+Opt-in: ``EventPoster(..., outbox=path)`` or ``RVC_OUTBOX=path``. The poster then keeps
+every event in the ``outbox_events`` table before it is sent, and a
+:class:`~robot_mcp_kit.tasks.TaskManager` built on that poster keeps its tasks in the
+``tasks`` table of the same file (the *task journal*). Both tables are declared
+:attr:`~robot_mcp_kit.store.Kind.RECORD` s: history, written hot (one writer thread,
+bounded queue), trimmed by count.
+
+``outbox_events`` — one row per event, in the order the poster accepted them (``id``):
+
+=============  ===========================================================================
+``state``      meaning
+=============  ===========================================================================
+``pending``    accepted, not yet acknowledged; sent again after a restart, in ``id`` order
+``delivered``  a receiver answered 2xx; kept as the bounded delivered tail (replay, and
+               ``get_task_events`` after a restart)
+``given_up``   the 10-minute retry budget ran out
+``dropped``    pushed out of a full outbox (the size cap is the poster's ``queue_max``)
+=============  ===========================================================================
+
+Because one FIFO worker settles events in ``id`` order, the ``pending`` rows are always
+the newest rows of the table, so trimming it to the newest ``queue_max + delivered_tail``
+rows (the store's ``prune(keep_last=...)``, the one chokepoint that deletes by count) never
+removes an undelivered event.
+
+``tasks`` — one row per task the manager remembers: its last ``TaskInfo`` as JSON and the
+last ``seq`` it allocated. A task found ``running`` at the next start was interrupted by
+the process dying; the manager reports it ``task_failed`` / ``INTERRUPTED``.
+
+Durability: rows are written by the store's writer thread. The poster makes an event's
+row durable (``await aflush()``, one flush covering every event accepted so far) before its
+first attempt, so a receiver never sees an event that a crash could then forget; an event
+accepted but not yet flushed when the process is killed is lost with its ``seq``, and the
+next start reuses that ``seq`` for the ``INTERRUPTED`` event, so the receiver sees no gap.
+
+See ``docs/decisions/0012-durable-outbox.md``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from robot_mcp_kit.models import TaskEvent, TaskInfo
+from robot_mcp_kit.store import Kind, Schema, SqliteStore, Table
+
+__all__ = [
+    "ENV_OUTBOX",
+    "OUTBOX_SCHEMA",
+    "Outbox",
+    "OutboxRow",
+    "OutboxState",
+]
+
+ENV_OUTBOX: Final = "RVC_OUTBOX"
+"""Environment variable naming the outbox file; unset or empty: no outbox."""
+
+OutboxState = Literal["pending", "delivered", "given_up", "dropped"]
+
+logger = logging.getLogger("robot_mcp_kit.outbox")
+
+OUTBOX_EVENTS = Table(
+    "outbox_events",
+    Kind.RECORD,
+    "CREATE TABLE outbox_events ("
+    " id INTEGER PRIMARY KEY,"
+    " event_id TEXT NOT NULL UNIQUE,"
+    " task_id TEXT NOT NULL,"
+    " seq INTEGER NOT NULL,"
+    " body BLOB NOT NULL,"
+    " enqueued_at REAL NOT NULL,"
+    " state TEXT NOT NULL DEFAULT 'pending')",
+    indexes=(
+        "CREATE INDEX outbox_events_state ON outbox_events (state, id)",
+        "CREATE INDEX outbox_events_task ON outbox_events (task_id, seq)",
+    ),
+)
+TASKS = Table(
+    "tasks",
+    Kind.RECORD,
+    "CREATE TABLE tasks ("
+    " task_id TEXT PRIMARY KEY,"
+    " state TEXT NOT NULL,"
+    " seq INTEGER NOT NULL,"
+    " updated_at TEXT NOT NULL,"
+    " info TEXT NOT NULL)",
+)
+OUTBOX_SCHEMA = Schema(
+    version=1, tables=(OUTBOX_EVENTS, TASKS), pruned=frozenset({"outbox_events"})
+)
+"""The outbox file's schema (version 1)."""
+
+_INSERT_EVENT = (
+    "INSERT OR IGNORE INTO outbox_events (event_id, task_id, seq, body, enqueued_at, state) "
+    "VALUES (?, ?, ?, ?, ?, 'pending')"
+)
+_MARK_EVENT = "UPDATE outbox_events SET state = ? WHERE event_id = ?"
+_UPSERT_TASK = (
+    "INSERT INTO tasks (task_id, state, seq, updated_at, info) VALUES (?, ?, ?, ?, ?) "
+    "ON CONFLICT (task_id) DO UPDATE SET state = excluded.state, seq = excluded.seq, "
+    "updated_at = excluded.updated_at, info = excluded.info"
+)
+_FORGET_TASK = "DELETE FROM tasks WHERE task_id = ?"
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxRow:
+    """One pending event read back from the file."""
+
+    event_id: str
+    task_id: str
+    seq: int
+    body: bytes
+    enqueued_at: float
+
+
+class Outbox:
+    """The outbox file: pending events for the poster, the task journal for the manager.
+
+    Args:
+        path: the SQLite file (created with its directory if missing).
+        delivered_tail: how many settled (delivered, given up, dropped) events to keep
+            beyond the pending ones, for replay and ``get_task_events`` after a restart.
+        hot_queue_max: bound of the store's hot-write queue.
+
+    Raises:
+        robot_mcp_kit.store.StoreError: the file cannot be opened (see the store).
+
+    Thread-safe like the store. Owned by the :class:`~robot_mcp_kit.events.EventPoster`
+    that opened it, which closes it.
+
+    .. versionadded:: 0.2.0
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        delivered_tail: int = 1_000,
+        hot_queue_max: int = 100_000,
+    ) -> None:
+        if delivered_tail < 0:
+            raise ValueError(f"delivered_tail must be >= 0, got {delivered_tail}.")
+        self.path = Path(path)
+        self.delivered_tail = delivered_tail
+        self.store = SqliteStore(self.path, OUTBOX_SCHEMA, hot_queue_max=hot_queue_max)
+        self.on_recovered_event: Callable[[OutboxRow], None] | None = None
+        """Set by the poster once it has loaded the pending rows: rows written after that
+        (the manager's ``INTERRUPTED`` events) are handed to it directly."""
+        self.write_failures = 0
+        """Hot writes the store refused (its queue was full); each is logged."""
+
+    def __repr__(self) -> str:
+        return f"<Outbox {str(self.path)!r} {self.store!r}>"
+
+    # -- the poster's side --------------------------------------------------------------
+
+    def add(self, event_id: str, task_id: str, seq: int, body: bytes, enqueued_at: float) -> bool:
+        """Queue the event's row (hot write); False when the store refused it (logged)."""
+        return self._enqueue(_INSERT_EVENT, (event_id, task_id, seq, body, enqueued_at))
+
+    def mark(self, event_id: str, state: OutboxState) -> None:
+        """Record how an event was settled (hot write)."""
+        self._enqueue(_MARK_EVENT, (state, event_id))
+
+    def pending(self) -> list[OutboxRow]:
+        """The undelivered events, oldest first (a read)."""
+        rows = self.store.query(
+            "SELECT event_id, task_id, seq, body, enqueued_at FROM outbox_events "
+            "WHERE state = 'pending' ORDER BY id"
+        )
+        return [OutboxRow(r[0], r[1], int(r[2]), bytes(r[3]), float(r[4])) for r in rows]
+
+    async def make_durable(self) -> None:
+        """Wait until every row queued so far is committed."""
+        await self.store.aflush()
+
+    def trim(self, keep_pending: int) -> int:
+        """Keep the newest ``keep_pending + delivered_tail`` event rows; return how many went.
+
+        A cold write through the store's ``prune``; the pending rows are the newest (see
+        the module docstring), so none is removed while at most ``keep_pending`` exist.
+        """
+        return self.store.prune("outbox_events", keep_last=keep_pending + self.delivered_tail)
+
+    # -- the manager's side -------------------------------------------------------------
+
+    def save_task(self, info: TaskInfo, seq: int) -> None:
+        """Record a task's current state and last seq (hot write)."""
+        self._enqueue(
+            _UPSERT_TASK,
+            (info.task_id, info.state, seq, info.updated_at.isoformat(), info.model_dump_json()),
+        )
+
+    def forget_task(self, task_id: str) -> None:
+        """Forget a task the manager evicted from its retention ring (hot write)."""
+        self._enqueue(_FORGET_TASK, (task_id,))
+
+    def tasks(self) -> list[tuple[TaskInfo, int]]:
+        """Every journalled task with its last seq, oldest update first (a read).
+
+        The last seq is the larger of the task row's and of its newest event row's: the
+        event row is written just before the task row, so a kill between the two leaves
+        the event row ahead.
+        """
+        rows = self.store.query(
+            "SELECT t.info, max(t.seq, coalesce((SELECT max(e.seq) FROM outbox_events e "
+            "WHERE e.task_id = t.task_id), 0)) FROM tasks t ORDER BY t.updated_at, t.rowid"
+        )
+        out: list[tuple[TaskInfo, int]] = []
+        for info_json, seq in rows:
+            try:
+                out.append((TaskInfo.model_validate_json(info_json), int(seq)))
+            except ValueError:
+                logger.error("outbox %s: an unreadable task row was skipped", self.path)
+        return out
+
+    def events(self, task_ids: Iterable[str], limit: int) -> list[TaskEvent]:
+        """The newest ``limit`` journalled events of ``task_ids``, oldest first (a read)."""
+        wanted = set(task_ids)
+        if not wanted or limit <= 0:
+            return []
+        rows = self.store.query(
+            "SELECT task_id, body FROM outbox_events ORDER BY id DESC LIMIT ?", (limit * 4,)
+        )
+        found: list[TaskEvent] = []
+        for task_id, body in rows:
+            if task_id not in wanted:
+                continue
+            try:
+                found.append(TaskEvent.model_validate_json(bytes(body)))
+            except ValueError:
+                logger.error("outbox %s: an unreadable event row was skipped", self.path)
+            if len(found) >= limit:
+                break
+        found.reverse()
+        return found
+
+    def interrupt(self, event: TaskEvent, body: bytes, info: TaskInfo, enqueued_at: float) -> None:
+        """Write an ``INTERRUPTED`` event (pending) and its task's new state, together.
+
+        A cold write: one transaction, committed before this returns. If the poster has
+        already loaded the pending rows, the event is handed to it as well.
+        """
+        with self.store.transaction() as conn:
+            conn.execute(
+                _INSERT_EVENT, (event.event_id, event.task_id, event.seq, body, enqueued_at)
+            )
+            conn.execute(
+                _UPSERT_TASK,
+                (
+                    info.task_id,
+                    info.state,
+                    event.seq,
+                    info.updated_at.isoformat(),
+                    info.model_dump_json(),
+                ),
+            )
+        if self.on_recovered_event is not None:
+            self.on_recovered_event(
+                OutboxRow(event.event_id, event.task_id, event.seq, body, enqueued_at)
+            )
+
+    def keep_tasks(self, task_ids: Iterable[str]) -> int:
+        """Delete the task rows not in ``task_ids`` (a cold write); return how many went."""
+        keep = set(task_ids)
+        gone = [r[0] for r in self.store.query("SELECT task_id FROM tasks") if r[0] not in keep]
+        if gone:
+            with self.store.transaction() as conn:
+                conn.executemany(_FORGET_TASK, [(t,) for t in gone])
+        return len(gone)
+
+    # -- closing ------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Write what is queued and close the file. Idempotent."""
+        self.store.close()
+
+    def _enqueue(self, sql: str, params: tuple[Any, ...]) -> bool:
+        try:
+            ok = self.store.enqueue(sql, params)
+        except Exception:  # a closed store: the caller's path must not raise
+            logger.exception("outbox %s: a write was refused", self.path)
+            ok = False
+        if not ok:
+            self.write_failures += 1
+        return ok
