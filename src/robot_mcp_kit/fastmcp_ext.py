@@ -16,6 +16,12 @@ raises to the client, and declares an object output schema:
   unknown id answers ``not_found``.
 - ``list_tasks(states=None)`` → ``{"tasks": [TaskInfo, ...]}``, oldest first; an unknown
   state answers ``{"error": "invalid", "detail": ...}``.
+- ``get_task_events(task_id, after_seq=0)`` → a ``TaskEventPage``: the task's retained
+  events with ``seq > after_seq``, oldest first, at most 200 per call (``more`` says
+  whether to ask again), for a receiver repairing a ``seq`` gap (issue 14). The manager
+  retains 256 events per task and 10 000 in total by default (``TaskManager``'s
+  ``max_events_per_task`` / ``max_events_retained``); ``first_retained_seq`` says where
+  its memory begins. Unknown task: ``not_found``. Left out with ``events=False``.
 
 The structured content of a reply *is* that object (``structuredContent == TaskInfo``), and
 its one text content is the same object as JSON, for clients that read text. The output
@@ -45,10 +51,11 @@ from typing import Annotated, Any, Literal, cast
 from pydantic import BaseModel, ConfigDict, Field
 
 from robot_mcp_kit._version import __version__
-from robot_mcp_kit.models import TaskInfo, TaskState
+from robot_mcp_kit.models import TaskEventPage, TaskInfo, TaskState
 from robot_mcp_kit.tasks import TaskManager
 
 __all__ = [
+    "TASK_EVENTS_TOOL_NAME",
     "TASK_TOOL_NAMES",
     "Framework",
     "ToolErrorReply",
@@ -59,7 +66,10 @@ __all__ = [
 ]
 
 TASK_TOOL_NAMES: tuple[str, str, str] = ("get_task", "cancel_task", "list_tasks")
-"""Names of the tools :func:`register_task_tools` adds."""
+"""Names of the contract's three reconciliation tools :func:`register_task_tools` adds."""
+
+TASK_EVENTS_TOOL_NAME = "get_task_events"
+"""The gap-repair tool :func:`register_task_tools` also adds (unless ``events=False``)."""
 
 Framework = Literal["mcp1", "mcp2", "fastmcp"]
 """``mcp1``: mcp 1.x ``FastMCP``; ``mcp2``: mcp 2.x ``MCPServer``; ``fastmcp``: standalone."""
@@ -88,6 +98,16 @@ progress; valid states are running, succeeded, failed, cancelled. Read-only: thi
 NOT start any work; use the server's other tools to start tasks."""
 
 
+_GET_TASK_EVENTS_DOC = """\
+Fetch the events of ONE long-running task that another tool of this server already
+started, to fill a gap: a receiver that saw seq 4 and then seq 7 calls it with
+after_seq=4 and gets events 5, 6, 7, ... (oldest first, at most 200 per call; "more": true
+means call again with after_seq set to the last seq received). Answers {"task_id",
+"events", "last_seq", "first_retained_seq", "more"}, or {"error": "not_found"} for an
+unknown task. The server retains a bounded number of events per task (256 by default)
+and in total (10 000). Read-only: this does NOT start any work; use the server's other
+tools to start tasks."""
+
 _TaskIdArg = Annotated[
     str, Field(description="The task_id returned by the tool that started the task.")
 ]
@@ -109,6 +129,15 @@ class ToolErrorReply(BaseModel):
 
     error: str = Field(description='A code: "not_found", "invalid", "unavailable", ...')
     detail: str = Field(description="What went wrong, in a sentence or two.")
+
+
+_AfterSeqArg = Annotated[
+    int,
+    Field(
+        ge=0,
+        description="Only events with a seq greater than this; 0 (the default) for all.",
+    ),
+]
 
 
 class TaskList(BaseModel):
@@ -143,6 +172,8 @@ TASK_INFO_OUTPUT_SCHEMA: dict[str, Any] = _schema_of_either(TaskInfo)
 """Output schema of ``get_task``, ``cancel_task`` and start tools: a TaskInfo or an error."""
 TASK_LIST_OUTPUT_SCHEMA: dict[str, Any] = _schema_of_either(TaskList)
 """Output schema of ``list_tasks``: ``{"tasks": [...]}`` or an error."""
+TASK_EVENTS_OUTPUT_SCHEMA: dict[str, Any] = _schema_of_either(TaskEventPage)
+"""Output schema of ``get_task_events``: a ``TaskEventPage`` or an error."""
 
 
 def _error(code: str, detail: str) -> dict[str, Any]:
@@ -326,8 +357,10 @@ def set_server_version(server: Any, version: str = __version__) -> None:
     getattr(server, lowlevel).version = version
 
 
-def register_task_tools(server: Any, manager: TaskManager) -> None:
+def register_task_tools(server: Any, manager: TaskManager, *, events: bool = True) -> None:
     """Add ``get_task`` / ``cancel_task`` / ``list_tasks`` (contract §6) to ``server``.
+
+    Also ``get_task_events`` (gap repair, issue 14) unless ``events=False``.
 
     ``server`` is an mcp 1.x ``FastMCP``, an mcp 2.x ``MCPServer`` or a standalone
     ``fastmcp.FastMCP``. The tool descriptions tell the LLM these are for the status and
@@ -371,6 +404,17 @@ def register_task_tools(server: Any, manager: TaskManager) -> None:
         infos = manager.list(cast("list[TaskState] | None", states))
         return _as_object(TaskList(tasks=infos))
 
+    async def get_task_events(task_id: _TaskIdArg, after_seq: _AfterSeqArg = 0) -> dict[str, Any]:
+        page = manager.events(task_id, after_seq)
+        if page is None:
+            return _error(
+                "not_found",
+                f"No task with id {task_id!r} on server {manager.server_name!r}; it never "
+                "existed, was forgotten after finishing, or the server restarted without "
+                "its outbox.",
+            )
+        return _as_object(page)
+
     read_only = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}
     _add_tool(
         server,
@@ -402,3 +446,12 @@ def register_task_tools(server: Any, manager: TaskManager) -> None:
         annotations={"title": "List tasks", **read_only},
         output_schema=TASK_LIST_OUTPUT_SCHEMA,
     )
+    if events:
+        _add_tool(
+            server,
+            get_task_events,
+            name=TASK_EVENTS_TOOL_NAME,
+            description=_GET_TASK_EVENTS_DOC,
+            annotations={"title": "Get a task's events", **read_only},
+            output_schema=TASK_EVENTS_OUTPUT_SCHEMA,
+        )

@@ -57,7 +57,7 @@ class TestListing:
         """get_task, cancel_task and list_tasks appear in list_tools()."""
         async with connect(manager) as client:
             tools = {t.name: t for t in (await client.list_tools()).tools}
-            assert set(tools) == {"get_task", "cancel_task", "list_tasks"}
+            assert set(tools) == {"get_task", "cancel_task", "list_tasks", "get_task_events"}
 
     async def test_descriptions_say_status_and_cancel_not_start(self, manager):
         """Each description says it concerns long-running tasks and does not start work."""
@@ -246,4 +246,5 @@ def test_register_task_tools_works_with_any_fastmcp_instance(poster):
             "get_task",
             "cancel_task",
             "list_tasks",
+            "get_task_events",
         }
