@@ -13,6 +13,11 @@ table                   kind         why
 ``processes_fts``       derived      the search index, a projection of ``processes``: rebuilt by
                                      ``ProcessStore.reindex()``, never pruned on its own; its five
                                      fts5 shadow tables are sqlite's and named by the kit
+``processes_vocab``     derived      the index's vocabulary (an ``fts5vocab`` view of
+                                     ``processes_fts``, no storage of its own): typo repair
+``processes_vectors``   derived      each document's two embedding vectors (float32 blobs) with
+                                     the model's name and dimension; recomputed by a save, by
+                                     ``reindex()`` and, for a changed model, at open
 ``fleet_robots``        definition   an operator (or the robot itself) registered the robot: its
                                      group, name and ``meta`` (a JSON object)
 ``fleet_groups``        definition   an operator arranged the groups (customer and factory tags)
@@ -26,7 +31,9 @@ would be data loss, and a robot or group is there until an operator removes it.
 
 Versions: 1 held ``processes``, ``processes_fts`` and ``store_meta``; 2 adds the three
 ``fleet_*`` tables (:func:`_to_v2`, run by the kit when it opens a version-1 file, in one
-transaction with the version bump). ``fleet_robots.group_id`` references
+transaction with the version bump); 3 adds ``processes_vocab`` and ``processes_vectors``
+(:func:`_to_v3`, issue 11) — empty at first, the vectors are computed when a server with an
+embedder opens the file. ``fleet_robots.group_id`` references
 ``fleet_groups`` (the kit turns ``foreign_keys`` on), so a robot can never name a group
 that does not exist. :mod:`robot_mcp_memory.fleet` is the only writer of the fleet tables.
 
@@ -39,6 +46,9 @@ NULL and defaults are added where the store always writes a value. Row conventio
 - ``tags`` is a JSON array; ``processes_fts.tags`` holds the same text (the tokenizer
   splits on the JSON punctuation, so the tags are indexed as words);
 - ``shared`` is 0/1 (a fleet-wide document, DESIGN §5);
+- ``processes_vectors.doc_rowid`` is the rowid of its ``processes`` row, written in the
+  same transaction as the row (and deleted with it); ``model``/``dim`` say which embedder
+  made it, and a row of another model is recomputed rather than compared;
 - the rowid of a ``processes_fts`` row equals the rowid of its ``processes`` row: search
   joins the two on it and a document's index entry is found without scanning the index
   (its ``id`` column is kept, as the spec's DDL has it, for humans and for ``reindex``
@@ -62,13 +72,15 @@ __all__ = [
     "MIGRATIONS",
     "PROCESSES",
     "PROCESSES_FTS",
+    "PROCESSES_VECTORS",
+    "PROCESSES_VOCAB",
     "SCHEMA",
     "SCHEMA_VERSION",
     "STORE_META",
     "open_index",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The version of ``index.db`` this code writes."""
 
 INDEX_FILENAME = "index.db"
@@ -106,6 +118,25 @@ PROCESSES_FTS = Table(
     )
     """,
     derived_from="processes",
+)
+
+# Version 3 (issue 11). The v2 -> v3 step runs these very strings.
+_PROCESSES_VOCAB_V3 = "CREATE VIRTUAL TABLE processes_vocab USING fts5vocab(processes_fts, row)"
+_PROCESSES_VECTORS_V3 = """
+    CREATE TABLE processes_vectors (
+      doc_rowid INTEGER PRIMARY KEY,
+      model TEXT NOT NULL,
+      dim INTEGER NOT NULL,
+      head BLOB NOT NULL,
+      doc BLOB NOT NULL
+    )
+    """
+
+PROCESSES_VOCAB = Table(
+    "processes_vocab", Kind.DERIVED, _PROCESSES_VOCAB_V3, derived_from="processes_fts"
+)
+PROCESSES_VECTORS = Table(
+    "processes_vectors", Kind.DERIVED, _PROCESSES_VECTORS_V3, derived_from="processes"
 )
 
 STORE_META = Table(
@@ -162,12 +193,27 @@ def _to_v2(conn: sqlite3.Connection) -> None:
         conn.execute(ddl)
 
 
-MIGRATIONS: Mapping[int, MigrationStep] = {2: _to_v2}
+def _to_v3(conn: sqlite3.Connection) -> None:
+    """Migration step 2 -> 3: the vocabulary view and the (empty) vectors table."""
+    conn.execute(_PROCESSES_VOCAB_V3)
+    conn.execute(_PROCESSES_VECTORS_V3)
+
+
+MIGRATIONS: Mapping[int, MigrationStep] = {2: _to_v2, 3: _to_v3}
 """Key N is the step from version N-1 to N (the kit runs them in order)."""
 
 SCHEMA = Schema(
     version=SCHEMA_VERSION,
-    tables=(PROCESSES, PROCESSES_FTS, FLEET_GROUPS, FLEET_ROBOTS, FLEET_SETTINGS, STORE_META),
+    tables=(
+        PROCESSES,
+        PROCESSES_FTS,
+        PROCESSES_VOCAB,
+        PROCESSES_VECTORS,
+        FLEET_GROUPS,
+        FLEET_ROBOTS,
+        FLEET_SETTINGS,
+        STORE_META,
+    ),
     migrations=MIGRATIONS,
 )
 """``index.db`` as the kit opens it."""

@@ -42,11 +42,12 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from robot_mcp_memory.db import open_index
 from robot_mcp_memory.docmodel import DocError, DocTooLarge
+from robot_mcp_memory.embedding import Embedder, EmbedderUnavailable, load_default_embedder
 from robot_mcp_memory.fleet import FleetRegistry
 from robot_mcp_memory.logs import get_logger
 from robot_mcp_memory.params import ScopedParams
 from robot_mcp_memory.policy import ToolFailure, too_large
-from robot_mcp_memory.settings import Settings
+from robot_mcp_memory.settings import SearchMode, Settings
 from robot_mcp_memory.store import DamagedRow, ProcessStore
 from robot_mcp_memory.tenancy import Tenant, current_tenant, tenant_of_request
 from robot_mcp_memory.tools_fleet import register_fleet_tools
@@ -120,16 +121,24 @@ class StoreHolder:
         self._refs = 0
 
     @classmethod
-    def for_settings(cls, settings: Settings) -> StoreHolder:
+    def for_settings(cls, settings: Settings, *, embedder: Embedder | None = None) -> StoreHolder:
         """A holder opening ``settings.data_dir / "index.db"`` (creating the directory);
-        lessons go to ``lessons.db`` beside it, opened lazily."""
+        lessons go to ``lessons.db`` beside it, opened lazily.
+
+        Search follows ``MEMORY_SEARCH`` (issue 11): ``hybrid`` uses ``embedder`` — by
+        default the offline model of :func:`~robot_mcp_memory.embedding.load_default_embedder`,
+        loaded here, once per process — and ``lexical`` never loads one. A hybrid server
+        whose model cannot be loaded logs ``search_lexical_only`` with the reason, once,
+        and serves lexical results.
+        """
+        chosen = _embedder_for(settings, embedder)
 
         def opener() -> Memory:
             settings.data_dir.mkdir(parents=True, exist_ok=True)
             index = open_index(settings.data_dir)
             fleet = FleetRegistry(index)
             return Memory(
-                processes=ProcessStore(index, robot_id=settings.robot_id),
+                processes=ProcessStore(index, robot_id=settings.robot_id, embedder=chosen),
                 fleet=fleet,
                 lessons=ScopedParams(fleet, settings.data_dir / LESSONS_FILENAME),
             )
@@ -164,6 +173,32 @@ class StoreHolder:
     def store(self) -> ProcessStore | None:
         """The open process store, or None while nobody holds it."""
         return None if self._memory is None else self._memory.processes
+
+
+_default_model: list[Embedder | EmbedderUnavailable] = []  # loaded once per process
+_default_model_lock = threading.Lock()
+
+
+def _embedder_for(settings: Settings, embedder: Embedder | None) -> Embedder | None:
+    """The embedder ``settings`` asks for (None: lexical), saying once why when it is
+    not the one asked for."""
+    if settings.search is SearchMode.LEXICAL:
+        _log.info("search_mode", mode="lexical", reason="MEMORY_SEARCH=lexical")
+        return None
+    if embedder is None:
+        with _default_model_lock:
+            if not _default_model:
+                try:
+                    _default_model.append(load_default_embedder())
+                except EmbedderUnavailable as exc:
+                    _default_model.append(exc)
+            loaded = _default_model[0]
+        if isinstance(loaded, EmbedderUnavailable):
+            _log.warning("search_lexical_only", reason=loaded.reason)
+            return None
+        embedder = loaded
+    _log.info("search_mode", mode="hybrid", model=embedder.name, dim=embedder.dim)
+    return embedder
 
 
 _LOOPBACK_HOSTS = ("127.0.0.1:*", "localhost:*", "[::1]:*")

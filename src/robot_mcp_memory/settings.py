@@ -25,7 +25,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from robot_mcp_memory.tenancy import TokenMapError, parse_robot_tokens
 
-__all__ = ["ENV_VARS", "Settings", "SettingsError", "Transport", "load_settings"]
+__all__ = ["ENV_VARS", "SearchMode", "Settings", "SettingsError", "Transport", "load_settings"]
 
 
 class Transport(StrEnum):
@@ -34,6 +34,13 @@ class Transport(StrEnum):
     STDIO = "stdio"  # one client on stdin/stdout; always unscoped, never gated
     SSE = "sse"  # HTTP + server-sent events on MCP_HOST:MCP_PORT (GET /sse, POST /messages/)
     STREAMABLE_HTTP = "streamable-http"  # HTTP on MCP_HOST:MCP_PORT at /mcp
+
+
+class SearchMode(StrEnum):
+    """How ``find_processes`` ranks (issue 11, decision 0011)."""
+
+    HYBRID = "hybrid"  # bm25 fused with the offline embedding model's cosine (the default)
+    LEXICAL = "lexical"  # bm25 alone; the embedding model is never loaded
 
 
 # env var -> (field name, default shown in --help, meaning). The one table --help, the
@@ -76,6 +83,12 @@ ENV_VARS: dict[str, tuple[str, str, str]] = {
         "10",
         "seconds a connection may take to send a complete request head (0 < s <= 300); "
         "then it is closed",
+    ),
+    "MEMORY_SEARCH": (
+        "search",
+        "hybrid",
+        "hybrid | lexical: bm25 fused with an offline embedding model's cosine, or bm25 alone "
+        "(hybrid falls back to lexical, said once at startup, when the model is not installed)",
     ),
 }
 _FIELD_TO_ENV = {field: env for env, (field, _, _) in ENV_VARS.items()}
@@ -147,6 +160,10 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("header_timeout_s", "MEMORY_HEADER_TIMEOUT_S"),
     )
 
+    search: SearchMode = Field(
+        default=SearchMode.HYBRID, validation_alias=AliasChoices("search", "MEMORY_SEARCH")
+    )
+
     @field_validator("allowed_hosts")
     @classmethod
     def _hosts_are_host_port_patterns(cls, value: str) -> str:
@@ -163,7 +180,7 @@ class Settings(BaseSettings):
         """``MEMORY_ALLOWED_HOSTS`` split into its entries; empty when unset."""
         return tuple(h for h in self.allowed_hosts.split(",") if h)
 
-    @field_validator("transport", mode="before")
+    @field_validator("transport", "search", mode="before")
     @classmethod
     def _normalise_transport(cls, value: Any) -> Any:
         return value.strip().lower() if isinstance(value, str) else value

@@ -14,25 +14,16 @@ Which path a write takes follows its kind (DESIGN §4):
   ``last_used``, as *relative* updates (``n = n + 1``). A save never writes the counters of
   an existing row, so the two paths never overwrite each other.
 
-Search (:meth:`ProcessStore.find`): the query is NFKC-normalised and reduced to words
-(runs of Unicode letters and digits), lowercased; English function words and polite
-filler (:data:`STOPWORDS`) are dropped; adjacent words are also tried joined ("mail room"
-→ "mailroom"); each term is double-quoted — so FTS5 operators (``AND``, ``NEAR``, ``*``,
-``"``, ``^``, ``:``, parentheses...) are inert — and the terms are OR-ed, at most
-:data:`MAX_TERMS` of them. A query with no words left finds nothing. Ranking is in SQL
-over every match::
+With an embedder (decision 0011), each write also stores the document's two vectors in
+``processes_vectors`` in the same transaction, and keeps the in-memory
+:class:`~robot_mcp_memory.vectors.VectorIndex` in step after it commits; without one, a
+write drops the document's vectors, so they are recomputed when an embedder next opens
+the file (:meth:`ProcessStore.sync_vectors`).
 
-    score = -bm25(processes_fts, ...weights) * (s + 1) / (s + f + 2)
-    ORDER BY score DESC LIMIT k
-
-with column weights :data:`BM25_WEIGHTS` (title counts most, then the task pattern, the
-tags, the body). The index is joined to the rows by rowid: every write gives a document's
-index entry its row's rowid (and ``reindex()`` rebuilds them that way), so the ``id``
-column of ``processes_fts`` is never read on the search path — reading it for every match
-costs more than the search itself (see ``benchmarks/bench_memory.py``).
-
-A query is never refused for its length: past :data:`MAX_QUERY_BYTES` it is searched by
-its first 2 KiB (:func:`truncate_query` says whether it was cut, DESIGN §5).
+Search (:meth:`ProcessStore.find`) is :mod:`robot_mcp_memory.search`'s: robot-aware words,
+typo repair, bm25 ranked in SQL (lexical) or fused with the cosine (hybrid), x
+reliability. A query is never refused for its length: past 2 KiB it is searched by its
+first 2 KiB (:func:`truncate_query` says whether it was cut, DESIGN §5).
 
 Reads are tolerant of a damaged row (issue 9): a counter or timestamp the document model
 would refuse (a REAL counter left by an overflow, a hand-edited date) is repaired on the
@@ -47,34 +38,41 @@ All methods are thread-safe (the kit store is). Added in 0.1 (issue 6).
 
 from __future__ import annotations
 
-import itertools
-import json
 import logging
 import re
 import sqlite3
-import unicodedata
+import threading
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING
 
 from robot_mcp_kit.models import format_ts, utc_now
 from robot_mcp_kit.store import SqliteStore
 from robot_mcp_memory.docmodel import DocError, ProcessDoc
-from robot_mcp_memory.limits import (
-    MAX_COUNT,
-    MAX_DOC_BYTES,
-    MAX_ID_LENGTH,
-    MAX_K,
-    MAX_LIMIT,
-    MAX_QUERY_BYTES,
-    clamp,
+from robot_mcp_memory.limits import MAX_COUNT, MAX_DOC_BYTES, MAX_ID_LENGTH, MAX_K, MAX_LIMIT, clamp
+from robot_mcp_memory.rows import COLUMNS as _COLUMNS
+from robot_mcp_memory.rows import DamagedRow, readable, row_to_doc, scope_sql, tags_json
+from robot_mcp_memory.search import (
+    BM25_WEIGHTS,
+    MAX_TERMS,
+    STOPWORDS,
+    Found,
+    ProcessSearch,
+    match_expression,
+    search_terms,
+    truncate_query,
 )
+from robot_mcp_memory.vectors import VectorIndex, Vectors, from_blob, to_blob
+
+if TYPE_CHECKING:
+    from robot_mcp_memory.embedding import Embedder
+
+_Pairs = list[tuple[Vectors, Vectors]]  # each document's (head, whole-document) vectors
 
 __all__ = [
     "BM25_WEIGHTS",
+    "MAX_K",
     "MAX_NOTE_CHARS",
     "MAX_TERMS",
     "STOPWORDS",
@@ -90,59 +88,16 @@ __all__ = [
 
 logger = logging.getLogger("robot_mcp_memory.store")
 
-MAX_TERMS = 32
-"""Most terms one search ORs together (single words first, then joined pairs)."""
-
 MAX_NOTE_CHARS = 500
 """An outcome note is cut to this many characters (one line in the Outcome log)."""
 
-BM25_WEIGHTS = (0.0, 4.0, 3.0, 2.0, 1.0)
-"""bm25 weights of ``processes_fts``'s columns: id (unindexed), title, task_pattern, tags, body."""
-
 _MAX_SUFFIX = 1000  # id-2 … id-1000: beyond that, something is generating ids in a loop
+_EMBED_BATCH = 256  # documents embedded per transaction by sync_vectors / reindex
 
-_STOPWORD_TEXT = """
-    a about above after again against all am an and any are as at be been before being
-    below between both but by can could did do does doing down during each either few for
-    from further had has have having he her here hers herself him himself his how i if in
-    into is it its itself just let lets me might more most must my myself near neither
-    no nor not now of off on once only or other ought our ours ourselves out over own
-    same shall she should so some such than that the their theirs them themselves then
-    there these they this those through thus to too under until up upon us very was we
-    were what when where whether which while who whom whose why will with within without
-    would yet you your yours yourself yourselves
-    please pls kindly thanks thank thx hey hi hello ok okay sure maybe also really
-    s t ll re ve don doesn didn isn aren wasn weren wouldn shouldn couldn
-"""
-STOPWORDS: frozenset[str] = frozenset(_STOPWORD_TEXT.split())
-"""Words a query is not searched by: English function words and polite filler.
+_match_expression = match_expression  # benchmarks/bench_memory.py reads it from here
 
-Content verbs (get, bring, fetch, take, go, put, open) are deliberately *not* here: they
-are what a process's ``task_pattern`` is written in.
-"""
-
-_WORD = re.compile(r"[^\W_]+")
 _OUTCOME_HEADING = re.compile(r"^##[ \t]+outcome log[ \t]*$", re.MULTILINE | re.IGNORECASE)
 _SECTION_END = re.compile(r"^#{1,2}[ \t]", re.MULTILINE)
-
-_COLUMNS = (
-    "id, title, task_pattern, tags, robot, created, updated, success_count, "
-    "failure_count, last_used, source_mission_id, body, shared"
-)
-
-
-class DamagedRow(Exception):
-    """A stored row cannot be read back as a document even after repair.
-
-    ``id`` names it. Searches and lists leave such a row out; an admin can delete it.
-    """
-
-    def __init__(self, id: str) -> None:
-        super().__init__(
-            f"process {id!r} is stored damaged and cannot be read; delete it with "
-            "delete_process and save it again"
-        )
-        self.id = id
 
 
 @dataclass(frozen=True)
@@ -152,20 +107,6 @@ class Owner:
     id: str
     robot: str
     shared: bool
-
-
-@dataclass(frozen=True)
-class Found:
-    """One search result.
-
-    ``bm25`` is the positive relevance (``-bm25()``, higher is better), ``reliability`` the
-    Laplace-smoothed success rate, ``score = bm25 * reliability`` what results are ranked by.
-    """
-
-    doc: ProcessDoc
-    score: float
-    bm25: float
-    reliability: float
 
 
 @dataclass(frozen=True)
@@ -182,36 +123,11 @@ class Saved:
     renamed_from: str | None
 
 
-def search_terms(query: str) -> list[str]:
-    """The words :meth:`ProcessStore.find` searches for, in order, deduplicated.
-
-    Single words first (lowercased, stopwords dropped), then each pair of adjacent words
-    joined into one, at most :data:`MAX_TERMS` in all. Pure.
-    """
-    words: list[str] = _WORD.findall(unicodedata.normalize("NFKC", query).lower())
-    kept = [w for w in words if w not in STOPWORDS]
-    terms: dict[str, None] = dict.fromkeys(kept)
-    for first, second in itertools.pairwise(kept):
-        terms.setdefault(first + second)
-    return list(terms)[:MAX_TERMS]
-
-
-def _match_expression(terms: Sequence[str]) -> str:
-    # Terms are letters and digits only; doubling quotes is belt and braces.
-    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
-
-
-def truncate_query(query: str) -> tuple[str, bool]:
-    """``query`` cut to its first :data:`MAX_QUERY_BYTES` UTF-8 bytes, and whether it was cut.
-
-    Never splits a character; lone surrogates (valid in JSON, not in UTF-8) are dropped.
-    Pure.
-    """
-    data = query.encode("utf-8", "ignore")
-    truncated = len(data) > MAX_QUERY_BYTES
-    if truncated:
-        data = data[:MAX_QUERY_BYTES]
-    return data.decode("utf-8", "ignore"), truncated
+def document_texts(title: str, task_pattern: str, tags: Sequence[str], body: str) -> list[str]:
+    """The two texts a document is embedded by: its head (title, task pattern, tags) and
+    the whole document. Pure."""
+    head = "\n".join(part for part in (title, task_pattern, " ".join(tags)) if part)
+    return [head, head + "\n" + body]
 
 
 def _suffixed(base: str, n: int) -> str:
@@ -254,6 +170,11 @@ class ProcessStore:
         robot_id: written as a saved document's ``robot`` when the document says
             ``unknown`` (the ``ROBOT_ID`` of the server).
         clock: the time source (injected by tests).
+        embedder: with one, :meth:`find` is hybrid (bm25 fused with cosine, decision 0011)
+            and every write keeps the document's vectors beside its row; construction
+            then brings the stored vectors up to date (:meth:`sync_vectors`). Without
+            one, search is lexical and a write drops the document's stale vectors.
+            (Added in issue 11.)
     """
 
     def __init__(
@@ -262,10 +183,23 @@ class ProcessStore:
         *,
         robot_id: str = "unknown",
         clock: Callable[[], datetime] = utc_now,
+        embedder: Embedder | None = None,
     ) -> None:
         self.store = store
         self.robot_id = robot_id
         self._clock = clock
+        self._has_vectors = any(t.name == "processes_vectors" for t in store.schema.tables)
+        self.embedder = embedder if self._has_vectors else None
+        self._vectors = VectorIndex(self.embedder.dim) if self.embedder is not None else None
+        self._vectors_lock = threading.Lock()
+        self._search = ProcessSearch(store, embedder=self.embedder, vectors=self._vectors)
+        if self.embedder is not None:
+            self.sync_vectors()
+
+    @property
+    def search_mode(self) -> str:
+        """``"hybrid"`` (bm25 fused with cosine) or ``"lexical"`` (bm25 alone)."""
+        return self._search.mode
 
     # --- reads ---------------------------------------------------------------------
 
@@ -276,7 +210,7 @@ class ProcessStore:
             f"SELECT {_COLUMNS} FROM processes WHERE id = ?",  # noqa: S608 - constant columns
             (id,),
         )
-        return None if row is None else _row_to_doc(row)
+        return None if row is None else row_to_doc(row)
 
     def owner(self, id: str) -> Owner | None:
         """Who the document ``id`` belongs to, or None; reads two columns, never the body.
@@ -296,54 +230,20 @@ class ProcessStore:
     def find(self, query: str, k: int = 3, *, robots: Collection[str] | None = None) -> list[Found]:
         """The ``k`` best documents for a natural-language ``query``, best first.
 
-        Never raises for the text of a query (operators, quotes, emoji, control characters
-        are all inert, any length is searched by its first :data:`MAX_QUERY_BYTES`), and a
-        damaged row is left out rather than failing the search.
+        Words, typo repair and the lexical or hybrid ranking are :mod:`.search`'s. Never
+        raises for the text of a query (operators, quotes, emoji, control characters are
+        all inert, any length is searched by its first 2 KiB), and a damaged row is left
+        out rather than failing the search.
 
         Args:
             query: any text.
             k: clamped to ``1..MAX_K``.
             robots: None for every document; otherwise only documents whose ``robot`` is
                 one of these, plus the ``shared`` ones (an empty collection: shared only).
+                Both signals obey it: the semantic one reads its rows through the same SQL
+                filter as the lexical one.
         """
-        terms = search_terms(truncate_query(query)[0])
-        if not terms:
-            return []
-        weights = ", ".join(repr(float(w)) for w in BM25_WEIGHTS)
-        scope_sql, scope_params = _scope(robots, "p.")
-        reliability = "(p.success_count + 1.0) / (p.success_count + p.failure_count + 2.0)"
-        # Two steps: score every match joining the index to the rows by rowid (the index
-        # row shares its document row's rowid), keep the top k by score, and only then
-        # read those k rows in full. Reading the fts `id` column, or carrying bodies
-        # through the sort, for every match would cost more than the search itself.
-        sql = (
-            f"SELECT {', '.join('p.' + c for c in _COLUMNS.split(', '))}, "  # noqa: S608
-            "  top.relevance, top.reliability, top.score "
-            "FROM ("
-            "  SELECT processes_fts.rowid AS rid, "
-            f"   -bm25(processes_fts, {weights}) AS relevance, "
-            f"   {reliability} AS reliability, "
-            f"   -bm25(processes_fts, {weights}) * {reliability} AS score "
-            "  FROM processes_fts JOIN processes AS p ON p.rowid = processes_fts.rowid "
-            f"  WHERE processes_fts MATCH ? {'AND ' + scope_sql if scope_sql else ''} "
-            "  ORDER BY score DESC, rid LIMIT ?"
-            ") AS top JOIN processes AS p ON p.rowid = top.rid "
-            "ORDER BY top.score DESC, top.rid"
-        )
-        rows = self.store.query(sql, (_match_expression(terms), *scope_params, clamp(k, 1, MAX_K)))
-        found = []
-        for row in rows:
-            doc = _readable(row)
-            if doc is not None:
-                found.append(
-                    Found(
-                        doc=doc,
-                        score=float(row["score"]),
-                        bm25=float(row["relevance"]),
-                        reliability=float(row["reliability"]),
-                    )
-                )
-        return found
+        return self._search.find(query, k, robots=robots)
 
     def list(
         self, limit: int = 50, offset: int = 0, *, robots: Collection[str] | None = None
@@ -352,19 +252,19 @@ class ProcessStore:
 
         ``robots`` filters as in :meth:`find`. A damaged row is left out (logged).
         """
-        scope_sql, scope_params = _scope(robots, "")
+        where, scope_params = scope_sql(robots, "")
         rows = self.store.query(
             f"SELECT {_COLUMNS} FROM processes "  # noqa: S608 - constant columns
-            f"{'WHERE ' + scope_sql if scope_sql else ''} ORDER BY id LIMIT ? OFFSET ?",
+            f"{'WHERE ' + where if where else ''} ORDER BY id LIMIT ? OFFSET ?",
             (*scope_params, clamp(limit, 1, MAX_LIMIT), max(0, int(offset))),
         )
-        return [doc for doc in map(_readable, rows) if doc is not None]
+        return [doc for doc in map(readable, rows) if doc is not None]
 
     def count(self, *, robots: Collection[str] | None = None) -> int:
         """How many documents there are (``robots`` filters as in :meth:`find`)."""
-        scope_sql, scope_params = _scope(robots, "")
+        where, scope_params = scope_sql(robots, "")
         row = self.store.query_one(
-            f"SELECT count(*) FROM processes {'WHERE ' + scope_sql if scope_sql else ''}",  # noqa: S608
+            f"SELECT count(*) FROM processes {'WHERE ' + where if where else ''}",  # noqa: S608
             scope_params,
         )
         return int(row[0]) if row is not None else 0
@@ -399,6 +299,9 @@ class ProcessStore:
         now = format_ts(self._clock())
         robot = doc.robot if doc.robot != "unknown" else self.robot_id
         base = doc.id
+        # Embedded before the transaction (the text does not depend on the final id), so
+        # the write lock is not held while the model runs.
+        vectors = self._embed([document_texts(doc.title, doc.task_pattern, doc.tags, doc.body)])
         with self.store.transaction() as conn:
             candidate, n = base, 1
             while True:
@@ -408,13 +311,13 @@ class ProcessStore:
                     (candidate,),
                 ).fetchone()
                 if row is None:
-                    self._insert(conn, doc, candidate, robot, now)
+                    rowid = self._insert(conn, doc, candidate, robot, now)
                     created = True
                     break
                 if _same_mission(row["source_mission_id"], doc.source_mission_id):
                     if guard is not None:
                         guard(row)
-                    self._update(conn, doc, candidate, row, robot, now)
+                    rowid = self._update(conn, doc, candidate, row, robot, now)
                     created = False
                     break
                 n += 1
@@ -427,20 +330,22 @@ class ProcessStore:
                         "choose a different id",
                     )
                 candidate = _suffixed(base, n)
+            self._write_vectors(conn, rowid, vectors)
             stored = conn.execute(
                 f"SELECT {_COLUMNS} FROM processes WHERE id = ?",  # noqa: S608
                 (candidate,),
             ).fetchone()
+        self._written(rowid, vectors, str(stored["robot"]), bool(stored["shared"]))
         return Saved(
-            doc=_row_to_doc(stored),
+            doc=row_to_doc(stored),
             created=created,
             renamed_from=base if candidate != base else None,
         )
 
     def _insert(
         self, conn: sqlite3.Connection, doc: ProcessDoc, id: str, robot: str, now: str
-    ) -> None:
-        tags = _tags_json(doc.tags)
+    ) -> int:
+        tags = tags_json(doc.tags)
         cursor = conn.execute(
             f"INSERT INTO processes ({_COLUMNS}) "  # noqa: S608 - constant columns
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -460,7 +365,9 @@ class ProcessStore:
                 int(doc.shared),
             ),
         )
-        _index(conn, cursor.lastrowid, id, doc.title, doc.task_pattern, tags, doc.body)
+        rowid = int(cursor.lastrowid or 0)
+        _index(conn, rowid, id, doc.title, doc.task_pattern, tags, doc.body)
+        return rowid
 
     def _update(
         self,
@@ -470,8 +377,8 @@ class ProcessStore:
         row: sqlite3.Row,
         robot: str,
         now: str,
-    ) -> None:
-        tags = _tags_json(doc.tags)
+    ) -> int:
+        tags = tags_json(doc.tags)
         # Content columns only: the counters belong to the hot path (n = n + 1 on the
         # writer thread) and an absolute write here could undo a queued increment.
         conn.execute(
@@ -491,6 +398,7 @@ class ProcessStore:
             ),
         )
         _index(conn, row["rowid"], id, doc.title, doc.task_pattern, tags, doc.body)
+        return int(row["rowid"])
 
     def delete(self, id: str) -> bool:
         """Remove the document and its index entry in one transaction; False if unknown."""
@@ -500,14 +408,18 @@ class ProcessStore:
                 return False
             conn.execute("DELETE FROM processes WHERE id = ?", (id,))
             _unindex(conn, row["rowid"])
+            self._write_vectors(conn, row["rowid"], None)
+        self._written(int(row["rowid"]), None, "", False)
         return True
 
     def reindex(self) -> int:
-        """Rebuild ``processes_fts`` from the rows; return how many documents it indexed.
+        """Rebuild ``processes_fts`` (and, with an embedder, every document's vectors) from
+        the rows; return how many documents it indexed.
 
         Flushes queued hot writes first, then deletes and refills the index in one
-        transaction. For a tokenizer or weight change — the index cannot drift from the
-        rows, since every write updates both in one transaction.
+        transaction; the vectors are then recomputed in batches (:meth:`sync_vectors`).
+        For a tokenizer, weight or model change — the index cannot drift from the rows,
+        since every write updates both in one transaction.
         """
         self.store.flush()
         with self.store.transaction() as conn:
@@ -518,8 +430,117 @@ class ProcessStore:
             )
             conn.execute("INSERT INTO processes_fts (processes_fts) VALUES ('optimize')")
             n = int(conn.execute("SELECT count(*) FROM processes").fetchone()[0])
+            if self.embedder is not None:
+                conn.execute("DELETE FROM processes_vectors")
+        self._search.typos.invalidate()
+        if self.embedder is not None:
+            self.sync_vectors()
         logger.info("processes_reindexed indexed=%d", n, extra={"indexed": n})
         return n
+
+    # --- vectors (issue 11) ----------------------------------------------------------
+
+    def _embed(self, texts: Sequence[Sequence[str]]) -> _Pairs | None:
+        """Each document's (head, whole) vectors, or None without an embedder."""
+        if self.embedder is None:
+            return None
+        flat = self.embedder.embed([text for pair in texts for text in pair])
+        return [(flat[2 * i], flat[2 * i + 1]) for i in range(len(texts))]
+
+    def _write_vectors(
+        self,
+        conn: sqlite3.Connection,
+        rowid: int,
+        vectors: _Pairs | None,
+    ) -> None:
+        """Inside the write's transaction: the document's vectors, or none (dropped)."""
+        if not self._has_vectors:
+            return
+        if vectors is None or self.embedder is None:
+            conn.execute("DELETE FROM processes_vectors WHERE doc_rowid = ?", (rowid,))
+            return
+        head, whole = vectors[0]
+        conn.execute(
+            "INSERT OR REPLACE INTO processes_vectors (doc_rowid, model, dim, head, doc) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (rowid, self.embedder.name, self.embedder.dim, to_blob(head), to_blob(whole)),
+        )
+
+    def _written(
+        self,
+        rowid: int,
+        vectors: _Pairs | None,
+        robot: str,
+        shared: bool,
+    ) -> None:
+        """After a committed write: the in-memory copies follow the table."""
+        self._search.typos.invalidate()
+        if self._vectors is None:
+            return
+        if vectors is None:
+            self._vectors.remove(rowid)
+        else:
+            self._vectors.put(rowid, vectors[0][0], vectors[0][1], robot, shared)
+
+    def sync_vectors(self) -> int:
+        """Bring ``processes_vectors`` up to date with the rows and load it; return how many
+        documents were embedded.
+
+        Vectors of another model or dimension, and of deleted rows, are dropped; a row with
+        no vector of this embedder is embedded, :data:`_EMBED_BATCH` rows per transaction
+        (each batch read and written inside its transaction, so a concurrent save is never
+        overwritten with a stale vector). Run at construction with an embedder and by
+        :meth:`reindex`; a no-op without an embedder.
+        """
+        embedder, index = self.embedder, self._vectors
+        if embedder is None or index is None:
+            return 0
+        model = (embedder.name, embedder.dim)
+        embedded = 0
+        with self._vectors_lock:
+            with self.store.transaction() as conn:
+                conn.execute(
+                    "DELETE FROM processes_vectors WHERE model != ? OR dim != ? "
+                    "OR doc_rowid NOT IN (SELECT rowid FROM processes)",
+                    model,
+                )
+            while True:
+                with self.store.transaction() as conn:
+                    rows = conn.execute(
+                        f"SELECT p.rowid AS rid, {_COLUMNS} FROM processes AS p "  # noqa: S608
+                        "WHERE p.rowid NOT IN (SELECT doc_rowid FROM processes_vectors) "
+                        "ORDER BY p.rowid LIMIT ?",
+                        (_EMBED_BATCH,),
+                    ).fetchall()
+                    if not rows:
+                        break
+                    docs = [(r, readable(r)) for r in rows]
+                    texts = [
+                        document_texts(d.title, d.task_pattern, d.tags, d.body)
+                        if d is not None
+                        else [str(r["title"] or ""), str(r["body"] or "")]
+                        for r, d in docs
+                    ]
+                    vectors: _Pairs = self._embed(texts) or []
+                    for (row, _), pair in zip(docs, vectors, strict=True):
+                        self._write_vectors(conn, row["rid"], [pair])
+                    embedded += len(rows)
+            index.clear()
+            for row in self.store.query(
+                "SELECT v.doc_rowid, v.head, v.doc, p.robot, p.shared FROM processes_vectors "
+                "AS v JOIN processes AS p ON p.rowid = v.doc_rowid"
+            ):
+                head, whole = from_blob(row[1], embedder.dim), from_blob(row[2], embedder.dim)
+                if head is not None and whole is not None:
+                    index.put(int(row[0]), head, whole, str(row[3]), bool(row[4]))
+        if embedded:
+            logger.info(
+                "process_vectors_synced embedded=%d model=%s",
+                embedded,
+                embedder.name,
+                extra={"embedded": embedded, "model": embedder.name},
+            )
+        return embedded
 
     # --- outcomes ------------------------------------------------------------------
 
@@ -559,7 +580,7 @@ class ProcessStore:
             logger.warning(
                 "process_outcome_dropped id=%s success=%s", id, success, extra={"id": id}
             )
-        doc = _row_to_doc(row)
+        doc = row_to_doc(row)
         if note.strip():
             body = self._append_note(id, _outcome_line(stamp, success, note))
             if body is not None:
@@ -581,7 +602,7 @@ class ProcessStore:
             if row is None:
                 return None
             body = append_outcome(row["body"], line)
-            doc = _row_to_doc(row)
+            doc = row_to_doc(row)
             doc.body = body
             if len(doc.render().encode("utf-8", "surrogatepass")) > MAX_DOC_BYTES:
                 logger.warning(
@@ -590,6 +611,11 @@ class ProcessStore:
                 return None
             conn.execute("UPDATE processes SET body = ? WHERE id = ?", (body, id))
             _index(conn, row["rowid"], id, row["title"], row["task_pattern"], row["tags"], body)
+            # The whole-document vector follows the body (embedded under the write lock:
+            # the body is only known here; one document is well under a millisecond).
+            vectors = self._embed([document_texts(doc.title, doc.task_pattern, doc.tags, body)])
+            self._write_vectors(conn, row["rowid"], vectors)
+        self._written(int(row["rowid"]), vectors, doc.robot, doc.shared)
         return body
 
     # --- lifecycle -----------------------------------------------------------------
@@ -602,101 +628,7 @@ class ProcessStore:
         return f"<ProcessStore {str(self.store.path)!r} robot_id={self.robot_id!r}>"
 
 
-# --- row helpers ----------------------------------------------------------------------
-
-
-def _tags_json(tags: Sequence[str]) -> str:
-    return json.dumps(list(tags), ensure_ascii=False)
-
-
-# Columns a damaged value of which is replaced by its default on read (the document is
-# still the document); a bad id, title or body makes the row unreadable instead.
-_REPAIRABLE: dict[str, Any] = {
-    "task_pattern": "",
-    "tags": [],
-    "robot": "unknown",
-    "created": None,
-    "updated": None,
-    "last_used": None,
-    "source_mission_id": None,
-    "success_count": 0,
-    "failure_count": 0,
-}
-
-
-def _row_fields(row: sqlite3.Row) -> dict[str, Any]:
-    try:
-        tags: Any = json.loads(row["tags"])
-    except (TypeError, ValueError):
-        tags = None  # repaired below
-    return {
-        "id": row["id"],
-        "title": row["title"],
-        "task_pattern": row["task_pattern"],
-        "tags": tags,
-        "robot": row["robot"],
-        "created": row["created"],
-        "updated": row["updated"],
-        "success_count": _stored_count(row["success_count"]),
-        "failure_count": _stored_count(row["failure_count"]),
-        "last_used": row["last_used"],
-        "source_mission_id": row["source_mission_id"],
-        "shared": bool(row["shared"]),
-        "body": row["body"],
-    }
-
-
-def _stored_count(value: Any) -> Any:
-    # A REAL (an overflowed increment of an older version) or an out-of-range integer is
-    # brought back into 0..MAX_COUNT; anything else is left for validation to judge.
-    if isinstance(value, float):
-        return int(min(max(value, 0.0), float(MAX_COUNT))) if value == value else 0
-    if isinstance(value, int) and not 0 <= value <= MAX_COUNT:
-        return min(max(value, 0), MAX_COUNT)
-    return value
-
-
-def _row_to_doc(row: sqlite3.Row) -> ProcessDoc:
-    """The row as a document, repairing damaged optional fields (logged); else DamagedRow."""
-    fields = _row_fields(row)
-    repaired: list[str] = []
-    for _ in range(len(_REPAIRABLE) + 1):
-        try:
-            doc = ProcessDoc.model_validate(fields)
-        except ValidationError as exc:
-            bad = {str(error["loc"][0]) for error in exc.errors() if error.get("loc")}
-            fixable = bad & _REPAIRABLE.keys()
-            if not fixable or bad - fixable:
-                raise DamagedRow(str(row["id"])) from None
-            for name in fixable:
-                fields[name] = _REPAIRABLE[name]
-            repaired.extend(sorted(fixable))
-            continue
-        if repaired or fields["tags"] is None:
-            logger.warning(
-                "process_row_repaired id=%s fields=%s", row["id"], ",".join(repaired) or "tags"
-            )
-        return doc
-    raise DamagedRow(str(row["id"]))  # pragma: no cover - each pass repairs a field or raises
-
-
-def _readable(row: sqlite3.Row) -> ProcessDoc | None:
-    """The row as a document, or None (logged) when it is damaged beyond repair."""
-    try:
-        return _row_to_doc(row)
-    except DamagedRow:
-        logger.error("process_row_damaged id=%s", row["id"], extra={"id": row["id"]})
-        return None
-
-
-def _scope(robots: Collection[str] | None, prefix: str) -> tuple[str, list[Any]]:
-    if robots is None:
-        return "", []
-    names = sorted(set(robots))
-    if not names:
-        return f"{prefix}shared = 1", []
-    marks = ", ".join("?" for _ in names)
-    return f"({prefix}shared = 1 OR {prefix}robot IN ({marks}))", list(names)
+# --- index helpers ----------------------------------------------------------------
 
 
 def _index(

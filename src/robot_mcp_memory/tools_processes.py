@@ -47,9 +47,12 @@ def register_process_tools(mcp: FastMCP, run: Run) -> None:
             k: how many processes to return, clamped to 1..50.
             robot: narrow to the documents that robot sees (its group's plus shared ones).
 
-        Returns JSON {"processes": [{id, title, score, bm25, reliability, success_count,
-        failure_count, updated, markdown}], "truncated": bool}, best first; score = bm25
-        relevance × reliability (higher is better) and markdown is the full document.
+        Returns JSON {"processes": [{id, title, score, bm25, semantic, reliability,
+        success_count, failure_count, updated, markdown}], "truncated": bool}, best first.
+        bm25 is the lexical relevance (0: no word matched), semantic the meaning similarity
+        (cosine, null when the server searches lexically), reliability the smoothed success
+        rate; score, what results are ranked by, is their fusion × reliability (higher is
+        better). markdown is the full document.
         """
         k_used = clamp(k, 1, MAX_K)
 
@@ -66,6 +69,7 @@ def register_process_tools(mcp: FastMCP, run: Run) -> None:
                         "title": f.doc.title,
                         "score": f.score,
                         "bm25": f.bm25,
+                        "semantic": f.semantic,
                         "reliability": f.reliability,
                         "success_count": f.doc.success_count,
                         "failure_count": f.doc.failure_count,

@@ -18,6 +18,7 @@ from robot_mcp_kit.store import (
 )
 from robot_mcp_memory import db
 from robot_mcp_memory.docmodel import ProcessDoc
+from robot_mcp_memory.embedding import HashingEmbedder
 from robot_mcp_memory.fleet import FleetRegistry
 from robot_mcp_memory.store import ProcessStore
 
@@ -31,20 +32,24 @@ def index(tmp_path: Path):
 
 class TestDeclaration:
     def test_each_table_has_its_kind(self) -> None:
-        """processes, the fleet tables and store_meta are definitions; processes_fts is
-        derived from processes."""
+        """processes, the fleet tables and store_meta are definitions; processes_fts and
+        processes_vectors derive from processes, processes_vocab from processes_fts."""
         kinds = {t.name: t.kind for t in db.SCHEMA.tables}
         assert kinds == {
             "processes": Kind.DEFINITION,
             "processes_fts": Kind.DERIVED,
+            "processes_vocab": Kind.DERIVED,
+            "processes_vectors": Kind.DERIVED,
             "fleet_robots": Kind.DEFINITION,
             "fleet_groups": Kind.DEFINITION,
             "fleet_settings": Kind.DEFINITION,
             "store_meta": Kind.DEFINITION,
         }
         assert db.SCHEMA.table("processes_fts").derived_from == "processes"
-        assert db.SCHEMA.version == db.SCHEMA_VERSION == 2
-        assert set(db.SCHEMA.migrations) == {2}
+        assert db.SCHEMA.table("processes_vectors").derived_from == "processes"
+        assert db.SCHEMA.table("processes_vocab").derived_from == "processes_fts"
+        assert db.SCHEMA.version == db.SCHEMA_VERSION == 3
+        assert set(db.SCHEMA.migrations) == {2, 3}
 
     def test_nothing_is_pruned(self) -> None:
         """No table of this service ages out."""
@@ -90,13 +95,13 @@ class TestDeclaration:
 
 class TestOpen:
     def test_open_creates_directory_file_and_version(self, tmp_path: Path) -> None:
-        """open_index makes data_dir/index.db at the current schema version (2)."""
+        """open_index makes data_dir/index.db at the current schema version (3)."""
         store = db.open_index(tmp_path / "a" / "b")
         try:
             assert store.path == (tmp_path / "a" / "b" / "index.db").absolute()
             row = store.query_one("SELECT value FROM store_meta WHERE key = 'schema_version'")
             assert row is not None
-            assert row[0] == str(db.SCHEMA_VERSION) == "2"
+            assert row[0] == str(db.SCHEMA_VERSION) == "3"
         finally:
             store.close()
 
@@ -119,6 +124,8 @@ class TestOpen:
         for table in (
             "processes",
             "processes_fts",
+            "processes_vocab",
+            "processes_vectors",
             "fleet_robots",
             "fleet_groups",
             "fleet_settings",
@@ -139,11 +146,11 @@ class TestOpen:
         assert path.read_text() == '{"truncated": '
 
     def test_newer_file_is_refused_untouched(self, tmp_path: Path) -> None:
-        """A file written by schema version 3 raises SchemaTooNew and keeps its bytes."""
+        """A file written by schema version 4 raises SchemaTooNew and keeps its bytes."""
         db.open_index(tmp_path).close()
         path = tmp_path / "index.db"
         conn = sqlite3.connect(path)
-        conn.execute("UPDATE store_meta SET value = '3' WHERE key = 'schema_version'")
+        conn.execute("UPDATE store_meta SET value = '4' WHERE key = 'schema_version'")
         conn.commit()
         conn.close()
         before = path.read_bytes()
@@ -176,8 +183,8 @@ def _tables(path: Path) -> set[str]:
 
 
 class TestMigration:
-    def test_v1_file_migrates_to_v2_and_keeps_its_documents(self, tmp_path: Path) -> None:
-        """A file made by the v1 declaration opens at v2: the fleet tables and their index
+    def test_v1_file_migrates_to_v3_and_keeps_its_documents(self, tmp_path: Path) -> None:
+        """A file made by the v1 declaration opens at v3: the fleet tables and their index
         exist, the documents, counters and search index are intact."""
         _make_v1(tmp_path)
         assert "fleet_robots" not in _tables(tmp_path / "index.db")
@@ -185,7 +192,7 @@ class TestMigration:
         try:
             row = store.store.query_one("SELECT value FROM store_meta WHERE key = 'schema_version'")
             assert row is not None
-            assert row[0] == "2"
+            assert row[0] == "3"
             assert {"fleet_robots", "fleet_groups", "fleet_settings"} <= _tables(store.store.path)
             indexes = {
                 r[0] for r in store.store.query("SELECT name FROM sqlite_schema WHERE type='index'")
@@ -229,6 +236,33 @@ class TestMigration:
                 conn.close()
 
         assert shape(tmp_path / "old" / "index.db") == shape(tmp_path / "new" / "index.db")
+
+    def test_v2_file_migrates_to_v3_and_a_server_embeds_its_documents(self, tmp_path: Path) -> None:
+        """v2 -> v3 adds the vocabulary view and an empty vectors table; a store opened with
+        an embedder then embeds every document once (issue 11)."""
+        v2 = Schema(
+            version=2,
+            tables=tuple(
+                t
+                for t in db.SCHEMA.tables
+                if t.name not in ("processes_vocab", "processes_vectors")
+            ),
+            migrations={2: db.MIGRATIONS[2]},
+        )
+        old = ProcessStore(SqliteStore(tmp_path / "index.db", v2))
+        old.save(ProcessDoc(id="fetch-parcel", title="Fetch a parcel", body="Go to the mailroom"))
+        old.close()
+        assert "processes_vectors" not in _tables(tmp_path / "index.db")
+        store = ProcessStore(db.open_index(tmp_path), embedder=HashingEmbedder())
+        try:
+            assert {"processes_vocab", "processes_vectors"} <= _tables(store.store.path)
+            assert store.store.counts()["processes_vectors"] == 1
+            assert store.search_mode == "hybrid"
+            assert [f.doc.id for f in store.find("parcel")] == ["fetch-parcel"]
+            terms = {r[0] for r in store.store.query("SELECT term FROM processes_vocab")}
+            assert {"parcel", "mailroom"} <= terms
+        finally:
+            store.close()
 
     def test_failed_step_leaves_the_file_at_v1(self, tmp_path: Path) -> None:
         """A step that fails rolls back: the file is still v1 with its documents."""
