@@ -55,6 +55,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, Field, ValidationError
 
+from fake_rvc._repair import GapRepairer
 from fake_rvc._state import Attempt, Outcome, Recorder
 from robot_mcp_kit._exceptions import SignatureError
 from robot_mcp_kit.models import SCHEMA_VERSION, EventType, TaskEvent
@@ -292,6 +293,7 @@ def create_app(
     max_json_depth: int = DEFAULT_MAX_JSON_DEPTH,
     clock: Clock | None = None,
     state: Recorder | None = None,
+    repair_urls: Mapping[str, str] | None = None,
 ) -> FastAPI:
     """Build a fake chat-app receiver.
 
@@ -302,6 +304,9 @@ def create_app(
         max_json_depth: deeper JSON nesting gets 422 before parsing.
         clock: unix seconds now; ``time.time`` when None.
         state: a :class:`Recorder` to share (e.g. with a test); a new one when None.
+        repair_urls: repair mode — server name → that server's MCP URL; a gap in one of
+            its tasks is filled through its ``get_task_events`` tool
+            (:mod:`fake_rvc._repair`). Added with issue 14.
 
     Raises:
         ValueError: a server name or secret is empty or not a string, or a secret does
@@ -320,6 +325,7 @@ def create_app(
                 f"The secret of server {name!r} is not text that encodes as UTF-8."
             ) from None
     recorder = state if state is not None else Recorder()
+    repairer = GapRepairer(repair_urls or {}, recorder)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -327,6 +333,7 @@ def create_app(
             yield
         finally:
             recorder.close_streams()
+            await repairer.aclose()
 
     app = FastAPI(
         title="fake_rvc",
@@ -337,6 +344,7 @@ def create_app(
     app.state.recorder = recorder
     app.state.secrets = dict(secrets)
     app.state.clock = clock if clock is not None else time.time
+    app.state.repairer = repairer
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(Exception, _internal_error)
 
@@ -529,6 +537,9 @@ def create_app(
         _log.info(
             "accepted %s anomalies=%s", _event_line(attempt), [a["kind"] for a in attempt.anomalies]
         )
+        for anomaly in attempt.anomalies:
+            if anomaly["kind"] == "gap":
+                repairer.schedule(server, event.task_id, anomaly["expected"] - 1)
         return JSONResponse(
             {
                 "accepted": True,

@@ -16,6 +16,10 @@ Secrets come from repeated ``--secret name=value`` and/or ``--config FILE``, an
     = sleeper slee-1a2b3c #3 progress duplicate (event_id 5a0e…)
     ✗ 401 bad_signature server=sleeper — X-RVC-Signature does not match …
     ⚡ 503 injected fault server=sleeper
+    ↺ sleeper slee-1a2b3c #5 progress repaired through get_task_events
+
+``--repair sleeper=http://127.0.0.1:9100/sse`` turns on repair mode for a server: a gap
+in one of its tasks is filled through its ``get_task_events`` tool.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from fake_rvc._state import Attempt
+from robot_mcp_kit._version import __version__
 
 __all__ = ["ConfigError", "format_attempt", "load_config", "main", "parse_secret"]
 
@@ -118,6 +123,11 @@ def format_attempt(attempt: Attempt) -> str:
         )
     if attempt.outcome == "fault":
         return f"⚡ {attempt.status} injected fault server={attempt.server}"
+    if attempt.outcome == "repaired":
+        return (
+            f"↺ {attempt.server} {attempt.task_id} #{attempt.seq} {attempt.type} "
+            "repaired through get_task_events"
+        )
     if attempt.outcome == "dropped":
         return f"⚡ dropped connection (injected fault) server={attempt.server}"
     server = ascii(attempt.server)[1:-1] if attempt.server is not None else "-"
@@ -139,6 +149,7 @@ def _build_parser() -> argparse.ArgumentParser:
             "secret: s3cret}}  — or secret_env: VAR to read the secret from the environment."
         ),
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     parser.add_argument(
         "--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)"
@@ -151,6 +162,14 @@ def _build_parser() -> argparse.ArgumentParser:
         help="a server name and its HMAC secret; repeat for more servers",
     )
     parser.add_argument("--config", type=Path, help="an mcp.yaml-style file of servers")
+    parser.add_argument(
+        "--repair",
+        action="append",
+        default=[],
+        metavar="NAME=MCP_URL",
+        help="repair mode for a server: fill seq gaps through its get_task_events tool at "
+        "this MCP URL (…/sse for SSE, else streamable HTTP); repeat for more servers",
+    )
     parser.add_argument(
         "--log-level",
         default="warning",
@@ -176,12 +195,20 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         return 1
 
     secrets: dict[str, str] = {}
+    repair_urls: dict[str, str] = {}
     try:
         if args.config is not None:
             secrets.update(load_config(args.config))
         for text in args.secret:
             name, value = parse_secret(text)
             secrets[name] = value
+        for text in args.repair:
+            name, url = parse_secret(text)
+            if not url.startswith(("http://", "https://")):
+                raise ConfigError(
+                    f"--repair must look like name=http://host:port/sse, got {text!r}."
+                )
+            repair_urls[name] = url
     except ConfigError as exc:
         print(f"fake-rvc: {exc}", file=err)
         return 2
@@ -208,7 +235,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         return 1
     recorder = Recorder()
     recorder.add_listener(lambda attempt: print(format_attempt(attempt), file=stream, flush=True))
-    app = create_app(secrets, state=recorder)
+    app = create_app(secrets, state=recorder, repair_urls=repair_urls)
     host, port = sock.getsockname()[:2]
     base = f"http://{f'[{host}]' if ':' in host else host}:{port}"
     print(

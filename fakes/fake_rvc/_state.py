@@ -46,10 +46,11 @@ __all__ = [
 
 T = TypeVar("T")
 
-Outcome = Literal["accepted", "duplicate", "rejected", "fault", "dropped"]
+Outcome = Literal["accepted", "duplicate", "rejected", "fault", "dropped", "repaired"]
 """What happened to one POST: ``accepted`` (stored), ``duplicate`` (acknowledged, not
 stored again), ``rejected`` (4xx), ``fault`` (answered by an injected status),
-``dropped`` (connection closed on purpose, no response)."""
+``dropped`` (connection closed on purpose, no response). ``repaired`` is no POST: an event
+missing from a gap, fetched from the server's ``get_task_events`` in repair mode."""
 
 ANY_SERVER = "*"
 """Fault-plan key that matches posts from any server (per-server faults go first)."""
@@ -118,6 +119,8 @@ class ReceivedEvent:
     attempt: int
     received_wall: float
     received_mono: float
+    repaired: bool = False
+    """True for an event fetched through ``get_task_events`` to fill a gap (repair mode)."""
 
     @property
     def event_id(self) -> str:
@@ -147,6 +150,7 @@ class ReceivedEvent:
             "attempt": self.attempt,
             "received_wall": self.received_wall,
             "received_mono": self.received_mono,
+            "repaired": self.repaired,
         }
 
 
@@ -203,6 +207,11 @@ class Timeline:
         return [e.seq for e in self.events]
 
     @property
+    def repaired_seqs(self) -> list[int]:
+        """Seqs filled through ``get_task_events`` rather than received by POST."""
+        return sorted(e.seq for e in self.events if e.repaired)
+
+    @property
     def missing_seqs(self) -> list[int]:
         seen = set(self.seqs)
         return [s for s in range(1, max(seen, default=0) + 1) if s not in seen]
@@ -216,6 +225,7 @@ class Timeline:
             "seqs": self.seqs,
             "expected_seq": self.expected_seq,
             "missing_seqs": self.missing_seqs,
+            "repaired_seqs": self.repaired_seqs,
             "terminal": None if self.terminal is None else self.terminal.type,
             "duplicates": self.duplicates,
             "anomalies": list(self.anomalies),
@@ -395,6 +405,49 @@ class Recorder:
         self._after_change(attempt)
         return attempt
 
+    def record_repaired(self, event: TaskEvent, *, server: str) -> Attempt | None:
+        """Store an event fetched to fill a gap (repair mode); None if it is no longer missing.
+
+        Only a seq still in the task's ``missing_seqs`` is stored, marked ``repaired``; its
+        timeline's expected seq and anomaly history are left as they are (the gap did
+        happen). The record is an :class:`Attempt` with outcome ``repaired``.
+        """
+        with self._lock:
+            timeline = self._timelines.get((server, event.task_id))
+            if (
+                timeline is None
+                or event.event_id in self._by_event_id
+                or event.seq not in timeline.missing_seqs
+            ):
+                return None
+            self._n += 1
+            now_wall, now_mono = time.time(), time.monotonic()
+            received = ReceivedEvent(event, server, self._n, now_wall, now_mono, repaired=True)
+            timeline.events.append(received)
+            if event.type in TERMINAL_EVENT_TYPES and timeline.terminal is None:
+                timeline.terminal = received
+            self._events.append(received)
+            self._by_event_id[event.event_id] = received
+            self._counters["repaired"] += 1
+            attempt = Attempt(
+                n=self._n,
+                received_wall=now_wall,
+                received_mono=now_mono,
+                server=server,
+                status=None,
+                outcome="repaired",
+                reason="get_task_events",
+                detail=f"seq {event.seq} fetched from the server to fill a gap",
+                event_id=event.event_id,
+                task_id=event.task_id,
+                seq=event.seq,
+                type=event.type,
+                payload=event.payload,
+            )
+            self._store_attempt(attempt)
+        self._after_change(attempt)
+        return attempt
+
     @staticmethod
     def _track(timeline: Timeline, received: ReceivedEvent) -> list[dict[str, Any]]:
         anomalies: list[dict[str, Any]] = []
@@ -438,6 +491,8 @@ class Recorder:
 
     def _store_attempt(self, attempt: Attempt) -> None:
         self._attempts.append(attempt)
+        if attempt.outcome == "repaired":  # no POST: counted as "repaired" only
+            return
         self._counters["attempts"] += 1
         if attempt.outcome == "rejected":
             self._counters["rejected"] += 1
@@ -534,7 +589,8 @@ class Recorder:
         """Return the counters as a JSON-ready dict.
 
         Keys: ``attempts``, ``accepted``, ``duplicates``, ``rejected``, ``faults``,
-        ``dropped``, ``tasks``, ``anomalies`` (by kind) and ``rejections`` (by reason).
+        ``dropped``, ``repaired``, ``tasks``, ``anomalies`` (by kind) and ``rejections``
+        (by reason).
         """
         with self._lock:
             c = self._counters
@@ -545,6 +601,7 @@ class Recorder:
                 "rejected": c["rejected"],
                 "faults": c["faults"],
                 "dropped": c["dropped"],
+                "repaired": c["repaired"],
                 "tasks": len(self._timelines),
                 "anomalies": {
                     kind: c["anomaly_" + kind]
