@@ -3,11 +3,13 @@
 Every failing conformance test ends in :func:`violation`, which fails the test with a
 message of the form::
 
-    kit spec §3.1 (seq contiguous from 1): task slee-1a2b3c got seqs [1, 2, 4]
+    docs/contract.md §3.3 (seq is per task, starts at 1, ...): task slee-1a2b3c got seqs [1, 2, 4]
       evidence: {...the offending event or response...}
 
-The clause texts quote or closely paraphrase the kit spec (``robot-mcp-kit-spec.md``),
-so an author can look the requirement up by its section number.
+The sections are those of ``docs/contract.md``, the wire contract shipped with this
+repository (and linked from the distribution's metadata as "Contract"), so an author can
+look the requirement up by its section number. A test checks that every cited section
+exists there.
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ from typing import Any, NoReturn
 
 import pytest
 
-__all__ = ["Clause", "clauses", "short", "violation"]
+__all__ = ["CONTRACT", "Clause", "clauses", "short", "violation"]
+
+CONTRACT = "docs/contract.md"
+"""The document the clauses cite."""
 
 _EVIDENCE_LIMIT = 4000
 
@@ -32,46 +37,51 @@ class Clause:
 
     def __str__(self) -> str:
         where = ", ".join(f"§{part.strip()}" for part in self.section.split(","))
-        return f"kit spec {where} ({self.text})"
+        return f"{CONTRACT} {where} ({self.text})"
 
 
 class clauses:
     """The catalogue; each test cites one of these."""
 
     TOOLS_EXIST = Clause(
-        "3.3", "every task-capable server exposes get_task, cancel_task and list_tasks"
+        "6", "every task-capable server exposes get_task, cancel_task and list_tasks"
     )
     TOOL_SCHEMA = Clause(
-        "3.3",
+        "6.1, 6.2, 6.3",
         "get_task(task_id: str), cancel_task(task_id: str), "
         "list_tasks(states: list[str] | None = None)",
     )
     TOOL_DESCRIPTION = Clause(
-        "4.4",
+        "6.5",
         "the tools' descriptions tell the LLM they are for status/cancel of long-running "
         "tasks, not for starting work",
     )
-    TOOLS_RETURN_JSON = Clause("3.3", "all reconciliation tools return JSON strings")
+    TOOLS_RETURN_JSON = Clause(
+        "6.4",
+        "the reconciliation tools answer objects: a declared output schema describes the "
+        'object (never {"result": string}), structuredContent is the object itself and '
+        "the text content is that object as JSON, never a JSON string inside a string",
+    )
     START_RETURNS_AT_ONCE = Clause(
-        "1, 4.2",
+        "2.1",
         "a long-running tool returns immediately with a task_id (state running) and the "
         "work continues in the server; callers expect a ~30 s call timeout",
     )
     TASK_INFO_SHAPE = Clause(
-        "4.1",
+        "2.2",
         "TaskInfo = {task_id, server, tool, state, created_at, updated_at, triggers, "
         "est_duration_s, progress, result, failure}",
     )
     TASK_ID_FORM = Clause(
-        "3.1, 4.2", 'task_id is "<server-short>-<6 hex>", server_short = first 4 chars of the name'
+        "2.3", 'task_id is "<server-short>-<6 hex>", server_short = first 4 chars of the name'
     )
     SIGNED = Clause(
-        "3.1",
+        "4.1",
         "every event POST carries X-RVC-Server, X-RVC-Timestamp (unix s, ±300 s) and "
         'X-RVC-Signature: sha256=HMAC-SHA256(secret, f"{timestamp}.{raw_body}")',
     )
     EVENT_BODY = Clause(
-        "3.1, 4.1",
+        "3.1",
         "the body is a TaskEvent: schema_version 1, event_id, task_id, server, tool, type, "
         "seq, ts, payload",
     )
@@ -82,58 +92,60 @@ class clauses:
     EVENT_ID_UNIQUE = Clause("3.1", "event_id is a uuid4, unique per event")
     TIMESTAMP = Clause("3.1", "ts is the event's time, UTC ISO 8601")
     PAYLOAD = Clause(
-        "3.1",
+        "3.2",
         'payload by type: progress a dict; trigger_fired {"trigger": <the trigger dict>, ...}; '
         'task_done {"result": <dict>}; task_failed a TaskFailure',
     )
     SEQ_CONTIGUOUS = Clause(
-        "3.1, 4.2", "seq is per task, starts at 1, increases by one, posted in seq order"
+        "3.3", "seq is per task, starts at 1, increases by one, posted in seq order"
     )
     ONE_TERMINAL = Clause(
-        "4.2", "a finished task emits exactly one terminal event (task_done or task_failed)"
+        "3.4", "a finished task emits exactly one terminal event (task_done or task_failed)"
     )
-    NOTHING_AFTER_TERMINAL = Clause("4.2", "a task emits nothing after task_done / task_failed")
+    NOTHING_AFTER_TERMINAL = Clause("3.4", "a task emits nothing after task_done / task_failed")
     GET_TASK_AGREES = Clause(
-        "3.3, 4.1",
+        "6.1",
         "get_task returns the TaskInfo: state, last progress payload, result when "
         "succeeded, failure when failed, as the events said",
     )
     FAILURE = Clause(
-        "4.2",
+        "3.4",
         "a body that raises TaskError ends in state failed and emits task_failed carrying "
         "the TaskFailure",
     )
-    CANCEL_RETURNS = Clause("3.3", 'cancel_task(task_id) → {"task_id": ..., "state": "cancelled"}')
-    CANCEL_IDEMPOTENT = Clause("3.3", "cancel_task is idempotent")
+    CANCEL_RETURNS = Clause(
+        "6.2", 'cancel_task(task_id) → {"task_id": ..., "state": "cancelled", ...}'
+    )
+    CANCEL_IDEMPOTENT = Clause("6.2", "cancel_task is idempotent")
     CANCEL_NO_EVENT = Clause(
-        "4.2", 'a cancelled task ends in state "cancelled" with no failure event (no task_failed)'
+        "7", 'a cancelled task ends in state "cancelled" with no failure event (no task_failed)'
     )
     CANCEL_STOPS_WORK = Clause(
-        "4.2",
+        "7",
         "cancel(task_id) must asyncio-cancel the underlying task, await its teardown (5 s "
         "grace), mark cancelled: the work stops and reports nothing more",
     )
     CANCEL_FINISHED = Clause(
-        "3.3", "cancelling a finished task returns its terminal state unchanged"
+        "6.2", "cancelling a finished task returns its terminal state unchanged"
     )
-    LIST_TASKS = Clause("3.3", 'list_tasks(states=None) → {"tasks": [TaskInfo, ...]}')
+    LIST_TASKS = Clause("6.3", 'list_tasks(states=None) → {"tasks": [TaskInfo, ...]}')
     LIST_FILTER = Clause(
-        "3.3", 'list_tasks(states=[...]) returns only tasks in those states, e.g. ["running"]'
+        "6.3", 'list_tasks(states=[...]) returns only tasks in those states, e.g. ["running"]'
     )
-    NOT_FOUND = Clause("3.3, 4.2", 'an unknown task id → {"error": "not_found"}')
+    NOT_FOUND = Clause("6.1, 6.2", 'an unknown task id → {"error": "not_found"}')
     DELIVERY = Clause(
-        "3.1",
+        "5.1",
         "delivery is at-least-once: anything but a 2xx (or a connection error) is retried "
         "and events for one task are POSTed in seq order",
     )
     RETRY_SCHEDULE = Clause(
-        "3.1", "retries back off exponentially: 0.5 s, 2 s, 8 s, then every 30 s, for 10 minutes"
+        "5.2", "retries back off exponentially: 0.5 s, 2 s, 8 s, then every 30 s, for 10 minutes"
     )
     UNKNOWN_TRIGGER = Clause(
-        "3.2", "servers must ignore unknown trigger types (with a WARNING log)"
+        "8.1", "servers must ignore unknown trigger types (with a WARNING log)"
     )
     PROGRESS_ABOVE = Clause(
-        "3.2, 4.2",
+        "8.2",
         "progress_above fires once when progress ≥ percent; at most once per task unless "
         '"repeat": true',
     )

@@ -439,9 +439,9 @@ class ToolReply:
 
     ``text`` is the first text content. ``structured`` is the MCP ``structuredContent``
     (None when the server sent none). ``data`` is what the tool answered as a value: the
-    structured content when there is one, else the text parsed as JSON (None if it is not
-    JSON). ``is_error`` is the MCP ``isError`` flag; ``failure`` says why the call got no
-    answer at all (timeout, broken session).
+    text parsed as JSON, else the structured content (None if neither). ``is_error`` is
+    the MCP ``isError`` flag; ``failure`` says why the call got no answer at all (timeout,
+    broken session).
     """
 
     tool: str
@@ -617,10 +617,14 @@ class McpClient:
             (c.get("text") for c in result.get("content", []) if c.get("type") == "text"), None
         )
         structured = result.get("structuredContent")
-        data: Any = structured
-        if data is None and text is not None:
+        # The text is what every MCP client reads; structured content is judged on its own
+        # (§6.4). A server whose answer is only structured is read from there.
+        data: Any = None
+        if text is not None:
             with contextlib.suppress(ValueError):
                 data = json.loads(text)
+        if data is None:
+            data = structured
         return ToolReply(
             tool,
             args,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -171,5 +172,40 @@ def test_unknown_task_id_is_not_found(harness: Harness, tool: str) -> None:
         violation(
             clause,
             f'{tool}({NO_SUCH_TASK!r}) returned {data!r}, expected {{"error": "not_found"}}',
+            reply.evidence(),
+        )
+
+
+@pytest.mark.parametrize("tool", ["get_task", "list_tasks"])
+def test_reconciliation_answers_are_objects_not_json_strings(
+    harness: Harness, runs: Runs, tool: str
+) -> None:
+    """§6.4: structuredContent, when sent, is the answer itself; the text is that object."""
+    clause = clauses.TOOLS_RETURN_JSON
+    task_id = runs.completed.require_task(clause)
+    reply = harness.call(tool, {"task_id": task_id} if tool == "get_task" else {})
+    if not reply.answered:
+        violation(clause, f"{tool} did not answer", reply.evidence())
+    try:
+        text_value = None if reply.text is None else json.loads(reply.text)
+    except ValueError:
+        text_value = None
+    if reply.structured is None:
+        if not isinstance(text_value, dict):
+            violation(clause, f"{tool}'s text content is not a JSON object", reply.evidence())
+        return
+    structured = reply.structured
+    wrapped = structured.get("result") if isinstance(structured, dict) else None
+    if isinstance(wrapped, str):
+        violation(
+            clause,
+            f'{tool}\'s structuredContent is {{"result": <a JSON string>}}: the answer is '
+            "double-encoded instead of being the object",
+            reply.evidence(),
+        )
+    if text_value is not None and text_value != structured:
+        violation(
+            clause,
+            f"{tool}'s structuredContent and its text content are different objects",
             reply.evidence(),
         )

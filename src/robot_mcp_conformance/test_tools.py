@@ -108,3 +108,36 @@ def test_reconciliation_tool_description_says_it_does_not_start_work(
             "sentence like 'this does NOT start any work' or 'only for status')",
             evidence,
         )
+
+
+def _wraps_a_string(schema: dict[str, Any]) -> bool:
+    """The mcp SDK's wrapper for a ``-> str`` tool: ``{"result": {"type": "string"}}``."""
+    props = schema.get("properties") or {}
+    return (
+        set(props) == {"result"}
+        and isinstance(props["result"], dict)
+        and _accepts(props["result"], "string")
+        and not _accepts(props["result"], "object")
+    )
+
+
+@pytest.mark.parametrize("name", TOOL_NAMES)
+def test_reconciliation_tool_output_schema_describes_an_object(
+    tools: dict[str, Any], name: str
+) -> None:
+    """§6.4: a declared output schema describes the answer object, not {"result": string}."""
+    clause = clauses.TOOLS_RETURN_JSON
+    tool = _tool(tools, name, clause)
+    schema = tool.get("outputSchema")
+    if schema is None:
+        return  # plain text answers (no structured content) are allowed
+    evidence = {"tool": name, "outputSchema": schema}
+    if schema.get("type") != "object":
+        violation(clause, f"{name}'s output schema is not an object schema", evidence)
+    if _wraps_a_string(schema):
+        violation(
+            clause,
+            f'{name}\'s output schema wraps its answer in a string ({{"result": string}}): a '
+            "structured-output client receives the JSON double-encoded",
+            evidence,
+        )

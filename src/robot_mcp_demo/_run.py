@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from robot_mcp_kit._version import __version__
+
 __all__ = ["DemoError", "Scenario", "main", "run_demo"]
 
 _REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -437,6 +439,7 @@ def main(argv: list[str] | None = None) -> int:
         default=_DEFAULT_SLEEPER,
         help="path to the sleeper example (default: examples/sleeper.py of this checkout)",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     args = parser.parse_args(argv)
     if not args.sleeper.is_file():
         print(

@@ -184,6 +184,7 @@ def detect_framework(server: Any) -> Framework:
     """Which framework built ``server``, from its class (no import of any framework).
 
     Raises:
+        ImportError: no framework is installed at all (the ``mcp`` extra is missing).
         TypeError: ``server`` is none of mcp 1.x ``FastMCP``, mcp 2.x ``MCPServer`` or
             standalone ``fastmcp.FastMCP``.
     """
@@ -195,6 +196,13 @@ def detect_framework(server: Any) -> Framework:
             return "mcp2"
         if module.startswith("mcp.server.fastmcp"):
             return "mcp1"
+    import importlib.util
+
+    if importlib.util.find_spec("mcp") is None and importlib.util.find_spec("fastmcp") is None:
+        raise ImportError(
+            "register_task_tools needs an MCP framework: pip install 'robot-mcp-kit[mcp]' "
+            "(or fastmcp)."
+        )
     raise TypeError(
         f"register_task_tools needs an mcp.server.fastmcp.FastMCP (mcp 1.x), an "
         f"mcp.server.mcpserver.MCPServer (mcp 2.x) or a fastmcp.FastMCP, got "
@@ -369,7 +377,7 @@ def register_task_tools(server: Any, manager: TaskManager, *, events: bool = Tru
 
     Raises:
         TypeError: ``server`` is none of those.
-        ImportError: the framework's package is missing (it built ``server``, so it is not).
+        ImportError: no MCP framework is installed (the ``mcp`` extra is missing).
     """
 
     async def get_task(task_id: _TaskIdArg) -> dict[str, Any]:

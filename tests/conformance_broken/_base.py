@@ -5,9 +5,12 @@ starts each script of this folder as a real SSE server through ``--server-cmd`` 
 that the conformance suite fails exactly the tests that the script's defect breaks.
 ``control.py`` is this server unmodified; it must pass everything.
 
-The server reads ``MCP_PORT``, ``RVC_CALLBACK_URL`` and ``RVC_EVENT_SECRET`` like the
-sleeper. It is deliberately independent of ``examples/sleeper.py``, so a change to the
-example cannot change what the meta-test proves.
+The server reads ``MCP_PORT``, ``MCP_TRANSPORT`` (``sse`` or ``streamable-http``),
+``RVC_CALLBACK_URL`` and ``RVC_EVENT_SECRET`` like the sleeper, and is built on mcp 2.x
+``MCPServer`` where mcp 2.x is installed, else on mcp 1.x ``FastMCP`` (the wheel test runs
+one in a fresh environment, whatever mcp it resolved). It is deliberately independent of
+``examples/sleeper.py``, so a change to the example cannot change what the meta-test
+proves.
 """
 
 from __future__ import annotations
@@ -18,7 +21,14 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from mcp.server.fastmcp import FastMCP
+try:  # mcp 2.x
+    from mcp.server.mcpserver import MCPServer as FastMCP
+
+    MCP2 = True
+except ImportError:  # mcp 1.x
+    from mcp.server.fastmcp import FastMCP  # type: ignore[no-redef]
+
+    MCP2 = False
 
 from robot_mcp_kit import EventPoster, TaskContext, TaskError, TaskManager, register_task_tools
 from robot_mcp_kit.models import TaskEvent
@@ -54,7 +64,10 @@ def build(
     """Build the server: ``sleep_task`` plus the kit's reconciliation tools."""
     poster = poster if poster is not None else EventPoster(NAME)
     manager = manager_cls(NAME, relay(poster), known_trigger_types=("progress_above",))
-    mcp: FastMCP[Any] = FastMCP(NAME, host="127.0.0.1", port=int(os.environ["MCP_PORT"]))
+    if MCP2:
+        mcp: Any = FastMCP(NAME)
+    else:
+        mcp = FastMCP(NAME, host="127.0.0.1", port=int(os.environ["MCP_PORT"]))
     register_task_tools(mcp, manager)
 
     @mcp.tool()
@@ -82,11 +95,18 @@ def build(
 
 
 def serve(mcp: FastMCP[Any], manager: TaskManager, poster: EventPoster) -> None:
-    """Run ``mcp`` over SSE until interrupted, then close the manager and the poster."""
+    """Run ``mcp`` over ``MCP_TRANSPORT`` until interrupted, then close manager and poster."""
+    streamable = os.environ.get("MCP_TRANSPORT", "sse") == "streamable-http"
+    where: dict[str, Any] = (
+        {"host": "127.0.0.1", "port": int(os.environ["MCP_PORT"])} if MCP2 else {}
+    )
 
     async def main() -> None:
         try:
-            await mcp.run_sse_async()
+            if streamable:
+                await mcp.run_streamable_http_async(**where)
+            else:
+                await mcp.run_sse_async(**where)
         finally:
             await manager.aclose()
             await poster.aclose()

@@ -1,4 +1,4 @@
-"""Defect: events are signed with the wrong key (kit spec §3.1)."""
+"""Defect: events are signed with the wrong key (contract §4.1)."""
 
 import os
 

@@ -1,5 +1,5 @@
 """Defect: cancel_task answers cancelled and get_task says cancelled, but the body is never
-cancelled: it keeps running and posting progress (kit spec §4.2, cancel must
+cancelled: it keeps running and posting progress (contract §7, cancel must
 asyncio-cancel the underlying task)."""
 
 from __future__ import annotations

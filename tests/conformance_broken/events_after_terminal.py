@@ -1,4 +1,4 @@
-"""Defect: right after task_done the server posts one more progress event (kit spec §4.2)."""
+"""Defect: right after task_done the server posts one more progress event (contract §3.4)."""
 
 from _base import Relay, build, serve
 

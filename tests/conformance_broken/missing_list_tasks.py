@@ -1,4 +1,4 @@
-"""Defect: the server exposes get_task and cancel_task but no list_tasks (kit spec §3.3)."""
+"""Defect: the server exposes get_task and cancel_task but no list_tasks (contract §6)."""
 
 from _base import build, serve
 

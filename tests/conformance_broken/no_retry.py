@@ -1,4 +1,4 @@
-"""Defect: the poster makes one attempt per event and never retries (kit spec §3.1)."""
+"""Defect: the poster makes one attempt per event and never retries (contract §5.1)."""
 
 from _base import NAME, build, serve
 

@@ -1,27 +1,30 @@
-"""Defect: cancelling an already cancelled task answers an error (kit spec §3.3)."""
+"""Defect: cancelling an already cancelled task answers an error (contract §6.2)."""
 
 from __future__ import annotations
 
-import json
+from typing import Any
 
 from _base import build, serve
 
-from robot_mcp_kit.fastmcp_ext import _CANCEL_TASK_DOC, _TaskIdArg
+from robot_mcp_kit import TaskInfo
+from robot_mcp_kit.fastmcp_ext import _CANCEL_TASK_DOC, _TaskIdArg, add_start_tool
 
 if __name__ == "__main__":
     mcp, manager, poster = build()
     mcp.remove_tool("cancel_task")
     cancelled: set[str] = set()
 
-    async def cancel_task(task_id: _TaskIdArg) -> str:
+    async def cancel_task(task_id: _TaskIdArg) -> TaskInfo | dict[str, Any]:
         if task_id in cancelled:
-            return json.dumps({"error": "conflict", "detail": f"{task_id} is already cancelled"})
+            return {"error": "conflict", "detail": f"{task_id} is already cancelled"}
         info = await manager.cancel(task_id)
         if info is None:
-            return json.dumps({"error": "not_found", "detail": f"no task {task_id}"})
+            return {"error": "not_found", "detail": f"no task {task_id}"}
         if info.state == "cancelled":
             cancelled.add(task_id)
-        return json.dumps({"task_id": info.task_id, "state": info.state})
+        return info
 
-    mcp.add_tool(cancel_task, name="cancel_task", description=_CANCEL_TASK_DOC)
+    # The kit's registration (structured TaskInfo-or-error answers), so the only defect
+    # is the one this file is about.
+    add_start_tool(mcp, cancel_task, name="cancel_task", description=_CANCEL_TASK_DOC)
     serve(mcp, manager, poster)

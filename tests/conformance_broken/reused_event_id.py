@@ -1,4 +1,4 @@
-"""Defect: progress seq 3 (past 50 %) reuses the event_id of seq 2 (kit spec §3.1).
+"""Defect: progress seq 3 (past 50 %) reuses the event_id of seq 2 (contract §3.1).
 
 The brain dedupes on event_id, so the reused event is acknowledged and then lost.
 """

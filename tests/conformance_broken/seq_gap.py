@@ -1,4 +1,4 @@
-"""Defect: every task's events skip seq 3 (1, 2, 4, 5, ...) (kit spec §3.1, §4.2)."""
+"""Defect: every task's events skip seq 3 (1, 2, 4, 5, ...) (contract §3.3)."""
 
 from _base import Relay, build, serve
 

@@ -1,4 +1,4 @@
-"""Defect: cancelling a running task also posts a task_failed for it (kit spec §4.2)."""
+"""Defect: cancelling a running task also posts a task_failed for it (contract §7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Defect: the poster retries after 0.1 s and 0.1 s, not 0.5 s and 2 s (kit spec §3.1).
+"""Defect: the poster retries after 0.1 s and 0.1 s, not 0.5 s and 2 s (contract §5.2).
 
 Every event is still delivered, so only the retry timing comparison can catch it.
 """

@@ -21,6 +21,8 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import os
+import re
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -28,7 +30,9 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-SLEEPER = Path(__file__).resolve().parents[2] / "examples" / "sleeper.py"
+REPO = Path(__file__).resolve().parents[2]
+SLEEPER = REPO / "examples" / "sleeper.py"
+README = REPO / "README.md"
 FRAMEWORK_MODULES = ("mcp", "fastmcp")
 
 
@@ -166,6 +170,23 @@ async def run(framework: str) -> None:
         invalid = await call(framework, client, "sleep_task", duration_s=-1)
         check(invalid.get("error") == "invalid", "a bad start answers invalid", invalid)
     await manager.aclose()
+    if framework in ("mcp1", "mcp2"):
+        await readme_example(framework)
+
+
+async def readme_example(framework: str) -> None:
+    """The README's kit example, executed as written, serves structured answers."""
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    (code,) = [b for b in blocks if "register_task_tools" in b]
+    os.environ.pop("RVC_CALLBACK_URL", None)
+    namespace: dict[str, Any] = {"__name__": "readme_example"}
+    exec(compile(code, str(README), "exec"), namespace)  # noqa: S102 - our own README
+    async with connect(framework, namespace["mcp"]) as (client, _):
+        started = await call(framework, client, "navigate_to", place="dock")
+        check(started.get("state") == "running", "the README's navigate_to answers a TaskInfo")
+        got = await call(framework, client, "get_task", task_id=started["task_id"])
+        check(got["task_id"] == started["task_id"], "the README's server serves get_task", got)
+    await namespace["manager"].aclose()
 
 
 def main(argv: list[str]) -> int:

@@ -75,6 +75,8 @@ EXPECTED_FAILURES: dict[str, set[str]] = {
         "test_list_tasks_filters_by_state[succeeded]",
         "test_list_tasks_filters_by_state[failed]",
         "test_list_tasks_filters_by_state[cancelled]",
+        "test_reconciliation_tool_output_schema_describes_an_object[list_tasks]",
+        "test_reconciliation_answers_are_objects_not_json_strings[list_tasks]",
     },
     "non_idempotent_cancel": {"test_cancel_task_is_idempotent"},
     "no_retry": {
@@ -83,6 +85,14 @@ EXPECTED_FAILURES: dict[str, set[str]] = {
     },
     "events_after_terminal": {"test_nothing_is_emitted_after_the_terminal_event"},
     "wrong_backoff": {"test_retries_follow_the_backoff_schedule"},
+    # Issue 12: answers that are JSON strings reach structured clients double-encoded.
+    "string_results": {
+        "test_reconciliation_tool_output_schema_describes_an_object[get_task]",
+        "test_reconciliation_tool_output_schema_describes_an_object[cancel_task]",
+        "test_reconciliation_tool_output_schema_describes_an_object[list_tasks]",
+        "test_reconciliation_answers_are_objects_not_json_strings[get_task]",
+        "test_reconciliation_answers_are_objects_not_json_strings[list_tasks]",
+    },
     "cancel_keeps_running": {"test_cancel_stops_the_work"},
     # The reused id is flagged; dedupe then loses progress seq 3, which shows as a gap,
     # makes the progress_above trigger look early (the 60 % report it answered is gone) and,
@@ -175,7 +185,7 @@ def test_conformance_fails_exactly_the_tests_the_defect_breaks(server, verdicts)
     verdict = verdicts[server]
     expected = EXPECTED_FAILURES[server]
     ran = verdict.passed | verdict.failed | verdict.skipped
-    assert len(ran) >= 39, f"the suite collected only {len(ran)} tests:\n{verdict.output}"
+    assert len(ran) >= 44, f"the suite collected only {len(ran)} tests:\n{verdict.output}"
     assert not verdict.skipped, f"unexpected skips {sorted(verdict.skipped)}"
     assert verdict.failed == expected, (
         f"{server}: unexpectedly failed {sorted(verdict.failed - expected)}, "

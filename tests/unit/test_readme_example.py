@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -25,8 +26,15 @@ async def test_readme_kit_example_serves_its_tools(monkeypatch: pytest.MonkeyPat
     exec(compile(_kit_example(), str(README), "exec"), namespace)  # noqa: S102 - our own README
     server = namespace["mcp"]
     async with create_connected_server_and_client_session(server._mcp_server) as client:  # type: ignore[attr-defined]
-        names = {t.name for t in (await client.list_tools()).tools}
+        tools = {t.name: t for t in (await client.list_tools()).tools}
         started = await client.call_tool("navigate_to", {"place": "dock"})
     await namespace["manager"].aclose()  # type: ignore[attr-defined]
-    assert names == {"navigate_to", "get_task", "cancel_task", "list_tasks"}
-    assert '"state":"running"' in started.content[0].text  # type: ignore[union-attr]
+    assert set(tools) == {"navigate_to", "get_task", "cancel_task", "list_tasks"}
+    # The start tool answers the TaskInfo as an object (issue 12), not a JSON string.
+    schema = tools["navigate_to"].outputSchema
+    assert schema is not None
+    assert schema["type"] == "object"
+    assert "task_id" in schema["properties"]
+    assert started.structuredContent is not None
+    assert started.structuredContent["state"] == "running"
+    assert json.loads(started.content[0].text) == started.structuredContent  # type: ignore[union-attr]

@@ -1,0 +1,39 @@
+"""Defect: the task tools answer JSON strings, so structured clients get {"result": "<json>"}.
+
+This is what the kit itself did before issue 12 (contract §6.4): the mcp SDK wraps a
+``-> str`` tool's answer as ``{"result": <the JSON text>}`` in ``structuredContent`` and
+declares ``{"result": string}`` as the output schema. Plain-text clients see no difference.
+"""
+
+import json
+from typing import Any
+
+from _base import build, serve
+
+from robot_mcp_kit.fastmcp_ext import _CANCEL_TASK_DOC, _GET_TASK_DOC, _LIST_TASKS_DOC
+
+if __name__ == "__main__":
+    mcp, manager, poster = build()
+    for name in ("get_task", "cancel_task", "list_tasks"):
+        mcp.remove_tool(name)
+
+    async def get_task(task_id: str) -> str:
+        info = manager.get(task_id)
+        if info is None:
+            return json.dumps({"error": "not_found", "detail": task_id})
+        return info.model_dump_json()
+
+    async def cancel_task(task_id: str) -> str:
+        info = await manager.cancel(task_id)
+        if info is None:
+            return json.dumps({"error": "not_found", "detail": task_id})
+        return json.dumps({"task_id": info.task_id, "state": info.state})
+
+    async def list_tasks(states: list[str] | None = None) -> str:
+        infos: list[Any] = manager.list(states)  # type: ignore[arg-type]
+        return json.dumps({"tasks": [i.model_dump(mode="json") for i in infos]})
+
+    mcp.add_tool(get_task, name="get_task", description=_GET_TASK_DOC)
+    mcp.add_tool(cancel_task, name="cancel_task", description=_CANCEL_TASK_DOC)
+    mcp.add_tool(list_tasks, name="list_tasks", description=_LIST_TASKS_DOC)
+    serve(mcp, manager, poster)
