@@ -64,7 +64,12 @@ from robot_mcp_kit.signing import (
     HEADER_SERVER,
     HEADER_SIGNATURE,
     HEADER_TIMESTAMP,
+    HEADER_WEBHOOK_ID,
+    HEADER_WEBHOOK_SIGNATURE,
+    HEADER_WEBHOOK_TIMESTAMP,
+    Secrets,
     check,
+    check_standard,
 )
 
 __all__ = [
@@ -117,9 +122,9 @@ def get_recorder(request: Request) -> Recorder:
     return recorder
 
 
-def get_secrets(request: Request) -> Mapping[str, str]:
-    """Server name → HMAC secret (``app.state.secrets``)."""
-    secrets: Mapping[str, str] = request.app.state.secrets
+def get_secrets(request: Request) -> Mapping[str, Secrets]:
+    """Server name → HMAC secret, or its list of current secrets (``app.state.secrets``)."""
+    secrets: Mapping[str, Secrets] = request.app.state.secrets
     return secrets
 
 
@@ -130,7 +135,7 @@ def get_clock(request: Request) -> Clock:
 
 
 RecorderDep = Annotated[Recorder, Depends(get_recorder)]
-SecretsDep = Annotated[Mapping[str, str], Depends(get_secrets)]
+SecretsDep = Annotated[Mapping[str, Secrets], Depends(get_secrets)]
 ClockDep = Annotated[Clock, Depends(get_clock)]
 
 
@@ -187,6 +192,18 @@ def _peek(body: bytes, max_depth: int) -> dict[str, Any]:
     if type(seq) is int:
         out["seq"] = seq
     return out
+
+
+def _body_server(body: bytes, max_depth: int) -> str | None:
+    """The body's ``server`` (names the server of a Standard Webhooks post), or None."""
+    try:
+        if _json_depth(body) > max_depth:
+            return None
+        obj = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    server = obj.get("server") if isinstance(obj, dict) else None
+    return server[:200] if isinstance(server, str) and server else None
 
 
 _ERROR_WORDS: dict[str, str] = {
@@ -286,7 +303,7 @@ _ERROR_RESPONSE = {
 
 
 def create_app(
-    secrets: Mapping[str, str],
+    secrets: Mapping[str, Secrets],
     *,
     max_skew_s: int = DEFAULT_MAX_SKEW_S,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
@@ -298,7 +315,12 @@ def create_app(
     """Build a fake chat-app receiver.
 
     Args:
-        secrets: server name (the ``X-RVC-Server`` value) → HMAC secret.
+        secrets: server name (the ``X-RVC-Server`` value) → HMAC secret, or the list of
+            its current secrets during a rotation (any one may sign). A post is accepted
+            signed either way: ``X-RVC-Signature``, or the Standard Webhooks headers
+            (``webhook-id`` = event_id, ``webhook-timestamp``, ``webhook-signature``);
+            when both are sent, both must verify. Without ``X-RVC-Server`` the body's
+            ``server`` names the server of a Standard Webhooks post.
         max_skew_s: accepted timestamp distance from ``clock()``, either side.
         max_body_bytes: larger bodies get 413; at most this plus one byte is read.
         max_json_depth: deeper JSON nesting gets 422 before parsing.
@@ -312,18 +334,27 @@ def create_app(
         ValueError: a server name or secret is empty or not a string, or a secret does
             not encode as UTF-8 (lone surrogates).
     """
-    for name, secret in secrets.items():
-        if not isinstance(name, str) or not name or not isinstance(secret, str) or not secret:
+    accepted: dict[str, Secrets] = {}
+    for name, value in secrets.items():
+        keys = [value] if isinstance(value, str) else list(value or [])
+        if (
+            not isinstance(name, str)
+            or not name
+            or not keys
+            or not all(isinstance(k, str) and k for k in keys)
+        ):
             raise ValueError(
                 f"Secrets map server names to non-empty secrets; got {name!r} -> "
-                f"{'<empty>' if not secret else '<secret>'}."
+                f"{'<empty>' if not keys else '<secret>'}."
             )
-        try:
-            secret.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ValueError(
-                f"The secret of server {name!r} is not text that encodes as UTF-8."
-            ) from None
+        for key in keys:
+            try:
+                key.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError(
+                    f"The secret of server {name!r} is not text that encodes as UTF-8."
+                ) from None
+        accepted[name] = value if isinstance(value, str) else tuple(keys)
     recorder = state if state is not None else Recorder()
     repairer = GapRepairer(repair_urls or {}, recorder)
 
@@ -342,7 +373,7 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.recorder = recorder
-    app.state.secrets = dict(secrets)
+    app.state.secrets = accepted
     app.state.clock = clock if clock is not None else time.time
     app.state.repairer = repairer
     app.add_exception_handler(RequestValidationError, _invalid_request)
@@ -393,7 +424,14 @@ def create_app(
 
         # 1. Header sanity: the three X-RVC-* headers, once each, printable ASCII.
         values: dict[str, str | None] = {}
-        for name in (HEADER_SERVER, HEADER_TIMESTAMP, HEADER_SIGNATURE):
+        for name in (
+            HEADER_SERVER,
+            HEADER_TIMESTAMP,
+            HEADER_SIGNATURE,
+            HEADER_WEBHOOK_ID,
+            HEADER_WEBHOOK_TIMESTAMP,
+            HEADER_WEBHOOK_SIGNATURE,
+        ):
             found = request.headers.getlist(name)
             if len(found) > 1:
                 return reject(400, "duplicate_header", f"{name} was sent {len(found)} times.")
@@ -457,7 +495,10 @@ def create_app(
                     f"fake_rvc answered {fault.status} on purpose (fault injection).",
                 )
 
-        # 4. Authentication.
+        # 4. Authentication: X-RVC, or Standard Webhooks (issue 14), or both.
+        standard = values[HEADER_WEBHOOK_SIGNATURE]
+        if server is None and standard is not None:
+            server = _body_server(body, max_json_depth)
         if server is None:
             return reject(401, "unknown_server", f"The {HEADER_SERVER} header is missing.")
         secret = secrets.get(server)
@@ -468,16 +509,43 @@ def create_app(
                 "unknown_server",
                 f"{HEADER_SERVER} {server[:100]!r} is not a configured server (known: {known}).",
             )
-        timestamp = values[HEADER_TIMESTAMP]
-        if timestamp is None:
-            return reject(401, "missing_timestamp", f"The {HEADER_TIMESTAMP} header is missing.")
         signature = values[HEADER_SIGNATURE]
-        if signature is None:
-            return reject(401, "missing_signature", f"The {HEADER_SIGNATURE} header is missing.")
-        try:
-            check(secret, timestamp, body, signature, max_skew_s=max_skew_s, now_s=clock())
-        except SignatureError as exc:
-            return reject(401, exc.reason, str(exc))
+        if signature is not None or standard is None:
+            timestamp = values[HEADER_TIMESTAMP]
+            if timestamp is None:
+                return reject(
+                    401, "missing_timestamp", f"The {HEADER_TIMESTAMP} header is missing."
+                )
+            if signature is None:
+                return reject(
+                    401, "missing_signature", f"The {HEADER_SIGNATURE} header is missing."
+                )
+            try:
+                check(secret, timestamp, body, signature, max_skew_s=max_skew_s, now_s=clock())
+            except SignatureError as exc:
+                return reject(401, exc.reason, str(exc))
+        if standard is not None:
+            webhook_id = values[HEADER_WEBHOOK_ID]
+            webhook_ts = values[HEADER_WEBHOOK_TIMESTAMP]
+            if webhook_id is None or webhook_ts is None:
+                return reject(
+                    401,
+                    "missing_webhook_headers",
+                    f"{HEADER_WEBHOOK_SIGNATURE} needs {HEADER_WEBHOOK_ID} and "
+                    f"{HEADER_WEBHOOK_TIMESTAMP}.",
+                )
+            try:
+                check_standard(
+                    secret,
+                    webhook_id,
+                    webhook_ts,
+                    body,
+                    standard,
+                    max_skew_s=max_skew_s,
+                    now_s=clock(),
+                )
+            except SignatureError as exc:
+                return reject(401, exc.reason, str(exc))
 
         # 5. The body must be a TaskEvent.
         try:
@@ -520,6 +588,10 @@ def create_app(
             event = TaskEvent.model_validate_json(body, strict=True)
         except ValidationError as exc:
             return reject(422, "invalid_event", _validation_detail(exc))
+        if standard is not None and values[HEADER_WEBHOOK_ID] != event.event_id:
+            return reject(
+                422, "webhook_id_mismatch", f"{HEADER_WEBHOOK_ID} is not the body's event_id."
+            )
         if event.server != server:
             return reject(
                 422,

@@ -159,7 +159,8 @@ def _build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="a server name and its HMAC secret; repeat for more servers",
+        help="a server name and its HMAC secret; repeat for more servers, or for one "
+        "server to accept several secrets during a rotation",
     )
     parser.add_argument("--config", type=Path, help="an mcp.yaml-style file of servers")
     parser.add_argument(
@@ -194,14 +195,18 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         print(_EXTRA_HINT, file=err)
         return 1
 
-    secrets: dict[str, str] = {}
+    secrets: dict[str, str | list[str]] = {}
     repair_urls: dict[str, str] = {}
     try:
         if args.config is not None:
             secrets.update(load_config(args.config))
+        given: dict[str, list[str]] = {}
         for text in args.secret:
             name, value = parse_secret(text)
-            secrets[name] = value
+            given.setdefault(name, []).append(value)
+        for name, values in given.items():
+            # Repeated for one server: all are current (a rotation window).
+            secrets[name] = values[0] if len(values) == 1 else values
         for text in args.repair:
             name, url = parse_secret(text)
             if not url.startswith(("http://", "https://")):

@@ -52,6 +52,7 @@ import email.utils
 import logging
 import os
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -61,7 +62,7 @@ from robot_mcp_kit._exceptions import ConfigurationError
 from robot_mcp_kit._outbox import ENV_OUTBOX, Outbox, OutboxRow
 from robot_mcp_kit._retry import Clock, RetryPolicy, SystemClock
 from robot_mcp_kit.models import TaskEvent
-from robot_mcp_kit.signing import signed_headers
+from robot_mcp_kit.signing import signed_headers, standard_headers
 
 __all__ = ["ENV_CALLBACK_URL", "ENV_EVENT_SECRET", "ENV_OUTBOX", "EventPoster", "PosterStats"]
 
@@ -134,6 +135,9 @@ class EventPoster:
         callback_url: the brain's events endpoint (http or https); defaults to
             ``$RVC_CALLBACK_URL``. Unset or empty: no-op mode.
         secret: the HMAC secret; defaults to ``$RVC_EVENT_SECRET``. Required with a URL.
+            During a secret rotation, a list: ``X-RVC-Signature`` is made with the first
+            (the new one), and ``webhook-signature`` carries one signature per secret
+            (list added in 0.2.0).
         queue_max: the most events waiting to be sent; beyond it the oldest is dropped.
         close_grace_s: how long ``aclose()`` keeps delivering what is queued.
         retry: the retry schedule and give-up cap.
@@ -151,6 +155,10 @@ class EventPoster:
             only with a callback URL. Added in 0.2.0.
         outbox_delivered_tail: settled events kept in the outbox file beyond the pending
             ones (replay, ``get_task_events`` after a restart). Added in 0.2.0.
+        standard_webhooks: also send the Standard Webhooks headers ``webhook-id`` (the
+            event_id), ``webhook-timestamp`` and ``webhook-signature`` (see
+            :mod:`robot_mcp_kit.signing`); the ``X-RVC-*`` headers are unchanged. Added in
+            0.2.0.
 
     Raises:
         ConfigurationError: a URL without a secret, a URL that is not http(s), an empty
@@ -161,7 +169,7 @@ class EventPoster:
         self,
         server_name: str,
         callback_url: str | None = None,
-        secret: str | None = None,
+        secret: str | Sequence[str] | None = None,
         *,
         queue_max: int = 10_000,
         close_grace_s: float = 5.0,
@@ -171,6 +179,7 @@ class EventPoster:
         timeout_s: float = 10.0,
         outbox: str | os.PathLike[str] | Literal[False] | None = None,
         outbox_delivered_tail: int = 1_000,
+        standard_webhooks: bool = False,
     ) -> None:
         if not server_name or not server_name.isprintable() or not server_name.isascii():
             raise ConfigurationError(
@@ -191,17 +200,21 @@ class EventPoster:
         self.server_name: Final = server_name
         self.callback_url: Final[str | None] = url or None
         self._secret = ""
+        self._secrets: tuple[str, ...] = ()
+        self.standard_webhooks: Final = standard_webhooks
         if self.callback_url is not None:
             _check_url(self.callback_url)
             key = os.environ.get(ENV_EVENT_SECRET) if secret is None else secret
-            if not key:
+            keys = (key,) if isinstance(key, str) or key is None else tuple(key)
+            if not keys or not all(isinstance(k, str) and k for k in keys):
                 raise ConfigurationError(
                     f"EventPoster for server {server_name!r} has a callback URL "
                     f"({self.callback_url}) but no secret: set {ENV_EVENT_SECRET} "
                     f"(or pass secret=) to the HMAC secret shared with the brain, or unset "
                     f"{ENV_CALLBACK_URL} to run without posting events."
                 )
-            self._secret = key
+            self._secrets = keys  # type: ignore[assignment]
+            self._secret = self._secrets[0]
         self._url = self.callback_url or ""
 
         self.queue_max: Final = queue_max
@@ -605,7 +618,10 @@ class EventPoster:
         attempt = 0
         while True:
             attempt += 1
-            headers = signed_headers(self.server_name, self._secret, item.body, int(clock.time()))
+            now = int(clock.time())
+            headers = signed_headers(self.server_name, self._secret, item.body, now)
+            if self.standard_webhooks:
+                headers.update(standard_headers(item.event_id, self._secrets, item.body, now))
             retry_after: float | None = None
             delivered = False
             status = 0

@@ -10,15 +10,29 @@ without a leading zero (:data:`TIMESTAMP_PATTERN`). Anything else (a sign, leadi
 underscores, spaces, non-ASCII digits, a 300-digit number) is ``malformed_timestamp``,
 so exactly one header string signs a given second (issue 9, finding 6).
 
+Standard Webhooks (issue 14, opt-in per poster): beside the ``X-RVC-*`` headers, a poster
+built with ``standard_webhooks=True`` sends ``webhook-id`` (the ``event_id``),
+``webhook-timestamp`` (the same unix seconds) and ``webhook-signature: v1,<base64
+HMAC-SHA256 of "{id}.{timestamp}.{body}">`` keyed by the same secret's UTF-8 bytes, so a
+receiver verifies with any Standard Webhooks library, configured with
+:func:`standard_webhooks_secret` (``whsec_`` + base64 of the secret).
+
+Secret rotation: every check here takes the secret or a list of the secrets currently
+valid for a server, and passes when any of them matches. A sender given several secrets
+signs ``X-RVC-Signature`` with the first and puts one ``v1,`` signature per secret in
+``webhook-signature``.
+
 Nothing here needs the network or the ``mcp`` extra.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import re
 import time
+from collections.abc import Sequence
 
 from robot_mcp_kit._exceptions import SignatureError
 
@@ -27,19 +41,34 @@ __all__ = [
     "HEADER_SERVER",
     "HEADER_SIGNATURE",
     "HEADER_TIMESTAMP",
+    "HEADER_WEBHOOK_ID",
+    "HEADER_WEBHOOK_SIGNATURE",
+    "HEADER_WEBHOOK_TIMESTAMP",
     "SIGNATURE_PREFIX",
     "TIMESTAMP_PATTERN",
+    "Secrets",
     "check",
+    "check_standard",
     "sign",
+    "sign_standard",
     "signed_headers",
+    "standard_headers",
+    "standard_webhooks_secret",
     "verify",
+    "verify_standard",
 ]
+
+Secrets = str | Sequence[str]
+"""One secret, or the secrets currently valid for a server (rotation)."""
 
 HEADER_SERVER = "X-RVC-Server"
 HEADER_TIMESTAMP = "X-RVC-Timestamp"
 HEADER_SIGNATURE = "X-RVC-Signature"
 SIGNATURE_PREFIX = "sha256="
 DEFAULT_MAX_SKEW_S = 300
+HEADER_WEBHOOK_ID = "webhook-id"
+HEADER_WEBHOOK_TIMESTAMP = "webhook-timestamp"
+HEADER_WEBHOOK_SIGNATURE = "webhook-signature"
 
 TIMESTAMP_PATTERN = re.compile(r"0|[1-9][0-9]{0,11}")
 """What an ``X-RVC-Timestamp`` header must fully match: canonical unix seconds, at most
@@ -47,6 +76,17 @@ TIMESTAMP_PATTERN = re.compile(r"0|[1-9][0-9]{0,11}")
 
 _MAX_TIMESTAMP = 10**12 - 1
 _SIGNATURE = re.compile(r"sha256=[0-9a-fA-F]{64}")
+_STANDARD_SIGNATURES = re.compile(
+    r"v[0-9]+,[A-Za-z0-9+/=]{1,200}( v[0-9]+,[A-Za-z0-9+/=]{1,200}){0,31}"
+)
+_WEBHOOK_ID = re.compile(r"[\x21-\x7e]{1,200}")
+
+
+def _secret_list(secret: object) -> tuple[object, ...]:
+    """The secrets to try: one ``str``, or each item of a list or tuple of them."""
+    if isinstance(secret, list | tuple):
+        return tuple(secret)
+    return (secret,)
 
 
 def sign(secret: str, timestamp: int, body: bytes) -> str:
@@ -66,7 +106,7 @@ def signed_headers(server: str, secret: str, body: bytes, timestamp: int) -> dic
 
 
 def check(
-    secret: str,
+    secret: Secrets,
     timestamp: int | str,
     body: bytes,
     signature_header: str,
@@ -81,7 +121,8 @@ def check(
     :class:`SignatureError` and nothing else.
 
     Args:
-        secret: the server's shared secret.
+        secret: the server's shared secret, or the list of its current secrets (any one
+            may match; rotation, added in 0.2.0).
         timestamp: the ``X-RVC-Timestamp`` value: the raw header string, which must
             fully match :data:`TIMESTAMP_PATTERN`, or an ``int`` from 0 to 10**12 - 1.
         body: the raw request body, byte for byte as received.
@@ -113,19 +154,25 @@ def check(
             "malformed_signature",
             f"X-RVC-Signature must look like 'sha256=<64 hex digits>', got {shown}.",
         )
-    given = signature_header[len(SIGNATURE_PREFIX) :]
-    try:
-        expected = sign(secret, ts, body)
-    except (AttributeError, UnicodeEncodeError):  # not a str, or lone surrogates
+    given = signature_header[len(SIGNATURE_PREFIX) :].lower()
+    usable = False
+    for key in _secret_list(secret):
+        try:
+            expected = sign(key, ts, body)  # type: ignore[arg-type]
+        except (AttributeError, TypeError, UnicodeEncodeError):  # not a str, lone surrogates
+            continue
+        usable = True
+        if hmac.compare_digest(expected, given):
+            return
+    if not usable:
         raise SignatureError(
             "unusable_secret",
             "The receiver's secret for this server is not text that encodes as UTF-8.",
-        ) from None
-    if not hmac.compare_digest(expected, given.lower()):
-        raise SignatureError(
-            "bad_signature",
-            "X-RVC-Signature does not match the body and timestamp for this server's secret.",
         )
+    raise SignatureError(
+        "bad_signature",
+        "X-RVC-Signature does not match the body and timestamp for this server's secret.",
+    )
 
 
 def _parse_timestamp(timestamp: object) -> int:
@@ -150,7 +197,7 @@ def _parse_timestamp(timestamp: object) -> int:
 
 
 def verify(
-    secret: str,
+    secret: Secrets,
     timestamp: int | str,
     body: bytes,
     signature_header: str,
@@ -166,6 +213,110 @@ def verify(
     """
     try:
         check(secret, timestamp, body, signature_header, max_skew_s=max_skew_s, now_s=now_s)
+    except SignatureError:
+        return False
+    return True
+
+
+# -- Standard Webhooks (issue 14) ------------------------------------------------------------
+
+
+def standard_webhooks_secret(secret: str) -> str:
+    """The secret as a Standard Webhooks library takes it: ``whsec_`` + base64(UTF-8).
+
+    E.g. ``standardwebhooks.Webhook(standard_webhooks_secret(s))`` verifies what a poster
+    with secret ``s`` and ``standard_webhooks=True`` sends. Added in 0.2.0.
+    """
+    return "whsec_" + base64.b64encode(secret.encode()).decode()
+
+
+def sign_standard(secret: str, msg_id: str, timestamp: int, body: bytes) -> str:
+    """Return ``v1,<base64 HMAC-SHA256(secret, f"{msg_id}.{timestamp}.".encode() + body)>``."""
+    message = f"{msg_id}.{timestamp}.".encode() + body
+    digest = hmac.new(secret.encode(), message, hashlib.sha256).digest()
+    return "v1," + base64.b64encode(digest).decode()
+
+
+def standard_headers(msg_id: str, secrets: Secrets, body: bytes, timestamp: int) -> dict[str, str]:
+    """The three Standard Webhooks headers, one ``v1`` signature per secret. Added in 0.2.0."""
+    keys = [secrets] if isinstance(secrets, str) else list(secrets)
+    return {
+        HEADER_WEBHOOK_ID: msg_id,
+        HEADER_WEBHOOK_TIMESTAMP: str(timestamp),
+        HEADER_WEBHOOK_SIGNATURE: " ".join(sign_standard(k, msg_id, timestamp, body) for k in keys),
+    }
+
+
+def check_standard(
+    secret: Secrets,
+    msg_id: str,
+    timestamp: int | str,
+    body: bytes,
+    signature_header: str,
+    *,
+    max_skew_s: int = DEFAULT_MAX_SKEW_S,
+    now_s: float | None = None,
+) -> None:
+    """Verify Standard Webhooks headers, raising :class:`SignatureError` if they fail.
+
+    Passes when any ``v1`` signature in ``signature_header`` matches any of the secrets.
+    Reasons: those of :func:`check` (the timestamp rules are the same), plus
+    ``malformed_webhook_id``. Raises nothing else, whatever the header values. Added in
+    0.2.0 (the kit's own receivers; other receivers use a Standard Webhooks library).
+    """
+    if not isinstance(msg_id, str) or not _WEBHOOK_ID.fullmatch(msg_id):
+        raise SignatureError(
+            "malformed_webhook_id", "webhook-id must be 1 to 200 printable ASCII characters."
+        )
+    ts = _parse_timestamp(timestamp)
+    now = time.time() if now_s is None else now_s
+    if ts < now - max_skew_s:
+        raise SignatureError("stale_timestamp", f"webhook-timestamp {ts} is too old.")
+    if ts > now + max_skew_s:
+        raise SignatureError("future_timestamp", f"webhook-timestamp {ts} is in the future.")
+    if not isinstance(signature_header, str) or not _STANDARD_SIGNATURES.fullmatch(
+        signature_header
+    ):
+        raise SignatureError(
+            "malformed_signature",
+            "webhook-signature must be space-separated 'v1,<base64>' signatures.",
+        )
+    given = [part[3:].encode() for part in signature_header.split(" ") if part.startswith("v1,")]
+    usable = False
+    for key in _secret_list(secret):
+        try:
+            expected = sign_standard(key, msg_id, ts, body)[3:].encode()  # type: ignore[arg-type]
+        except (AttributeError, TypeError, UnicodeEncodeError):
+            continue
+        usable = True
+        if any(hmac.compare_digest(expected, g) for g in given):
+            return
+    if not usable:
+        raise SignatureError(
+            "unusable_secret",
+            "The receiver's secret for this server is not text that encodes as UTF-8.",
+        )
+    raise SignatureError(
+        "bad_signature",
+        "No webhook-signature matches the id, timestamp and body for this server's secrets.",
+    )
+
+
+def verify_standard(
+    secret: Secrets,
+    msg_id: str,
+    timestamp: int | str,
+    body: bytes,
+    signature_header: str,
+    *,
+    max_skew_s: int = DEFAULT_MAX_SKEW_S,
+    now_s: float | None = None,
+) -> bool:
+    """:func:`check_standard` as a bool; never raises. Added in 0.2.0."""
+    try:
+        check_standard(
+            secret, msg_id, timestamp, body, signature_header, max_skew_s=max_skew_s, now_s=now_s
+        )
     except SignatureError:
         return False
     return True
