@@ -17,11 +17,13 @@ nothing.
 does not hold (neither as written nor as its porter stem) is matched to the index's
 vocabulary (``processes_vocab``, an ``fts5vocab`` view): vocabulary terms one edit (a
 deletion, insertion, substitution or transposition) away from the word, or from the word
-less up to three final letters (the vocabulary holds stems: "pakage" → "packag"). At most
+less up to three final letters (the vocabulary holds stems: "pakage" → "packag"), each
+searched by a spelling that stems back into the index ("coffe" as "coffee"). At most
 :data:`MAX_REPAIRS_PER_WORD` terms per word, the most frequent first, for at most
 :data:`MAX_REPAIRED_WORDS` words per query; repaired terms count :data:`REPAIR_WEIGHT` of
 an exact term's bm25. Cost: a set lookup per candidate string (about 60 x word length of
-them), and one scan of the vocabulary after each write that changed it.
+them) and a few one-row index probes per repaired word, plus one scan of the vocabulary
+after each write that changed it.
 
 **Lexical ranking** (no embedder, or ``MEMORY_SEARCH=lexical``): in SQL over every match::
 
@@ -261,8 +263,22 @@ class TypoRepair:
             if looked_at > MAX_REPAIRED_WORDS:
                 break
             for term in self._nearest(word, vocab):
-                repaired.setdefault(term)
+                surface = self._surface(term)
+                if surface is not None:
+                    repaired.setdefault(surface)
         return [t for t in repaired if t not in words]
+
+    def _surface(self, term: str) -> str | None:
+        # The vocabulary holds porter stems, and a query term is stemmed again: "coffe"
+        # (from "coffee") would become "coff". Use the first spelling that stems back into
+        # the index: the term itself, or with the final letters porter removed.
+        spellings = [term, term + "e", term + "s"]
+        if term.endswith("i"):
+            spellings.insert(1, term[:-1] + "y")
+        for spelling in spellings:
+            if self._indexed(spelling):
+                return spelling
+        return None
 
     @staticmethod
     def _nearest(word: str, vocab: dict[str, int]) -> list[str]:
@@ -379,12 +395,14 @@ class ProcessSearch:
         assert self.vectors is not None
         where, scope_params = scope_sql(robots, "p.")
         lexical = self.store.query(
-            f"SELECT m.rid, m.relevance FROM ({_matches_sql(repaired)}) AS m "  # noqa: S608
+            f"SELECT m.rid, m.relevance, {_RELIABILITY} AS reliability "  # noqa: S608
+            f"FROM ({_matches_sql(repaired)}) AS m "
             f"JOIN processes AS p ON p.rowid = m.rid {'WHERE ' + where if where else ''} "
             "ORDER BY m.relevance DESC, m.rid LIMIT ?",
             (*params, *scope_params, LEXICAL_POOL),
         )
         relevance = {int(r["rid"]): float(r["relevance"]) for r in lexical}
+        reliability = {int(r["rid"]): float(r["reliability"]) for r in lexical}
         top_relevance = max(relevance.values(), default=0.0)
         query_vector = self.embedder.embed([text])[0]
         rowids, cosines, low, high = self.vectors.score(query_vector, robots, SEMANTIC_POOL)
@@ -402,15 +420,20 @@ class ProcessSearch:
             cos_part = (cosine.get(rowid, low) - low) / span if span > 0 else 1.0
             lex_part = relevance.get(rowid, 0.0) / top_relevance if top_relevance > 0 else 0.0
             fused[rowid] = SEMANTIC_WEIGHT * cos_part + (1 - SEMANTIC_WEIGHT) * lex_part
-        # Reliability from the rows, through the same visibility filter as every read.
-        marks = ", ".join("?" for _ in pool)
-        scored = self.store.query(
-            f"SELECT p.rowid AS rid, {_RELIABILITY} AS reliability FROM processes AS p "  # noqa: S608
-            f"WHERE p.rowid IN ({marks}) {'AND ' + where if where else ''}",
-            (*sorted(pool), *scope_params),
-        )
-        reliability = {int(r["rid"]): float(r["reliability"]) for r in scored}
-        ranked = sorted(reliability, key=lambda r: (-fused[r] * reliability[r], r))[:k]
+        # The semantic candidates' reliability is read from the rows through the same
+        # visibility filter as every read (the vector index only preselected them).
+        unread = sorted(pool - reliability.keys())
+        if unread:
+            marks = ", ".join("?" for _ in unread)
+            for r in self.store.query(
+                f"SELECT p.rowid AS rid, {_RELIABILITY} AS reliability "  # noqa: S608
+                f"FROM processes AS p WHERE p.rowid IN ({marks}) "
+                f"{'AND ' + where if where else ''}",
+                (*unread, *scope_params),
+            ):
+                reliability[int(r["rid"])] = float(r["reliability"])
+        visible = pool & reliability.keys()
+        ranked = sorted(visible, key=lambda r: (-fused[r] * reliability[r], r))[:k]
         if not ranked:
             return []
         marks = ", ".join("?" for _ in ranked)
