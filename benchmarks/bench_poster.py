@@ -10,10 +10,14 @@ events (who goes first alternates too, so both sides see the same machine load):
           headers, bodies and headers prepared beforehand (the fastest honest baseline);
 - poster: C ``await poster.post(event)`` calls, then ``await poster.flush()``; the poster
           serializes, queues, signs at send time and delivers through its worker.
+- outbox: the same with ``EventPoster(..., outbox=<temp file>)`` (issue 14): each event is
+          also written to SQLite (hot writes, one flush per burst before sending) and
+          marked delivered.
 
-Both figures are end-to-end events/s over all chunks (the receiver counts every event),
-with their ratio poster/raw; the target is >= 0.7. The client's CPU time per event is
-printed too: on a shared, noisy machine it is the steadier figure.
+All figures are end-to-end events/s over all chunks (the receiver counts every event),
+with the ratios poster/raw (target >= 0.7) and outbox/poster (target >= 0.5). The
+client's CPU time per event is printed too: on a shared, noisy machine it is the steadier
+figure.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ import asyncio
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import httpx
 
@@ -33,6 +39,7 @@ from robot_mcp_kit.signing import signed_headers
 
 SECRET = "bench-secret"
 TARGET_RATIO = 0.7
+TARGET_OUTBOX_RATIO = 0.5
 
 RECEIVER = r"""
 import socket, sys
@@ -107,9 +114,15 @@ class Raw:
 class Poster:
     """The poster: post() every event of the chunk, then flush() until all are delivered."""
 
-    def __init__(self, url: str, events: list[TaskEvent]) -> None:
+    def __init__(self, url: str, events: list[TaskEvent], outbox: Path | None = None) -> None:
         self.events = events
-        self.poster = EventPoster("navigation", url, SECRET, queue_max=len(events) + 1)
+        self.poster = EventPoster(
+            "navigation",
+            url,
+            SECRET,
+            queue_max=len(events) + 1,
+            outbox=outbox if outbox is not None else False,
+        )
 
     async def run(self, lo: int, hi: int) -> None:
         for event in self.events[lo:hi]:
@@ -118,6 +131,11 @@ class Poster:
 
 
 async def main(n: int, chunk: int, port: int) -> int:
+    with tempfile.TemporaryDirectory(prefix="bench-outbox-") as tmp:
+        return await _main(n, chunk, port, Path(tmp) / "outbox.db")
+
+
+async def _main(n: int, chunk: int, port: int, outbox_path: Path) -> int:
     base = f"http://127.0.0.1:{port}"
     url = f"{base}/api/agent/events"
     events = make_events(n)
@@ -133,18 +151,25 @@ async def main(n: int, chunk: int, port: int) -> int:
                 await asyncio.sleep(0.05)
 
         raw, poster = Raw(url, events), Poster(url, events)
-        wall = {"raw": 0.0, "poster": 0.0}
-        cpu = {"raw": 0.0, "poster": 0.0}
-        chunk_rates: dict[str, list[float]] = {"raw": [], "poster": []}
+        outbox = Poster(url, events, outbox_path)
+        names = ("raw", "poster", "outbox")
+        wall = dict.fromkeys(names, 0.0)
+        cpu = dict.fromkeys(names, 0.0)
+        chunk_rates: dict[str, list[float]] = {name: [] for name in names}
         try:
-            await raw.run(0, 1)  # connect both before timing
+            await raw.run(0, 1)  # connect all three before timing
             await poster.run(0, 1)
+            await outbox.run(0, 1)
             before = await received(probe, base)
             for i, lo in enumerate(range(0, n, chunk)):
                 hi = min(lo + chunk, n)
-                order: list[tuple[str, Raw | Poster]] = [("raw", raw), ("poster", poster)]
-                if i % 2:
-                    order.reverse()  # alternate who goes first: same load for both
+                sides: list[tuple[str, Raw | Poster]] = [
+                    ("raw", raw),
+                    ("poster", poster),
+                    ("outbox", outbox),
+                ]
+                # Rotate who goes first: the same machine load for each side.
+                order = sides[i % 3 :] + sides[: i % 3]
                 for name, side in order:
                     t0, c0 = time.perf_counter(), time.process_time()
                     await side.run(lo, hi)
@@ -154,24 +179,37 @@ async def main(n: int, chunk: int, port: int) -> int:
                     chunk_rates[name].append((hi - lo) / dt)
             got = await received(probe, base) - before
             stats = poster.poster.stats
+            outbox_stats = outbox.poster.stats
         finally:
             await raw.client.aclose()
             await poster.poster.aclose()
-    if got != 2 * n or stats.sent != n + 1 or stats.dropped or stats.given_up:
-        raise SystemExit(f"events lost: receiver counted {got} of {2 * n}; poster {stats}")
+            await outbox.poster.aclose()
+    for side_stats in (stats, outbox_stats):
+        if got != 3 * n or side_stats.sent != n + 1 or side_stats.dropped or side_stats.given_up:
+            raise SystemExit(f"events lost: receiver counted {got} of {3 * n}; {side_stats}")
 
     rate = {k: n / v for k, v in wall.items()}
     us = {k: v / n * 1e6 for k, v in cpu.items()}
     ratio = rate["poster"] / rate["raw"]
+    outbox_ratio = rate["outbox"] / rate["poster"]
     print(f"events per side: {n}, interleaved in chunks of {chunk}; receiver counted all")
-    for name, label in (("raw", "raw httpx loop"), ("poster", "EventPoster   ")):
+    for name, label in (
+        ("raw", "raw httpx loop    "),
+        ("poster", "EventPoster       "),
+        ("outbox", "EventPoster+outbox"),
+    ):
         print(
             f"{label}: {rate[name]:8.0f} ev/s  (chunk median "
             f"{statistics.median(chunk_rates[name]):.0f}; client CPU {us[name]:.0f} µs/event)"
         )
     verdict = "OK" if ratio >= TARGET_RATIO else "BELOW TARGET"
     print(f"ratio poster/raw: {ratio:.2f}  (target >= {TARGET_RATIO})  {verdict}")
-    return 0 if ratio >= TARGET_RATIO else 1
+    outbox_verdict = "OK" if outbox_ratio >= TARGET_OUTBOX_RATIO else "BELOW TARGET"
+    print(
+        f"ratio outbox/poster: {outbox_ratio:.2f}  (target >= {TARGET_OUTBOX_RATIO})  "
+        f"{outbox_verdict}"
+    )
+    return 0 if ratio >= TARGET_RATIO and outbox_ratio >= TARGET_OUTBOX_RATIO else 1
 
 
 def cli() -> int:
