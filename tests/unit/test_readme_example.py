@@ -29,7 +29,7 @@ async def test_readme_kit_example_serves_its_tools(monkeypatch: pytest.MonkeyPat
         tools = {t.name: t for t in (await client.list_tools()).tools}
         started = await client.call_tool("navigate_to", {"place": "dock"})
     await namespace["manager"].aclose()  # type: ignore[attr-defined]
-    assert set(tools) == {"navigate_to", "get_task", "cancel_task", "list_tasks"}
+    assert {"navigate_to", "get_task", "cancel_task", "list_tasks"} <= set(tools)
     # The start tool answers the TaskInfo as an object (issue 12), not a JSON string.
     schema = tools["navigate_to"].outputSchema
     assert schema is not None
