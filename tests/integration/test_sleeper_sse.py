@@ -149,7 +149,9 @@ async def test_cancelled_task_emits_no_task_failed(sleeper_url, event_receiver):
         marker = await call(session, "sleep_task", duration_s=0.1, tick_s=0.1)
         await event_receiver.wait_for(marker["task_id"], "task_done")
 
-    assert cancelled == again == {"task_id": task_id, "state": "cancelled"}
+    # cancel_task answers the whole TaskInfo (structured results, issue 12); idempotent.
+    assert (cancelled["task_id"], cancelled["state"]) == (task_id, "cancelled")
+    assert again == cancelled
     assert final["state"] == "cancelled"
     assert task_id not in [t["task_id"] for t in running["tasks"]]
     types = [e.type for e in event_receiver.events(task_id)]
