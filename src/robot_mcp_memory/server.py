@@ -127,18 +127,22 @@ class StoreHolder:
 
         Search follows ``MEMORY_SEARCH`` (issue 11): ``hybrid`` uses ``embedder`` — by
         default the offline model of :func:`~robot_mcp_memory.embedding.load_default_embedder`,
-        loaded here, once per process — and ``lexical`` never loads one. A hybrid server
-        whose model cannot be loaded logs ``search_lexical_only`` with the reason, once,
-        and serves lexical results.
+        loaded at the first open, once per process — and ``lexical`` never loads one. A
+        hybrid server whose model cannot be loaded logs ``search_lexical_only`` with the
+        reason, once per holder (at startup), and serves lexical results.
         """
-        chosen = _embedder_for(settings, embedder)
+        chosen: list[Embedder | None] = []  # decided at the first open, said once
 
         def opener() -> Memory:
             settings.data_dir.mkdir(parents=True, exist_ok=True)
             index = open_index(settings.data_dir)
+            # After the file opened: a refused index.db stays a one-line refusal, and the
+            # model is not loaded for a server that cannot start.
+            if not chosen:
+                chosen.append(_embedder_for(settings, embedder))
             fleet = FleetRegistry(index)
             return Memory(
-                processes=ProcessStore(index, robot_id=settings.robot_id, embedder=chosen),
+                processes=ProcessStore(index, robot_id=settings.robot_id, embedder=chosen[0]),
                 fleet=fleet,
                 lessons=ScopedParams(fleet, settings.data_dir / LESSONS_FILENAME),
             )
