@@ -22,7 +22,7 @@ EXIT_CONFIG = 2
 EXIT_MISSING_EXTRA = 1
 
 _PROG = "robot-mcp-memory"
-_EXTRA_MODULES = ("mcp", "structlog", "yaml", "pydantic_settings", "uvicorn")
+_EXTRA_MODULES = ("mcp", "structlog", "yaml", "pydantic_settings", "uvicorn", "numpy")
 
 
 def _missing_extra() -> str | None:
