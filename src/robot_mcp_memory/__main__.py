@@ -36,6 +36,7 @@ def _missing_extra() -> str | None:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from robot_mcp_kit import __version__
     from robot_mcp_memory._http_limits import ACCEPT_BACKLOG, FD_RESERVE
     from robot_mcp_memory.settings import ENV_VARS
 
@@ -44,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
         f"  {name:<{width}}  {meaning} (default: {default})"
         for name, (_, default, meaning) in ENV_VARS.items()
     )
-    return argparse.ArgumentParser(
+    parser = argparse.ArgumentParser(
         prog=_PROG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
@@ -64,6 +65,8 @@ def _parser() -> argparse.ArgumentParser:
             "(fix it, do not just restart)."
         ),
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    return parser
 
 
 class _Terminated(Exception):

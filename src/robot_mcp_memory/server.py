@@ -40,6 +40,7 @@ import anyio.to_thread
 from mcp.server.fastmcp import FastMCP
 from mcp.server.transport_security import TransportSecuritySettings
 
+from robot_mcp_kit.fastmcp_ext import set_server_version
 from robot_mcp_memory.db import open_index
 from robot_mcp_memory.docmodel import DocError, DocTooLarge
 from robot_mcp_memory.embedding import Embedder, EmbedderUnavailable, load_default_embedder
@@ -293,6 +294,7 @@ def build_server(settings: Settings, *, holder: StoreHolder | None = None) -> Fa
     register_process_tools(mcp, run)
     register_fleet_tools(mcp, run)
     register_lesson_tools(mcp, run)
+    set_server_version(mcp)  # serverInfo.version: this package's, not the mcp SDK's
     return mcp
 
 

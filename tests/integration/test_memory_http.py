@@ -17,6 +17,8 @@ from mcp import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
+from robot_mcp_kit import __version__
+
 pytestmark = pytest.mark.slow
 
 TOKEN = "integration-token-7f3a"  # the conftest spawn fixture's default admin token
@@ -234,6 +236,7 @@ class TestStreamableHttp:
             tools = await session.list_tools()
             saved = await call(session, "save_process", markdown=MAILROOM)
         assert init.serverInfo.name == "memory"
+        assert init.serverInfo.version == __version__  # ours, not the mcp SDK's
         assert len(tools.tools) == 18  # DESIGN §5: processes, fleet, lessons
         assert saved["id"] == "fetch-package-mailroom"
 

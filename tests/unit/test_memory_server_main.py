@@ -85,3 +85,14 @@ def test_package_exports_are_sorted_and_lazy():
         assert getattr(robot_mcp_memory, name) is not None
     with pytest.raises(AttributeError, match="nope"):
         robot_mcp_memory.nope  # noqa: B018
+
+
+def test_version_flag_prints_the_package_version(capsys):
+    """--version prints the one version of the distribution and exits 0."""
+    from robot_mcp_kit import __version__
+    from robot_mcp_memory.__main__ import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"robot-mcp-memory {__version__}"
