@@ -57,7 +57,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from fake_rvc._repair import GapRepairer
 from fake_rvc._state import Attempt, Outcome, Recorder
-from robot_mcp_kit._exceptions import SignatureError
+from robot_mcp_kit import SignatureError
 from robot_mcp_kit.models import SCHEMA_VERSION, EventType, TaskEvent
 from robot_mcp_kit.signing import (
     DEFAULT_MAX_SKEW_S,

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from fake_rvc._state import Attempt
-from robot_mcp_kit._version import __version__
+from robot_mcp_kit import __version__
 
 __all__ = ["ConfigError", "format_attempt", "load_config", "main", "parse_secret"]
 

@@ -15,6 +15,6 @@ inspect; :mod:`._checks` the clause catalogue and the failure messages; :mod:`._
 console script.
 """
 
-from robot_mcp_kit._version import __version__
+from robot_mcp_kit import __version__
 
 __all__ = ["__version__"]

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from robot_mcp_kit._version import __version__
+from robot_mcp_kit import __version__
 
 __all__ = ["DemoError", "Scenario", "main", "run_demo"]
 
