@@ -17,14 +17,18 @@ from robot_mcp_kit._version import __version__
 from robot_mcp_kit.events import EventPoster, PosterStats
 from robot_mcp_kit.models import (
     SCHEMA_VERSION,
+    TASK_EVENTS_TOOL_NAME,
+    TASK_TOOL_NAMES,
+    TERMINAL_STATES,
     EventType,
     TaskEvent,
     TaskEventPage,
     TaskFailure,
     TaskInfo,
     TaskState,
+    reliability,
 )
-from robot_mcp_kit.signing import sign, verify
+from robot_mcp_kit.signing import SignatureReason, sign, verify
 from robot_mcp_kit.tasks import EventSink, TaskBody, TaskContext, TaskError, TaskManager
 
 if TYPE_CHECKING:
@@ -33,6 +37,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SCHEMA_VERSION",
+    "TASK_EVENTS_TOOL_NAME",
+    "TASK_TOOL_NAMES",
+    "TERMINAL_STATES",
     "ConfigurationError",
     "EventPoster",
     "EventSink",
@@ -40,6 +47,7 @@ __all__ = [
     "PosterStats",
     "RobotMcpKitError",
     "SignatureError",
+    "SignatureReason",
     "TaskBody",
     "TaskContext",
     "TaskError",
@@ -51,6 +59,7 @@ __all__ = [
     "TaskState",
     "__version__",
     "register_task_tools",
+    "reliability",
     "sign",
     "verify",
 ]

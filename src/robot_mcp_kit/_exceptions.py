@@ -44,9 +44,10 @@ class ConfigurationError(RobotMcpKitError):
 class SignatureError(RobotMcpKitError):
     """An event did not verify.
 
-    ``reason`` is a short machine-readable code (``malformed_signature``,
-    ``bad_signature``, ``malformed_timestamp``, ``stale_timestamp``,
-    ``future_timestamp``, ``unusable_secret``); the message is a sentence for humans.
+    ``reason`` is a :class:`~robot_mcp_kit.signing.SignatureReason` (a ``str`` enum:
+    ``malformed_signature``, ``bad_signature``, ``malformed_timestamp``,
+    ``stale_timestamp``, ``future_timestamp``, ``unusable_secret``,
+    ``malformed_webhook_id``); the message is a sentence for humans.
     """
 
     def __init__(self, reason: str, message: str) -> None:

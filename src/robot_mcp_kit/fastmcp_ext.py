@@ -51,7 +51,13 @@ from typing import Annotated, Any, Literal, cast
 from pydantic import BaseModel, ConfigDict, Field
 
 from robot_mcp_kit._version import __version__
-from robot_mcp_kit.models import TaskEventPage, TaskInfo, TaskState
+from robot_mcp_kit.models import (
+    TASK_EVENTS_TOOL_NAME,
+    TASK_TOOL_NAMES,
+    TaskEventPage,
+    TaskInfo,
+    TaskState,
+)
 from robot_mcp_kit.tasks import TaskManager
 
 __all__ = [
@@ -65,16 +71,12 @@ __all__ = [
     "set_server_version",
 ]
 
-TASK_TOOL_NAMES: tuple[str, str, str] = ("get_task", "cancel_task", "list_tasks")
-"""Names of the contract's three reconciliation tools :func:`register_task_tools` adds."""
-
-TASK_EVENTS_TOOL_NAME = "get_task_events"
-"""The gap-repair tool :func:`register_task_tools` also adds (unless ``events=False``)."""
 
 Framework = Literal["mcp1", "mcp2", "fastmcp"]
 """``mcp1``: mcp 1.x ``FastMCP``; ``mcp2``: mcp 2.x ``MCPServer``; ``fastmcp``: standalone."""
 
-_VALID_STATES = ("running", "succeeded", "failed", "cancelled")
+_VALID_STATES: tuple[str, ...] = tuple(state.value for state in TaskState)
+_GET_TASK, _CANCEL_TASK, _LIST_TASKS = TASK_TOOL_NAMES
 
 _GET_TASK_DOC = """\
 Get the status of ONE long-running task that another tool of this server already started
@@ -91,10 +93,10 @@ already finished is not changed and its final state is returned instead; an unkn
 returns {"error": "not_found"}. This does NOT start any work; use the server's other
 tools to start tasks."""
 
-_LIST_TASKS_DOC = """\
+_LIST_TASKS_DOC = f"""\
 List the long-running tasks this server knows about (tasks other tools already started),
-oldest first, as {"tasks": [...]}. Pass states=["running"] to see only tasks still in
-progress; valid states are running, succeeded, failed, cancelled. Read-only: this does
+oldest first, as {{"tasks": [...]}}. Pass states=["running"] to see only tasks still in
+progress; valid states are {", ".join(_VALID_STATES)}. Read-only: this does
 NOT start any work; use the server's other tools to start tasks."""
 
 
@@ -115,7 +117,7 @@ _StatesArg = Annotated[
     list[str] | None,
     Field(
         description='Only tasks in these states, e.g. ["running"]; '
-        "omit for all. Valid: running, succeeded, failed, cancelled."
+        f"omit for all. Valid: {', '.join(_VALID_STATES)}."
     ),
 ]
 
@@ -427,7 +429,7 @@ def register_task_tools(server: Any, manager: TaskManager, *, events: bool = Tru
     _add_tool(
         server,
         get_task,
-        name="get_task",
+        name=_GET_TASK,
         description=_GET_TASK_DOC,
         annotations={"title": "Get task status", **read_only},
         output_schema=TASK_INFO_OUTPUT_SCHEMA,
@@ -435,7 +437,7 @@ def register_task_tools(server: Any, manager: TaskManager, *, events: bool = Tru
     _add_tool(
         server,
         cancel_task,
-        name="cancel_task",
+        name=_CANCEL_TASK,
         description=_CANCEL_TASK_DOC,
         annotations={
             "title": "Cancel a running task",
@@ -449,7 +451,7 @@ def register_task_tools(server: Any, manager: TaskManager, *, events: bool = Tru
     _add_tool(
         server,
         list_tasks,
-        name="list_tasks",
+        name=_LIST_TASKS,
         description=_LIST_TASKS_DOC,
         annotations={"title": "List tasks", **read_only},
         output_schema=TASK_LIST_OUTPUT_SCHEMA,

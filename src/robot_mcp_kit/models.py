@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, PlainSerializer
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, PlainSerializer, WithJsonSchema
 
 __all__ = [
     "SCHEMA_VERSION",
+    "TASK_EVENTS_TOOL_NAME",
+    "TASK_TOOL_NAMES",
     "TERMINAL_EVENT_TYPES",
     "TERMINAL_STATES",
     "EventType",
@@ -29,17 +32,43 @@ __all__ = [
     "TaskState",
     "format_ts",
     "new_event_id",
+    "reliability",
     "utc_now",
 ]
 
 SCHEMA_VERSION = 1
 """Version of the TaskEvent envelope; a receiver rejects versions it does not know."""
 
-TaskState = Literal["running", "succeeded", "failed", "cancelled"]
+
+class TaskState(StrEnum):
+    """A task's state, as ``TaskInfo.state`` carries it on the wire (kit spec §4.1).
+
+    The one definition of the states: the manager, the reconciliation tools, fake_rvc and
+    the conformance suite all read it. Each member *is* its wire string
+    (``TaskState.RUNNING == "running"``), so code comparing with the strings keeps working.
+
+    .. versionchanged:: 0.1.0
+       A ``StrEnum`` (was a ``Literal`` of the same four strings).
+    """
+
+    RUNNING = "running"  # the body is running; the only state a task leaves
+    SUCCEEDED = "succeeded"  # the body returned its result dict; task_done was emitted
+    FAILED = "failed"  # TaskError, a bug, or the process died under it; task_failed emitted
+    CANCELLED = "cancelled"  # cancel_task or shutdown stopped it; no terminal event
+
+
 EventType = Literal["progress", "trigger_fired", "task_done", "task_failed", "watch_event"]
 
-TERMINAL_STATES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
-"""States a task never leaves."""
+TERMINAL_STATES: frozenset[TaskState] = frozenset(
+    s for s in TaskState if s is not TaskState.RUNNING
+)
+"""States a task never leaves: every :class:`TaskState` but ``RUNNING``."""
+
+TASK_TOOL_NAMES: tuple[str, str, str] = ("get_task", "cancel_task", "list_tasks")
+"""Names of the contract's three reconciliation tools (``register_task_tools`` adds them)."""
+
+TASK_EVENTS_TOOL_NAME = "get_task_events"
+"""The gap-repair tool ``register_task_tools`` also adds (unless ``events=False``)."""
 
 TERMINAL_EVENT_TYPES: frozenset[str] = frozenset({"task_done", "task_failed"})
 """Event types after which a task emits nothing more (a cancelled task emits neither)."""
@@ -63,8 +92,27 @@ def new_event_id() -> str:
     return uuid.uuid4().hex
 
 
+def reliability(successes: int, failures: int) -> float:
+    """Return the Laplace-smoothed success rate ``(s + 1) / (s + f + 2)``.
+
+    0.5 with no outcomes; it moves towards the observed rate as outcomes accumulate, and
+    never reaches 0 or 1. The one formula behind a lesson's and a process document's
+    reliability.
+
+    .. versionadded:: 0.1.0
+    """
+    return (successes + 1) / (successes + failures + 2)
+
+
 UtcTimestamp = Annotated[AwareDatetime, PlainSerializer(format_ts, return_type=str)]
 """An aware datetime that serializes as ``2026-06-12T14:03:00.123Z``."""
+
+
+_WireTaskState = Annotated[
+    TaskState,
+    WithJsonSchema({"enum": [s.value for s in TaskState], "title": "State", "type": "string"}),
+]
+"""``TaskState`` with the inline JSON schema a ``Literal`` had (no ``$defs`` entry)."""
 
 
 class TaskFailure(BaseModel):
@@ -105,7 +153,7 @@ class TaskInfo(BaseModel):
     task_id: str
     server: str
     tool: str
-    state: TaskState
+    state: _WireTaskState
     created_at: UtcTimestamp
     updated_at: UtcTimestamp
     triggers: list[dict[str, Any]] = Field(default_factory=list)

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from robot_mcp_kit.models import format_ts, utc_now
+from robot_mcp_kit.models import format_ts, reliability, utc_now
 from robot_mcp_kit.store import Kind, Schema, SqliteStore, Table
 
 __all__ = [
@@ -108,8 +108,8 @@ class Lesson:
 
     @property
     def reliability(self) -> float:
-        """Laplace-smoothed success rate: ``(s + 1) / (s + f + 2)``; 0.5 with no outcomes."""
-        return (self.success_count + 1) / (self.success_count + self.failure_count + 2)
+        """Laplace-smoothed success rate, :func:`robot_mcp_kit.reliability`; 0.5 with none."""
+        return reliability(self.success_count, self.failure_count)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field plus ``reliability``."""

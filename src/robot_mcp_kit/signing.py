@@ -33,6 +33,7 @@ import hmac
 import re
 import time
 from collections.abc import Sequence
+from enum import StrEnum
 
 from robot_mcp_kit._exceptions import SignatureError
 
@@ -47,6 +48,7 @@ __all__ = [
     "SIGNATURE_PREFIX",
     "TIMESTAMP_PATTERN",
     "Secrets",
+    "SignatureReason",
     "check",
     "check_standard",
     "sign",
@@ -57,6 +59,37 @@ __all__ = [
     "verify",
     "verify_standard",
 ]
+
+
+class SignatureReason(StrEnum):
+    """Why a receiver refused a delivery's headers: the ``error`` code of its answer.
+
+    The one list of the codes: :func:`check` / :func:`check_standard` raise
+    :class:`SignatureError` with the ones they decide (``reason`` is a member), a receiver
+    (``fake_rvc``) answers 401 (400 for the two header codes) with any of them, and the
+    conformance suite reads them back. Each member is its wire string.
+
+    .. versionadded:: 0.1.0
+    """
+
+    # Decided by the receiver before any check here (fake_rvc: 400 before the 401s).
+    INVALID_HEADER = "invalid_header"  # an X-RVC-* value with control or non-ASCII characters
+    DUPLICATE_HEADER = "duplicate_header"  # an X-RVC-* header sent twice
+    # Decided by the receiver from its configuration and the headers present (401).
+    UNKNOWN_SERVER = "unknown_server"  # X-RVC-Server missing or naming no configured secret
+    MISSING_TIMESTAMP = "missing_timestamp"  # no X-RVC-Timestamp header
+    MISSING_SIGNATURE = "missing_signature"  # no X-RVC-Signature header
+    MISSING_WEBHOOK_HEADERS = "missing_webhook_headers"  # a webhook-* header missing
+    # Decided by check() / check_standard() (401).
+    MALFORMED_TIMESTAMP = "malformed_timestamp"  # not canonical unix seconds (1-12 digits)
+    STALE_TIMESTAMP = "stale_timestamp"  # older than the skew allows (300 s)
+    FUTURE_TIMESTAMP = "future_timestamp"  # further ahead than the skew allows (300 s)
+    MALFORMED_SIGNATURE = "malformed_signature"  # not 'sha256=<64 hex>' (or 'v1,<base64>')
+    BAD_SIGNATURE = "bad_signature"  # well formed, but no secret of the server made it
+    # The receiver's secret is not UTF-8-encodable text.
+    UNUSABLE_SECRET = "unusable_secret"  # noqa: S105 - a reason code, not a secret
+    MALFORMED_WEBHOOK_ID = "malformed_webhook_id"  # webhook-id not 1-200 printable ASCII
+
 
 Secrets = str | Sequence[str]
 """One secret, or the secrets currently valid for a server (rotation)."""
@@ -139,19 +172,19 @@ def check(
     now = time.time() if now_s is None else now_s
     if ts < now - max_skew_s:
         raise SignatureError(
-            "stale_timestamp",
+            SignatureReason.STALE_TIMESTAMP,
             f"X-RVC-Timestamp {ts} is {now - ts:.0f} s old; at most {max_skew_s} s is accepted.",
         )
     if ts > now + max_skew_s:
         raise SignatureError(
-            "future_timestamp",
+            SignatureReason.FUTURE_TIMESTAMP,
             f"X-RVC-Timestamp {ts} is {ts - now:.0f} s in the future; "
             f"at most {max_skew_s} s is accepted.",
         )
     if not isinstance(signature_header, str) or not _SIGNATURE.fullmatch(signature_header):
         shown = repr(signature_header[:80]) if isinstance(signature_header, str) else "no text"
         raise SignatureError(
-            "malformed_signature",
+            SignatureReason.MALFORMED_SIGNATURE,
             f"X-RVC-Signature must look like 'sha256=<64 hex digits>', got {shown}.",
         )
     given = signature_header[len(SIGNATURE_PREFIX) :].lower()
@@ -166,11 +199,11 @@ def check(
             return
     if not usable:
         raise SignatureError(
-            "unusable_secret",
+            SignatureReason.UNUSABLE_SECRET,
             "The receiver's secret for this server is not text that encodes as UTF-8.",
         )
     raise SignatureError(
-        "bad_signature",
+        SignatureReason.BAD_SIGNATURE,
         "X-RVC-Signature does not match the body and timestamp for this server's secret.",
     )
 
@@ -190,7 +223,7 @@ def _parse_timestamp(timestamp: object) -> int:
     else:
         shown = f"a {type(timestamp).__name__}"
     raise SignatureError(
-        "malformed_timestamp",
+        SignatureReason.MALFORMED_TIMESTAMP,
         f"X-RVC-Timestamp must be unix seconds as 1 to 12 ASCII digits without a leading "
         f"zero, got {shown}.",
     )
@@ -266,19 +299,22 @@ def check_standard(
     """
     if not isinstance(msg_id, str) or not _WEBHOOK_ID.fullmatch(msg_id):
         raise SignatureError(
-            "malformed_webhook_id", "webhook-id must be 1 to 200 printable ASCII characters."
+            SignatureReason.MALFORMED_WEBHOOK_ID,
+            "webhook-id must be 1 to 200 printable ASCII characters.",
         )
     ts = _parse_timestamp(timestamp)
     now = time.time() if now_s is None else now_s
     if ts < now - max_skew_s:
-        raise SignatureError("stale_timestamp", f"webhook-timestamp {ts} is too old.")
+        raise SignatureError(SignatureReason.STALE_TIMESTAMP, f"webhook-timestamp {ts} is too old.")
     if ts > now + max_skew_s:
-        raise SignatureError("future_timestamp", f"webhook-timestamp {ts} is in the future.")
+        raise SignatureError(
+            SignatureReason.FUTURE_TIMESTAMP, f"webhook-timestamp {ts} is in the future."
+        )
     if not isinstance(signature_header, str) or not _STANDARD_SIGNATURES.fullmatch(
         signature_header
     ):
         raise SignatureError(
-            "malformed_signature",
+            SignatureReason.MALFORMED_SIGNATURE,
             "webhook-signature must be space-separated 'v1,<base64>' signatures.",
         )
     given = [part[3:].encode() for part in signature_header.split(" ") if part.startswith("v1,")]
@@ -293,11 +329,11 @@ def check_standard(
             return
     if not usable:
         raise SignatureError(
-            "unusable_secret",
+            SignatureReason.UNUSABLE_SECRET,
             "The receiver's secret for this server is not text that encodes as UTF-8.",
         )
     raise SignatureError(
-        "bad_signature",
+        SignatureReason.BAD_SIGNATURE,
         "No webhook-signature matches the id, timestamp and body for this server's secrets.",
     )
 

@@ -66,6 +66,7 @@ from typing import Any, Literal, Protocol, TypeGuard, runtime_checkable
 
 from robot_mcp_kit._outbox import Outbox
 from robot_mcp_kit.models import (
+    TERMINAL_STATES,
     EventType,
     TaskEvent,
     TaskEventPage,
@@ -111,7 +112,7 @@ _INTERRUPTED_MESSAGE = (
 GENERIC_TRIGGER_TYPES: frozenset[str] = frozenset({"progress_above"})
 """Trigger types the manager evaluates itself; always known."""
 
-_ALL_STATES: frozenset[str] = frozenset({"running", "succeeded", "failed", "cancelled"})
+_ALL_STATES: frozenset[TaskState] = frozenset(TaskState)
 _MAX_ID_ATTEMPTS = 100
 
 
@@ -192,7 +193,7 @@ class _Task:
     updated_at: datetime
     triggers: list[dict[str, Any]]
     est_duration_s: float | None
-    state: TaskState = "running"
+    state: TaskState = TaskState.RUNNING
     progress: dict[str, Any] | None = None
     result: dict[str, Any] | None = None
     failure: TaskFailure | None = None
@@ -237,7 +238,7 @@ class TaskContext:
         if not isinstance(payload, dict):
             raise TypeError(f"progress payload must be a dict, got {type(payload).__name__}.")
         task = self._task
-        if task.state == "running":
+        if task.state == TaskState.RUNNING:
             task.progress = dict(payload)
         await self._manager._emit(task, "progress", dict(payload))
         percent = payload.get("percent")
@@ -358,9 +359,7 @@ class TaskManager:
         self._closed = False
         self._counts: dict[str, int] = {
             "started": 0,
-            "succeeded": 0,
-            "failed": 0,
-            "cancelled": 0,
+            **{state: 0 for state in TERMINAL_STATES},
         }
         self.max_events_per_task = max_events_per_task
         self.max_events_retained = max_events_retained
@@ -446,7 +445,7 @@ class TaskManager:
         if unknown:
             raise ValueError(
                 f"unknown task state(s) {sorted(unknown)!r}; valid states are "
-                f"{sorted(_ALL_STATES)!r}."
+                f"{sorted(s.value for s in _ALL_STATES)!r}."
             )
         return [self._info(t) for t in self._tasks.values() if t.state in wanted]
 
@@ -484,7 +483,7 @@ class TaskManager:
         task = self._tasks.get(task_id)
         if task is None:
             return None
-        if task.state == "running":
+        if task.state == TaskState.RUNNING:
             await self._cancel_and_wait([task])
         return self._info(task)
 
@@ -497,7 +496,7 @@ class TaskManager:
         """
         self._closed = True
         self._closing = True
-        running = [t for t in self._tasks.values() if t.state == "running"]
+        running = [t for t in self._tasks.values() if t.state == TaskState.RUNNING]
         if running:
             await self._cancel_and_wait(running)
 
@@ -507,7 +506,7 @@ class TaskManager:
         return self._closed
 
     def __repr__(self) -> str:
-        running = sum(1 for t in self._tasks.values() if t.state == "running")
+        running = sum(1 for t in self._tasks.values() if t.state == TaskState.RUNNING)
         c = self._counts
         return (
             f"<TaskManager server={self.server_name!r} running={running} "
@@ -595,7 +594,7 @@ class TaskManager:
         terminal: bool = False,
     ) -> None:
         async with self._lock:
-            if task.state != "running" and not terminal:
+            if task.state != TaskState.RUNNING and not terminal:
                 logger.warning(
                     "task %s is %s; dropping its late %s event", task.task_id, task.state, type_
                 )
@@ -636,14 +635,15 @@ class TaskManager:
         failure: TaskFailure | None = None,
     ) -> bool:
         """Move ``task`` to a terminal state; False if it already was terminal."""
-        if task.state != "running":
+        if task.state != TaskState.RUNNING:
             return False
+        state = TaskState(state)
         task.state = state
         task.result = result
         task.failure = failure
         task.updated_at = self._clock()
         self._counts[state] += 1
-        if self.journal is not None and not (state == "cancelled" and self._closing):
+        if self.journal is not None and not (state == TaskState.CANCELLED and self._closing):
             self.journal.save_task(self._info(task), task.seq)
         self._remember_finished(task)
         return True
@@ -687,8 +687,8 @@ class TaskManager:
         except Exception:
             logger.exception("task journal %s is unreadable; starting without it", journal.path)
             return
-        running = [(i, seq) for i, seq in rows if i.state == "running"]
-        finished = [(i, seq) for i, seq in rows if i.state != "running"]
+        running = [(i, seq) for i, seq in rows if i.state == TaskState.RUNNING]
+        finished = [(i, seq) for i, seq in rows if i.state != TaskState.RUNNING]
         finished = finished[len(finished) - self.max_finished_retained :]
         restored: builtins.list[_Task] = []
         for info, seq in finished + running:
@@ -713,14 +713,14 @@ class TaskManager:
             if event.seq <= task.seq and (not task.events or task.events[-1][1].seq < event.seq):
                 self._retain(task, event)
         for task in restored:
-            if task.state != "running":
+            if task.state != TaskState.RUNNING:
                 self._finished.append(task.task_id)
         try:
             journal.keep_tasks(self._tasks)
         except Exception:
             logger.exception("task journal %s could not be trimmed", journal.path)
         for task in restored:
-            if task.state == "running":
+            if task.state == TaskState.RUNNING:
                 self._interrupt(journal, task)
         if restored:
             logger.warning(
@@ -739,11 +739,11 @@ class TaskManager:
             suggestions=["retry"],
         )
         now = self._clock()
-        task.state = "failed"
+        task.state = TaskState.FAILED
         task.failure = failure
         task.updated_at = now
         task.seq += 1
-        self._counts["failed"] += 1
+        self._counts[TaskState.FAILED] += 1
         event = TaskEvent(
             event_id=new_event_id(),
             task_id=task.task_id,
@@ -785,13 +785,13 @@ class TaskManager:
         try:
             outcome = await body(ctx)
         except asyncio.CancelledError:
-            self._finish(task, "cancelled")
+            self._finish(task, TaskState.CANCELLED)
             return
         except TaskError as exc:
             if task.cancel_requested:
                 self._finish_cancelled_anyway(task, f"raised TaskError {exc.error_code}")
                 return
-            if self._finish(task, "failed", failure=exc.to_failure()):
+            if self._finish(task, TaskState.FAILED, failure=exc.to_failure()):
                 await self._emit(
                     task, "task_failed", exc.to_failure().model_dump(mode="json"), terminal=True
                 )
@@ -809,7 +809,7 @@ class TaskManager:
             # KeyboardInterrupt / SystemExit: leave a consistent record, then propagate.
             self._finish(
                 task,
-                "failed",
+                TaskState.FAILED,
                 failure=TaskFailure(
                     error_code="INTERNAL",
                     message="The server stopped while the task was running.",
@@ -834,22 +834,22 @@ class TaskManager:
             )
             return
         result = dict(outcome)
-        if self._finish(task, "succeeded", result=result):
+        if self._finish(task, TaskState.SUCCEEDED, result=result):
             await self._emit(task, "task_done", {"result": result}, terminal=True)
 
     async def _fail_internal(self, task: _Task, message: str) -> None:
         failure = TaskFailure(error_code="INTERNAL", message=message, recoverable=False)
-        if self._finish(task, "failed", failure=failure):
+        if self._finish(task, TaskState.FAILED, failure=failure):
             await self._emit(task, "task_failed", failure.model_dump(mode="json"), terminal=True)
 
     def _finish_cancelled_anyway(self, task: _Task, what: str) -> None:
-        if task.state == "running":
+        if task.state == TaskState.RUNNING:
             logger.warning(
                 "task %s was cancelled but its body %s; recording it as cancelled",
                 task.task_id,
                 what,
             )
-        self._finish(task, "cancelled")
+        self._finish(task, TaskState.CANCELLED)
 
     async def _cancel_and_wait(self, tasks: builtins.list[_Task]) -> None:
         handles: set[asyncio.Task[None]] = set()
@@ -869,4 +869,4 @@ class TaskManager:
         for task in tasks:
             # Covers bodies that outlived the grace period and tasks whose asyncio task
             # had not started yet (cancelled before their first step).
-            self._finish(task, "cancelled")
+            self._finish(task, TaskState.CANCELLED)

@@ -51,3 +51,65 @@ def test_package_reexports_the_task_api():
     for name in ("TaskBody", "TaskContext", "TaskError", "TaskManager"):
         assert getattr(robot_mcp_kit, name) is getattr(robot_mcp_kit.tasks, name)
     assert robot_mcp_kit.register_task_tools is robot_mcp_kit.fastmcp_ext.register_task_tools
+
+
+class TestOneDefinitionPerFact:
+    """Issue 13: each wire fact has one definition the rest of the kit derives from."""
+
+    def test_task_state_members_are_the_wire_strings(self):
+        """TaskState's members are the four wire strings, so string comparisons still hold."""
+        from robot_mcp_kit import TERMINAL_STATES, TaskState
+
+        assert [s.value for s in TaskState] == ["running", "succeeded", "failed", "cancelled"]
+        assert TaskState.RUNNING == "running"
+        assert frozenset({"succeeded", "failed", "cancelled"}) == TERMINAL_STATES
+
+    def test_task_info_serialises_the_state_as_its_string(self):
+        """A TaskInfo's state is a plain string in JSON and its schema stays an inline enum."""
+        from datetime import UTC, datetime
+
+        from robot_mcp_kit import TaskInfo, TaskState
+
+        now = datetime(2026, 1, 1, tzinfo=UTC)
+        info = TaskInfo(
+            task_id="t-1", server="s", tool="x", state="failed", created_at=now, updated_at=now
+        )
+        assert info.state is TaskState.FAILED
+        assert '"state":"failed"' in info.model_dump_json()
+        schema = TaskInfo.model_json_schema()["properties"]["state"]
+        assert schema == {
+            "enum": ["running", "succeeded", "failed", "cancelled"],
+            "title": "State",
+            "type": "string",
+        }
+
+    def test_signature_error_reasons_are_signature_reason_members(self):
+        """check() raises SignatureError whose reason is a SignatureReason member."""
+        from robot_mcp_kit import SignatureError, SignatureReason
+        from robot_mcp_kit.signing import check
+
+        with pytest.raises(SignatureError) as info:
+            check("secret", "yesterday", b"{}", "sha256=" + "0" * 64)
+        assert info.value.reason is SignatureReason.MALFORMED_TIMESTAMP
+        assert info.value.reason == "malformed_timestamp"
+
+    def test_task_tool_names_are_the_registered_names(self):
+        """TASK_TOOL_NAMES is the one spelling of the reconciliation tools' names."""
+        import robot_mcp_kit
+        import robot_mcp_kit.fastmcp_ext
+
+        assert robot_mcp_kit.TASK_TOOL_NAMES == ("get_task", "cancel_task", "list_tasks")
+        assert robot_mcp_kit.fastmcp_ext.TASK_TOOL_NAMES is robot_mcp_kit.TASK_TOOL_NAMES
+        assert robot_mcp_kit.TASK_EVENTS_TOOL_NAME == "get_task_events"
+
+    @pytest.mark.parametrize(
+        ("successes", "failures", "expected"), [(0, 0, 0.5), (3, 0, 0.8), (3, 2, 4 / 7)]
+    )
+    def test_reliability_is_laplace_smoothed(self, successes, failures, expected):
+        """reliability(s, f) = (s + 1) / (s + f + 2), and a Lesson uses it."""
+        from robot_mcp_kit import reliability
+        from robot_mcp_kit.params import Lesson
+
+        assert reliability(successes, failures) == pytest.approx(expected)
+        lesson = Lesson("solo:r", "grip", {}, success_count=successes, failure_count=failures)
+        assert lesson.reliability == reliability(successes, failures)
