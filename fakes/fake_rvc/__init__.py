@@ -4,53 +4,95 @@ The receiving half of the Async Task Contract, for the test suites, the conforma
 and a developer pointing a capability server at it:
 
 * :func:`create_app` — the FastAPI app (verifies, dedupes, tracks seq, records everything);
+* :func:`check_post` — every accept/reject decision of that endpoint, as a pure function
+  returning a :class:`Verdict`;
 * :class:`FakeRvcServer` — that app under uvicorn in a thread on a free loopback port;
 * :class:`Recorder` — the state both share: events, timelines with anomalies, attempts,
-  counters, fault injection and waits (thread-safe; see :mod:`fake_rvc._state`);
+  counters, fault injection and waits (thread-safe);
 * ``fake-rvc`` — the console script (``python -m fake_rvc --help``).
 
-:class:`Recorder` and its records are pure Python; :func:`create_app` and
-:class:`FakeRvcServer` need the ``fake`` extra (fastapi, uvicorn) and are imported on
-first use, so ``fake-rvc`` can say which extra is missing instead of a traceback.
+Every error it raises on purpose is a :class:`FakeRvcError`. :class:`Recorder`, its
+records and :func:`check_post` are pure Python; :func:`create_app`,
+:class:`FakeRvcServer` and the dependencies need the ``fake`` extra (fastapi, uvicorn) and
+are imported on first use, so ``fake-rvc`` can say which extra is missing instead of a
+traceback.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from fake_rvc._state import ANY_SERVER, Attempt, Fault, Outcome, ReceivedEvent, Recorder, Timeline
+from fake_rvc._cli import format_attempt, load_config, parse_secret
+from fake_rvc._exceptions import (
+    ConfigError,
+    ConnectionDropped,
+    FakeRvcError,
+    FaultError,
+    RepairError,
+    SecretsError,
+    ServerError,
+    WaitTimeout,
+)
+from fake_rvc._faults import ANY_SERVER, Fault
+from fake_rvc._receive import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_JSON_DEPTH,
+    BodyReason,
+    Verdict,
+    check_post,
+)
+from fake_rvc._recorder import Recorder
+from fake_rvc._records import Attempt, Outcome, ReceivedEvent, Timeline
+from fake_rvc._waits import Subscription
 
 if TYPE_CHECKING:
-    from fake_rvc._app import EVENTS_PATH, ConnectionDropped, create_app
+    from fake_rvc._app import EVENTS_PATH, create_app
+    from fake_rvc._dependencies import get_clock, get_recorder, get_secrets
     from fake_rvc._server import FakeRvcServer
 
 __all__ = [
     "ANY_SERVER",
+    "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MAX_JSON_DEPTH",
     "EVENTS_PATH",
     "Attempt",
+    "BodyReason",
+    "ConfigError",
     "ConnectionDropped",
+    "FakeRvcError",
     "FakeRvcServer",
     "Fault",
+    "FaultError",
     "Outcome",
     "ReceivedEvent",
     "Recorder",
+    "RepairError",
+    "SecretsError",
+    "ServerError",
+    "Subscription",
     "Timeline",
+    "Verdict",
+    "WaitTimeout",
+    "check_post",
     "create_app",
+    "format_attempt",
+    "get_clock",
+    "get_recorder",
+    "get_secrets",
+    "load_config",
+    "parse_secret",
 ]
 
-_LAZY = {
-    "EVENTS_PATH": "fake_rvc._app",
-    "ConnectionDropped": "fake_rvc._app",
-    "create_app": "fake_rvc._app",
-    "FakeRvcServer": "fake_rvc._server",
-}
+# Names that import fastapi (the `fake` extra), resolved on first access.
+_NEED_THE_FAKE_EXTRA = frozenset(
+    {"EVENTS_PATH", "FakeRvcServer", "create_app", "get_clock", "get_recorder", "get_secrets"}
+)
 
 
 def __getattr__(name: str) -> Any:
-    # fastapi and uvicorn are the `fake` extra: import them only when asked for.
-    module = _LAZY.get(name)
-    if module is None:
+    if name not in _NEED_THE_FAKE_EXTRA:
         raise AttributeError(f"module 'fake_rvc' has no attribute {name!r}")
-    import importlib
+    from fake_rvc import _app, _dependencies, _server
 
-    return getattr(importlib.import_module(module), name)
+    found = {**vars(_dependencies), **vars(_app), **vars(_server)}
+    return found[name]

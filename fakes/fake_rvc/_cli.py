@@ -32,18 +32,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from fake_rvc._state import Attempt
+from fake_rvc._exceptions import ConfigError
+from fake_rvc._records import Attempt
 from robot_mcp_kit import __version__
 
-__all__ = ["ConfigError", "format_attempt", "load_config", "main", "parse_secret"]
+__all__ = ["format_attempt", "load_config", "main", "parse_secret"]
 
 _EXTRA_HINT = (
     "fake-rvc needs the 'fake' extra (fastapi, uvicorn, pyyaml): pip install 'robot-mcp-kit[fake]'"
 )
-
-
-class ConfigError(ValueError):
-    """A ``--secret`` or config file that cannot be used; the message is one line."""
 
 
 def parse_secret(text: str) -> tuple[str, str]:
@@ -230,8 +227,8 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     import uvicorn
 
     from fake_rvc._app import EVENTS_PATH, create_app
+    from fake_rvc._recorder import Recorder
     from fake_rvc._server import bind_socket, uvicorn_config
-    from fake_rvc._state import Recorder
 
     try:
         sock = bind_socket(args.host, args.port)

@@ -21,12 +21,12 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from fake_rvc._state import Recorder
-from robot_mcp_kit.models import TaskEvent
+from fake_rvc._exceptions import RepairError
+from fake_rvc._logging import log_event
+from fake_rvc._recorder import Recorder
+from robot_mcp_kit import TASK_EVENTS_TOOL_NAME, TaskEvent
 
 __all__ = ["GapRepairer"]
-
-_log = logging.getLogger("fake_rvc")
 
 _MAX_PAGES = 50
 _CALL_TIMEOUT_S = 30.0
@@ -73,21 +73,17 @@ class GapRepairer:
             raise
         except Exception as exc:  # logged: a repair never breaks the app
             self.failures += 1
-            _log.warning(
-                "repair of task %s (server %s) after seq %d through %s failed: %s",
-                task_id,
-                server,
-                after_seq,
-                url,
-                f"{type(exc).__name__}: {exc}",
+            log_event(
+                logging.WARNING,
+                "repair_failed",
+                task_id=task_id,
+                server=server,
+                after_seq=after_seq,
+                url=url,
+                error=f"{type(exc).__name__}: {exc}",
             )
             return
-        _log.info(
-            "repaired task %s (server %s): seqs %s fetched through get_task_events",
-            task_id,
-            server,
-            repaired,
-        )
+        log_event(logging.INFO, "repaired", task_id=task_id, server=server, seqs=repaired)
 
     async def _fetch_and_record(
         self, url: str, server: str, task_id: str, after_seq: int
@@ -102,7 +98,7 @@ class GapRepairer:
             cursor = after_seq
             for _ in range(_MAX_PAGES):
                 result = await session.call_tool(
-                    "get_task_events", {"task_id": task_id, "after_seq": cursor}
+                    TASK_EVENTS_TOOL_NAME, {"task_id": task_id, "after_seq": cursor}
                 )
                 page = _page(result)
                 events = page.get("events")
@@ -125,12 +121,12 @@ class GapRepairer:
 def _page(result: Any) -> dict[str, Any]:
     """The tool's answer as a dict (structured content, else its JSON text)."""
     if getattr(result, "isError", False):
-        raise RuntimeError("get_task_events answered an error")
+        raise RepairError("get_task_events answered an error")
     data = getattr(result, "structuredContent", None)
     if not isinstance(data, dict):
         data = json.loads(result.content[0].text)
     if not isinstance(data, dict) or "error" in data:
-        raise RuntimeError(f"get_task_events answered {str(data)[:200]}")
+        raise RepairError(f"get_task_events answered {str(data)[:200]}")
     return data
 
 

@@ -22,8 +22,10 @@ import uvicorn
 from fastapi import FastAPI
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from fake_rvc._app import DROP_EXTENSION, EVENTS_PATH, Clock, create_app
-from fake_rvc._state import Recorder
+from fake_rvc._app import DROP_EXTENSION, EVENTS_PATH, create_app
+from fake_rvc._dependencies import Clock
+from fake_rvc._exceptions import ServerError
+from fake_rvc._recorder import Recorder
 
 __all__ = ["DroppableH11Protocol", "FakeRvcServer", "bind_socket", "uvicorn_config"]
 
@@ -114,7 +116,7 @@ class FakeRvcServer:
     def url(self) -> str:
         """Base URL, e.g. ``http://127.0.0.1:54321``."""
         if self._bound_port is None:
-            raise RuntimeError("FakeRvcServer is not started; call start() first.")
+            raise ServerError("FakeRvcServer is not started; call start() first.")
         host = f"[{self._host}]" if ":" in self._host else self._host
         return f"http://{host}:{self._bound_port}"
 
@@ -127,17 +129,18 @@ class FakeRvcServer:
     def port(self) -> int:
         """The bound port."""
         if self._bound_port is None:
-            raise RuntimeError("FakeRvcServer is not started; call start() first.")
+            raise ServerError("FakeRvcServer is not started; call start() first.")
         return self._bound_port
 
     def start(self, timeout_s: float = 10.0) -> FakeRvcServer:
         """Bind, serve in a daemon thread and return once uvicorn accepts connections.
 
         Raises:
-            RuntimeError: already started, or uvicorn did not start within ``timeout_s``.
+            ServerError: (a ``RuntimeError``) already started, or uvicorn did not start
+                within ``timeout_s``.
         """
         if self._thread is not None:
-            raise RuntimeError("FakeRvcServer is already started.")
+            raise ServerError("FakeRvcServer is already started.")
         sock = bind_socket(self._host, self._port)
         self._bound_port = sock.getsockname()[1]
         server = uvicorn.Server(uvicorn_config(self.app))
@@ -157,7 +160,7 @@ class FakeRvcServer:
         while not server.started:
             if not self._thread.is_alive() or time.monotonic() > deadline:
                 self.stop()
-                raise RuntimeError(f"fake_rvc did not start on {self._host}:{self._port}.")
+                raise ServerError(f"fake_rvc did not start on {self._host}:{self._port}.")
             time.sleep(0.01)
         return self
 
@@ -172,7 +175,7 @@ class FakeRvcServer:
         self._server = None
         self._thread = None
         if thread.is_alive():
-            raise RuntimeError(f"fake_rvc thread did not stop within {timeout_s} s.")
+            raise ServerError(f"fake_rvc thread did not stop within {timeout_s} s.")
 
     def __enter__(self) -> FakeRvcServer:
         return self.start()

@@ -14,8 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from fake_rvc._cli import ConfigError, format_attempt, load_config, parse_secret
-from fake_rvc._state import Attempt
+from fake_rvc import Attempt, ConfigError, format_attempt, load_config, parse_secret
 from robot_mcp_kit.models import TaskEvent, new_event_id
 from robot_mcp_kit.signing import signed_headers
 from robot_mcp_kit.testing import free_port

@@ -9,8 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from fake_rvc import ConnectionDropped, Recorder, create_app
-from fake_rvc._app import get_clock
+from fake_rvc import ConnectionDropped, Recorder, create_app, get_clock
 from robot_mcp_kit.models import TaskEvent
 from robot_mcp_kit.signing import signed_headers
 
@@ -274,17 +273,19 @@ class TestBadInput:
 
 class TestLogging:
     async def test_each_outcome_logs_one_line(self, client, caplog, make_event):
-        """An accepted, a duplicate and a rejected post log one line each on fake_rvc."""
+        """An accepted, a duplicate and a rejected post log one key-value event each on fake_rvc."""
         caplog.set_level("INFO", logger="fake_rvc")
         event = make_event()
         await post_event(client, event)
         await post_event(client, event)
         await post_event(client, make_event(seq=2), secret="wrong")
-        messages = [r.getMessage() for r in caplog.records if r.name == "fake_rvc"]
+        records = [r for r in caplog.records if r.name == "fake_rvc"]
+        messages = [r.getMessage() for r in records]
         assert len(messages) == 3
-        assert messages[0].startswith("accepted server='sleeper' task='slee-1a2b3c' seq=1")
-        assert messages[1].startswith("duplicate ")
-        assert messages[2].startswith("rejected status=401 reason=bad_signature")
+        assert messages[0].startswith("post_accepted server='sleeper' task_id='slee-1a2b3c' seq=1")
+        assert messages[1].startswith("post_duplicate ")
+        assert messages[2].startswith("post_rejected status=401 reason='bad_signature'")
+        assert records[2].fields["reason"] == "bad_signature"
 
 
 class TestTimeline:

@@ -7,8 +7,8 @@ import socket
 
 import pytest
 
-from fake_rvc._cli import format_attempt, main
-from fake_rvc._state import Attempt
+from fake_rvc import Attempt, format_attempt
+from fake_rvc.__main__ import main
 
 
 def attempt(**kw) -> Attempt:

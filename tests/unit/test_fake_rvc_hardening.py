@@ -13,8 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from fake_rvc import Recorder, create_app
-from fake_rvc._app import get_clock
+from fake_rvc import Recorder, create_app, get_clock
 from robot_mcp_kit.signing import sign, signed_headers
 
 NOW = 1_765_532_000

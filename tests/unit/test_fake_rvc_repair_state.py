@@ -5,8 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from fake_rvc import Recorder
-from fake_rvc._cli import format_attempt
+from fake_rvc import Recorder, format_attempt
 from robot_mcp_kit.models import TaskEvent, new_event_id, utc_now
 
 

@@ -19,17 +19,6 @@ def record(recorder: Recorder, event: TaskEvent) -> Attempt:
     )
 
 
-def test_all_is_sorted_and_exported():
-    """fake_rvc.__all__ is sorted (ruff's isort-style order) and every name resolves."""
-
-    def isort_style(name: str) -> tuple[int, str]:
-        return (0 if name.isupper() else 1 if name[0].isupper() else 2, name)
-
-    assert fake_rvc.__all__ == sorted(fake_rvc.__all__, key=isort_style)
-    for name in fake_rvc.__all__:
-        assert getattr(fake_rvc, name) is not None
-
-
 def test_unknown_attribute_raises():
     """A name fake_rvc does not export is an AttributeError."""
     with pytest.raises(AttributeError):

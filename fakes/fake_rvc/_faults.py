@@ -1,0 +1,118 @@
+"""The fault plan: injected answers (a status, a delay, a dropped connection) per server.
+
+Faults act before authentication, like a broken network or proxy would; they queue up in
+order per server, and a server's own faults go before the ones for any server (``"*"``).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, replace
+from typing import Any
+
+from fake_rvc._exceptions import FaultError
+
+__all__ = ["ANY_SERVER", "Fault", "FaultPlan"]
+
+ANY_SERVER = "*"
+"""Fault-plan key that matches posts from any server (per-server faults go first)."""
+
+
+@dataclass(frozen=True)
+class Fault:
+    """An injected answer for the next ``remaining`` posts from one server.
+
+    ``delay_s`` waits before answering; then ``status`` answers with that status (the
+    event is not stored), ``drop`` closes the connection without a response, and neither
+    processes the post normally (so a delay alone just makes the receiver slow).
+    """
+
+    server: str
+    status: int | None = None
+    delay_s: float | None = None
+    drop: bool = False
+    remaining: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready dict of every field."""
+        return {
+            "server": self.server,
+            "status": self.status,
+            "delay_s": self.delay_s,
+            "drop": self.drop,
+            "remaining": self.remaining,
+        }
+
+
+class FaultPlan:
+    """The pending faults, per server in the order they will be used. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._faults: dict[str, list[Fault]] = {}
+
+    def __len__(self) -> int:
+        with self._lock:
+            return sum(map(len, self._faults.values()))
+
+    def add(
+        self,
+        server: str,
+        *,
+        status: int | None = None,
+        delay_s: float | None = None,
+        drop: bool = False,
+        count: int = 1,
+    ) -> Fault:
+        """Queue a fault for the next ``count`` posts from ``server`` (a name, or ``"*"``).
+
+        Raises:
+            FaultError: nothing to inject, both ``status`` and ``drop``, a status outside
+                100–599, a delay outside 0–3600 s, a count below 1 or an empty server.
+        """
+        if status is None and delay_s is None and not drop:
+            raise FaultError("A fault needs at least one of status, delay_s or drop=True.")
+        if status is not None and drop:
+            raise FaultError("A fault either answers with a status or drops; not both.")
+        if status is not None and not 100 <= status <= 599:
+            raise FaultError(f"Fault status must be 100-599, got {status}.")
+        if delay_s is not None and not 0 <= delay_s <= 3600:
+            raise FaultError(f"Fault delay_s must be 0-3600 seconds, got {delay_s}.")
+        if count < 1:
+            raise FaultError(f"Fault count must be at least 1, got {count}.")
+        if not server:
+            raise FaultError("Fault server must be a server name or '*'.")
+        fault = Fault(server=server, status=status, delay_s=delay_s, drop=drop, remaining=count)
+        with self._lock:
+            self._faults.setdefault(server, []).append(fault)
+        return fault
+
+    def take(self, server: str | None) -> Fault | None:
+        """Consume one fault for a post from ``server`` (its own first, then ``"*"``)."""
+        with self._lock:
+            for key in (server, ANY_SERVER):
+                plan = self._faults.get(key) if key is not None else None
+                if not plan:
+                    continue
+                fault = plan[0]
+                if fault.remaining <= 1:
+                    plan.pop(0)
+                else:
+                    plan[0] = replace(fault, remaining=fault.remaining - 1)
+                if not plan:
+                    del self._faults[key]  # type: ignore[arg-type]  # key is not None here
+                return fault
+            return None
+
+    def pending(self) -> list[Fault]:
+        """Return the pending faults, per server in the order they will be used."""
+        with self._lock:
+            return [f for plan in self._faults.values() for f in plan]
+
+    def clear(self, server: str | None = None) -> None:
+        """Remove pending faults for ``server``, or all of them when None."""
+        with self._lock:
+            if server is None:
+                self._faults.clear()
+            else:
+                self._faults.pop(server, None)

@@ -1,0 +1,143 @@
+"""The inspection API under ``/api/fake/``: events, tasks, attempts, counters, waits, faults.
+
+A bad query or body is answered 422 ``invalid_request`` (the app's handler); the shapes
+are JSON views of the :class:`fake_rvc.Recorder`'s records.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from fake_rvc._dependencies import ERROR_RESPONSE, RecorderDep, error_response
+from fake_rvc._exceptions import FaultError, WaitTimeout
+from robot_mcp_kit import EventType
+
+__all__ = ["FaultRequest", "router"]
+
+router = APIRouter()
+
+
+class FaultRequest(BaseModel):
+    """Body of ``POST /api/fake/faults``."""
+
+    server: str = Field(min_length=1, max_length=200, description='Server name, or "*".')
+    status: int | None = Field(default=None, ge=200, le=599)
+    delay_s: float | None = Field(default=None, ge=0, le=3600)
+    drop: bool = False
+    count: int = Field(default=1, ge=1, le=1_000_000)
+
+
+@router.get("/api/fake/events", summary="Stored events, filtered", responses={422: ERROR_RESPONSE})
+async def list_events(
+    recorder: RecorderDep,
+    server: str | None = None,
+    task_id: str | None = None,
+    type: EventType | None = None,
+) -> dict[str, Any]:
+    events = recorder.events(server=server, task_id=task_id, type=type)
+    return {"count": len(events), "events": [e.to_dict() for e in events]}
+
+
+@router.get("/api/fake/tasks", summary="Every task seen, with a summary")
+async def list_tasks(recorder: RecorderDep) -> dict[str, Any]:
+    tasks = [
+        {
+            "task_id": timeline.task_id,
+            "server": timeline.server,
+            "events": len(timeline.events),
+            "terminal": None if timeline.terminal is None else timeline.terminal.type,
+            "anomalies": len(timeline.anomalies) + timeline.anomalies_truncated,
+        }
+        for timeline in recorder.timelines()
+    ]
+    return {"tasks": tasks}
+
+
+@router.get(
+    "/api/fake/tasks/{task_id}",
+    summary="One task's timeline with gaps, duplicates and anomalies",
+    responses={404: ERROR_RESPONSE, 422: ERROR_RESPONSE},
+)
+async def get_task(task_id: str, recorder: RecorderDep, server: str | None = None) -> Any:
+    timeline = recorder.timeline(task_id, server)
+    if timeline is None:
+        return error_response(404, "not_found", f"No event has named task {task_id[:100]!r}.")
+    return timeline.to_dict()
+
+
+@router.get("/api/fake/counters", summary="Counters")
+async def get_counters(recorder: RecorderDep) -> dict[str, Any]:
+    return recorder.counters()
+
+
+@router.get(
+    "/api/fake/attempts",
+    summary="Every POST, with receive times and status",
+    responses={422: ERROR_RESPONSE},
+)
+async def list_attempts(recorder: RecorderDep, server: str | None = None) -> dict[str, Any]:
+    attempts = recorder.attempts(server)
+    return {"count": len(attempts), "attempts": [a.to_dict() for a in attempts]}
+
+
+@router.post("/api/fake/reset", summary="Forget events, attempts, counters and faults")
+async def reset(recorder: RecorderDep) -> dict[str, Any]:
+    recorder.reset()
+    return {"reset": True}
+
+
+@router.get(
+    "/api/fake/wait",
+    summary="Long-poll until a task has an event of a type",
+    responses={408: ERROR_RESPONSE, 422: ERROR_RESPONSE},
+)
+async def wait(
+    recorder: RecorderDep,
+    task_id: Annotated[str, Query(min_length=1)],
+    type: EventType | None = None,
+    timeout_s: Annotated[float, Query(gt=0, le=300)] = 10.0,
+    server: str | None = None,
+) -> Any:
+    try:
+        found = await recorder.wait_for_event_async(task_id, type, timeout_s, server=server)
+    except WaitTimeout as exc:
+        return error_response(408, "timeout", str(exc))
+    return found.to_dict()
+
+
+@router.get("/api/fake/faults", summary="Pending injected faults")
+async def list_faults(recorder: RecorderDep) -> dict[str, Any]:
+    return {"faults": [f.to_dict() for f in recorder.faults()]}
+
+
+@router.post(
+    "/api/fake/faults",
+    status_code=201,
+    summary="Answer the next N posts from a server with a status, a delay or a drop",
+    responses={422: ERROR_RESPONSE},
+)
+async def add_fault(spec: FaultRequest, recorder: RecorderDep) -> Any:
+    try:
+        fault = recorder.inject_fault(
+            spec.server, status=spec.status, delay_s=spec.delay_s, drop=spec.drop, count=spec.count
+        )
+    except FaultError as exc:
+        return error_response(422, "invalid_fault", str(exc))
+    return JSONResponse(
+        {"fault": fault.to_dict(), "faults": [f.to_dict() for f in recorder.faults()]},
+        status_code=201,
+    )
+
+
+@router.delete(
+    "/api/fake/faults",
+    summary="Remove pending faults (of one server, or all)",
+    responses={422: ERROR_RESPONSE},
+)
+async def clear_faults(recorder: RecorderDep, server: str | None = None) -> dict[str, Any]:
+    recorder.clear_faults(server)
+    return {"faults": [f.to_dict() for f in recorder.faults()]}

@@ -1,0 +1,315 @@
+"""The receiver's state machine: :class:`Recorder` keeps events, timelines, attempts, counters.
+
+:class:`Recorder` is plain Python guarded by one re-entrant lock, so any thread may call
+it: the uvicorn thread that runs the app records into it while a test thread (or another
+event loop) reads it and waits on it (the waits are in :mod:`fake_rvc._waits`, the fault
+plan in :mod:`fake_rvc._faults`, the records in :mod:`fake_rvc._records`).
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from typing import Any
+
+from fake_rvc._faults import Fault, FaultPlan
+from fake_rvc._records import (
+    ANOMALY_KINDS,
+    Attempt,
+    ReceivedEvent,
+    Timeline,
+    duplicate_anomaly,
+    stored_attempt,
+)
+from fake_rvc._waits import RecorderWaits
+from robot_mcp_kit.models import TaskEvent
+
+__all__ = ["Recorder"]
+
+
+class Recorder(RecorderWaits):
+    """The receiver's state, shared by the app and the test that drives it.
+
+    Thread-safe: every method takes one re-entrant lock. Sync waits block on a
+    ``threading.Condition``; async waits work on any event loop (see :mod:`fake_rvc._waits`).
+
+    Args:
+        max_attempts: how many attempts to keep (oldest forgotten first); counters stay
+            exact. Events are never forgotten until :meth:`reset`.
+    """
+
+    def __init__(self, *, max_attempts: int = 100_000) -> None:
+        self._init_waits(threading.RLock())
+        self._attempts: collections.deque[Attempt] = collections.deque(maxlen=max_attempts)
+        self._n = 0
+        self._events: list[ReceivedEvent] = []
+        self._by_event_id: dict[str, ReceivedEvent] = {}
+        # Keyed by (server, task_id): a task id is unique only within its server (kit spec
+        # §4.2: four characters of the server name and six hex digits).
+        self._timelines: dict[tuple[str, str], Timeline] = {}
+        self._faults = FaultPlan()
+        self._counters: collections.Counter[str] = collections.Counter()
+        self._rejections: collections.Counter[str] = collections.Counter()
+
+    def __repr__(self) -> str:
+        with self._lock:
+            return (
+                f"<Recorder attempts={self._n} events={len(self._events)} "
+                f"tasks={len(self._timelines)} faults={len(self._faults)}>"
+            )
+
+    # ----------------------------------------------------------------- recording
+
+    def next_attempt_number(self) -> int:
+        """Reserve the next attempt number (1-based, in arrival order)."""
+        with self._lock:
+            self._n += 1
+            return self._n
+
+    def record_attempt(self, attempt: Attempt) -> None:
+        """Store one attempt that did not yield a new event (rejected, fault, dropped)."""
+        with self._lock:
+            self._store_attempt(attempt)
+        self._notify(attempt)
+
+    def record_event(
+        self,
+        event: TaskEvent,
+        *,
+        server: str,
+        n: int,
+        received_wall: float,
+        received_mono: float,
+    ) -> Attempt:
+        """Store a verified event, or note it as a duplicate; return the attempt.
+
+        A duplicate ``event_id`` is not stored again: the attempt's outcome is
+        ``duplicate`` and the original task's timeline gets a ``duplicate`` anomaly, or an
+        ``event_id_reused`` one (naming the fields that differ) when the body is not the
+        same event again.
+        A new event advances its task's expected seq and records ``gap`` (seq above the
+        expected one), ``reorder`` (below it) or ``after_terminal`` (anything after
+        ``task_done`` / ``task_failed``).
+        """
+        with self._lock:
+            original = self._by_event_id.get(event.event_id)
+            if original is not None:
+                first_timeline = self._timelines[(original.server, original.task_id)]
+                first_timeline.duplicates += 1
+                dup = duplicate_anomaly(event, server, original, n)
+                first_timeline.add_anomaly(dup)
+                self._counters["duplicates"] += 1
+                self._counters["anomaly_" + dup["kind"]] += 1
+                attempt = stored_attempt(
+                    original, "duplicate", (dup,), n, received_wall, received_mono, server
+                )
+            else:
+                received = ReceivedEvent(event, server, n, received_wall, received_mono)
+                key = (server, event.task_id)
+                timeline = self._timelines.get(key)
+                if timeline is None:
+                    timeline = Timeline(task_id=event.task_id, server=server)
+                    self._timelines[key] = timeline
+                anomalies = timeline.track(received)
+                for anomaly in anomalies:
+                    timeline.add_anomaly(anomaly)
+                    self._counters["anomaly_" + anomaly["kind"]] += 1
+                self._keep(timeline, received)
+                self._counters["accepted"] += 1
+                attempt = stored_attempt(
+                    event, "accepted", tuple(anomalies), n, received_wall, received_mono, server
+                )
+            self._store_attempt(attempt)
+        self._notify(attempt)
+        return attempt
+
+    def record_repaired(self, event: TaskEvent, *, server: str) -> Attempt | None:
+        """Store an event fetched to fill a gap (repair mode); None if it is no longer missing.
+
+        Only a seq still in the task's ``missing_seqs`` is stored, marked ``repaired``; its
+        timeline's expected seq and anomaly history are left as they are (the gap did
+        happen). The record is an :class:`Attempt` with outcome ``repaired``.
+        """
+        with self._lock:
+            timeline = self._timelines.get((server, event.task_id))
+            if (
+                timeline is None
+                or event.event_id in self._by_event_id
+                or event.seq not in timeline.missing_seqs
+            ):
+                return None
+            self._n += 1
+            now_wall, now_mono = time.time(), time.monotonic()
+            received = ReceivedEvent(event, server, self._n, now_wall, now_mono, repaired=True)
+            self._keep(timeline, received)
+            self._counters["repaired"] += 1
+            attempt = Attempt(
+                n=self._n,
+                received_wall=now_wall,
+                received_mono=now_mono,
+                server=server,
+                status=None,
+                outcome="repaired",
+                reason="get_task_events",
+                detail=f"seq {event.seq} fetched from the server to fill a gap",
+                event_id=event.event_id,
+                task_id=event.task_id,
+                seq=event.seq,
+                type=event.type,
+                payload=event.payload,
+            )
+            self._store_attempt(attempt)
+        self._notify(attempt)
+        return attempt
+
+    def _keep(self, timeline: Timeline, received: ReceivedEvent) -> None:
+        # Caller holds the lock.
+        timeline.store(received)
+        self._events.append(received)
+        self._by_event_id[received.event_id] = received
+
+    def _store_attempt(self, attempt: Attempt) -> None:
+        # Caller holds the lock.
+        self._attempts.append(attempt)
+        if attempt.outcome == "repaired":  # no POST: counted as "repaired" only
+            return
+        self._counters["attempts"] += 1
+        if attempt.outcome == "rejected":
+            self._counters["rejected"] += 1
+            self._rejections[attempt.reason or "unknown"] += 1
+        elif attempt.outcome == "fault":
+            self._counters["faults"] += 1
+        elif attempt.outcome == "dropped":
+            self._counters["dropped"] += 1
+
+    # ----------------------------------------------------------------- reading
+
+    def events(
+        self, server: str | None = None, task_id: str | None = None, type: str | None = None
+    ) -> list[ReceivedEvent]:
+        """Return the stored events in arrival order, filtered by the given fields."""
+        with self._lock:
+            return [
+                e
+                for e in self._events
+                if (server is None or e.server == server)
+                and (task_id is None or e.task_id == task_id)
+                and (type is None or e.type == type)
+            ]
+
+    def _matching(self, task_id: str, server: str | None) -> list[Timeline]:
+        # Caller holds the lock. Without a server, every server's task of that id.
+        if server is not None:
+            found = self._timelines.get((server, task_id))
+            return [] if found is None else [found]
+        return [t for (_, tid), t in self._timelines.items() if tid == task_id]
+
+    def _find_event(
+        self, task_id: str, type: str | None, server: str | None = None
+    ) -> ReceivedEvent | None:
+        with self._lock:
+            for timeline in self._matching(task_id, server):
+                for e in timeline.events:
+                    if type is None or e.type == type:
+                        return e
+            return None
+
+    def timeline(self, task_id: str, server: str | None = None) -> Timeline | None:
+        """Return a snapshot of one task's timeline, or None if no event named it.
+
+        Task ids are unique per server; pass ``server`` when two servers may share one.
+        Without it, the first server (in order of first event) that used the id is meant.
+        """
+        with self._lock:
+            matching = self._matching(task_id, server)
+            return matching[0].copy() if matching else None
+
+    def timelines(self) -> list[Timeline]:
+        """Return a snapshot of every task's timeline, in order of first event."""
+        with self._lock:
+            return [t.copy() for t in self._timelines.values()]
+
+    def task_ids(self) -> list[str]:
+        """Return the ids of every task seen, in order of first event."""
+        with self._lock:
+            return list(dict.fromkeys(task_id for _, task_id in self._timelines))
+
+    def attempts(self, server: str | None = None) -> list[Attempt]:
+        """Return the kept attempts in arrival order, optionally for one server header."""
+        with self._lock:
+            return [a for a in self._attempts if server is None or a.server == server]
+
+    def counters(self) -> dict[str, Any]:
+        """Return the counters as a JSON-ready dict.
+
+        Keys: ``attempts``, ``accepted``, ``duplicates``, ``rejected``, ``faults``,
+        ``dropped``, ``repaired``, ``tasks``, ``anomalies`` (by kind) and ``rejections``
+        (by reason).
+        """
+        with self._lock:
+            c = self._counters
+            out: dict[str, Any] = {
+                key: c[key]
+                for key in (
+                    "attempts",
+                    "accepted",
+                    "duplicates",
+                    "rejected",
+                    "faults",
+                    "dropped",
+                    "repaired",
+                )
+            }
+            out["tasks"] = len(self._timelines)
+            out["anomalies"] = {kind: c["anomaly_" + kind] for kind in ANOMALY_KINDS}
+            out["rejections"] = dict(sorted(self._rejections.items()))
+            return out
+
+    def reset(self) -> None:
+        """Forget events, attempts, counters and faults; wake waiters; tell the page."""
+        with self._lock:
+            self._attempts.clear()
+            self._n = 0
+            self._events.clear()
+            self._by_event_id.clear()
+            self._timelines.clear()
+            self._faults.clear()
+            self._counters.clear()
+            self._rejections.clear()
+        self._notify(None)
+
+    # ----------------------------------------------------------------- faults
+
+    def inject_fault(
+        self,
+        server: str,
+        *,
+        status: int | None = None,
+        delay_s: float | None = None,
+        drop: bool = False,
+        count: int = 1,
+    ) -> Fault:
+        """Answer the next ``count`` posts from ``server`` with a fault.
+
+        ``server`` is an ``X-RVC-Server`` name, or ``"*"`` for any server. Faults queue
+        up in order per server. Faults act before authentication, like a broken network
+        or proxy would.
+
+        Raises:
+            FaultError: (a ``ValueError``) nothing to inject, both ``status`` and ``drop``,
+                a status outside 100–599, a negative delay or a count below 1.
+        """
+        return self._faults.add(server, status=status, delay_s=delay_s, drop=drop, count=count)
+
+    def take_fault(self, server: str | None) -> Fault | None:
+        """Consume one fault for a post from ``server`` (its own first, then ``"*"``)."""
+        return self._faults.take(server)
+
+    def faults(self) -> list[Fault]:
+        """Return the pending faults, per server in the order they will be used."""
+        return self._faults.pending()
+
+    def clear_faults(self, server: str | None = None) -> None:
+        """Remove pending faults for ``server``, or all of them when None."""
+        self._faults.clear(server)
