@@ -56,18 +56,15 @@ import random
 import secrets
 import shutil
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-import httpx
-
-from robot_mcp_kit.testing import free_port
+from robot_mcp_kit.testing import ServiceProcess, free_port
 from robot_mcp_memory.db import open_index
 from robot_mcp_memory.docmodel import ProcessDoc
 from robot_mcp_memory.store import ProcessStore, _match_expression, search_terms
@@ -300,7 +297,8 @@ def memory_server(data_dir: Path, extra_env: Mapping[str, str] | None = None) ->
     """Start robot-mcp-memory over SSE on a free port; yield its base URL; stop it.
 
     The caller's ``MEMORY_TOKEN`` / ``MEMORY_ROBOT_TOKENS`` are dropped; ``extra_env``
-    sets the server's own.
+    sets the server's own. Raises ``ServiceStartError`` if it exits or does not answer
+    ``/healthz`` within 30 s.
     """
     exe = shutil.which("robot-mcp-memory") or str(
         Path(sys.executable).with_name("robot-mcp-memory")
@@ -318,38 +316,11 @@ def memory_server(data_dir: Path, extra_env: Mapping[str, str] | None = None) ->
         env.pop(name, None)
     env.update(extra_env or {})
     base = f"http://127.0.0.1:{port}"
-    with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen([exe], env=env, stdout=log, stderr=log)
-        try:
-            _wait_ready(proc, log, base)
-            yield base
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-
-def _wait_ready(proc: subprocess.Popen[bytes], log: IO[bytes], base: str) -> None:
-    """Poll GET /healthz until it answers 200; raise if the server exits or 30 s pass."""
-    deadline = time.monotonic() + 30
-    while True:
-        if proc.poll() is not None:
-            log.seek(0)
-            raise RuntimeError(
-                f"robot-mcp-memory exited with {proc.returncode}: "
-                f"{log.read().decode(errors='replace')[-2000:]}"
-            )
-        try:
-            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            raise RuntimeError("robot-mcp-memory did not answer /healthz within 30 s")
-        time.sleep(0.1)
+    server = ServiceProcess(
+        "robot-mcp-memory", [exe], port, env=env, inherit_env=False, ready=f"{base}/healthz"
+    )
+    with server.start(ready_timeout_s=30):
+        yield base
 
 
 async def measure_sse(

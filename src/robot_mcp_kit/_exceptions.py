@@ -26,6 +26,7 @@ __all__ = [
     "RobotMcpKitError",
     "SchemaMismatch",
     "SchemaTooNew",
+    "ServiceStartError",
     "SignatureError",
     "StoreClosed",
     "StoreError",
@@ -85,3 +86,26 @@ class PruneRefused(StoreError):
 
 class StoreClosed(StoreError):
     """The store was used after ``close()``."""
+
+
+class ServiceStartError(RobotMcpKitError, RuntimeError):
+    """A child service (:class:`~robot_mcp_kit.testing.ServiceProcess`) exited or was not
+    ready in time; the message ends with its last output lines.
+
+    Attributes: ``service`` (its name), ``returncode`` (the exit status, None if it was
+    still running when the wait gave up) and ``output`` (its last output lines). Also a
+    ``RuntimeError``, as it was before it joined the kit's hierarchy.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        service: str | None = None,
+        returncode: int | None = None,
+        output: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.service = service
+        self.returncode = returncode
+        self.output = output

@@ -15,8 +15,18 @@ events it produced::
         assert done.payload["result"] == {"arrived": True}
         assert [e.seq for e in poster.events_for(info.task_id)] == [1, 2, 3]
 
-To test a server as a real process, :class:`ServiceProcess` starts it, waits until its
-port answers and stops it by pid; :func:`free_port` picks a loopback port.
+To run an :class:`~robot_mcp_kit.events.EventPoster`'s retry schedule in milliseconds,
+pass it a :class:`FakeClock`: its ``sleep`` records the pause and advances virtual time at
+once, so ``clock.sleeps`` is the schedule the poster followed::
+
+    clock = FakeClock()
+    poster = EventPoster("nav", URL, SECRET, clock=clock, transport=failing_transport)
+    ...
+    assert clock.sleeps[:3] == [0.5, 2.0, 8.0]
+
+To test a server as a real process, :class:`ServiceProcess` starts it, waits until it is
+ready (its port answers, a URL answers 2xx, or a probe of your own says so) and stops it by
+pid, optionally in its own process group; :func:`free_port` picks a loopback port.
 
 Nothing here needs the ``mcp`` extra; the process helpers use loopback only.
 """
@@ -25,10 +35,66 @@ from __future__ import annotations
 
 import asyncio
 
-from robot_mcp_kit._processes import ServiceProcess, ServiceStartError, free_port, wait_for_port
+from robot_mcp_kit._exceptions import ServiceStartError
+from robot_mcp_kit._processes import (
+    ReadyProbe,
+    ServiceProcess,
+    free_port,
+    http_ok,
+    wait_for_port,
+)
 from robot_mcp_kit.models import EventType, TaskEvent
 
-__all__ = ["RecordingPoster", "ServiceProcess", "ServiceStartError", "free_port", "wait_for_port"]
+__all__ = [
+    "FakeClock",
+    "ReadyProbe",
+    "RecordingPoster",
+    "ServiceProcess",
+    "ServiceStartError",
+    "free_port",
+    "http_ok",
+    "wait_for_port",
+]
+
+
+class FakeClock:
+    """A :class:`~robot_mcp_kit.Clock` in virtual time, for the poster's retry schedule.
+
+    ``sleep`` records the pause in :attr:`sleeps` and advances both clocks by it at once
+    (then yields to the loop once), so a 10-minute schedule runs in milliseconds and its
+    pauses can be asserted exactly. ``time()`` is ``wall0`` plus the virtual seconds
+    elapsed; ``monotonic()`` starts at 0. :meth:`advance` moves time without a sleep.
+
+    .. versionadded:: 0.1.0
+    """
+
+    def __init__(self, wall0: float = 1_765_532_000.0) -> None:
+        self.wall0 = wall0
+        self.mono = 0.0
+        self.sleeps: list[float] = []
+
+    def time(self) -> float:
+        """Virtual wall-clock unix seconds."""
+        return self.wall0 + self.mono
+
+    def monotonic(self) -> float:
+        """Virtual seconds since the clock was made."""
+        return self.mono
+
+    async def sleep(self, seconds: float) -> None:
+        """Record ``seconds``, advance virtual time by it, and yield to the loop once."""
+        self.sleeps.append(seconds)
+        self.mono += seconds
+        await asyncio.sleep(0)
+
+    def advance(self, seconds: float) -> None:
+        """Move virtual time forward by ``seconds`` (no sleep recorded)."""
+        self.mono += seconds
+
+    def __repr__(self) -> str:
+        return (
+            f"FakeClock(wall0={self.wall0!r}, elapsed_s={self.mono!r}, sleeps={len(self.sleeps)})"
+        )
 
 
 class RecordingPoster:

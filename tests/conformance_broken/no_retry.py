@@ -2,8 +2,7 @@
 
 from _base import NAME, build, serve
 
-from robot_mcp_kit import EventPoster
-from robot_mcp_kit._retry import RetryPolicy
+from robot_mcp_kit import EventPoster, RetryPolicy
 
 if __name__ == "__main__":
     once = RetryPolicy(delays_s=(), then_every_s=1.0, give_up_after_s=0.0)

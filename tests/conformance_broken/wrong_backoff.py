@@ -5,8 +5,7 @@ Every event is still delivered, so only the retry timing comparison can catch it
 
 from _base import NAME, build, serve
 
-from robot_mcp_kit import EventPoster
-from robot_mcp_kit._retry import RetryPolicy
+from robot_mcp_kit import EventPoster, RetryPolicy
 
 if __name__ == "__main__":
     hasty = RetryPolicy(delays_s=(0.1, 0.1))

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -23,7 +22,7 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-from robot_mcp_kit.testing import free_port
+from robot_mcp_kit.testing import ServiceProcess, ServiceStartError, free_port
 
 pytestmark = pytest.mark.slow
 
@@ -49,16 +48,6 @@ MALFORMED = {
     b'{"hello":"world"}': INVALID,
     b"42": INVALID,
 }
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "0"},
-    },
-}
 JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
 # Runs the server's real entry point with RLIMIT_NOFILE set first (no preexec_fn needed).
@@ -71,7 +60,11 @@ _WITH_NOFILE = (
 
 
 class MemoryChild:
-    """``robot-mcp-memory`` as a child process on a free loopback port, stderr to a file."""
+    """``robot-mcp-memory`` as a child process on a free loopback port, output to a file.
+
+    A thin layer over :class:`robot_mcp_kit.testing.ServiceProcess` (ready once
+    ``/healthz`` answers 200) that adds the memory server's environment and log reading.
+    """
 
     def __init__(
         self,
@@ -82,73 +75,67 @@ class MemoryChild:
         nofile: tuple[int, int] | None = None,
         token: str | None = TOKEN,
     ) -> None:
-        self.port = free_port()
-        self.transport = transport
-        self.data_dir = tmp_path / "data"
-        self.log_path = tmp_path / f"server-{self.port}.log"
+        port = free_port()
+        self.port = port
         self.token = token
-        self.extra_env = env or {}
-        self.nofile = nofile
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.data_dir = tmp_path / "data"
+        self.log_path = tmp_path / f"server-{port}.log"
+        child_env = {k: v for k, v in os.environ.items() if not k.startswith(("MCP_", "MEMORY_"))}
+        child_env.update(
+            MCP_TRANSPORT=transport,
+            MCP_PORT=str(port),
+            MEMORY_DATA_DIR=str(self.data_dir),
+            **(env or {}),
+        )
+        if token:
+            child_env["MEMORY_TOKEN"] = token
+        if nofile is None:
+            argv = [sys.executable, "-m", "robot_mcp_memory"]
+        else:
+            soft, hard = nofile
+            argv = [sys.executable, "-c", _WITH_NOFILE.format(soft=soft, hard=hard)]
+        self.service = ServiceProcess(
+            "robot-mcp-memory",
+            argv,
+            port,
+            env=child_env,
+            inherit_env=False,
+            ready=f"{self.base}/healthz",
+            output=self.log_path.open("ab"),  # closed in stop()
+        )
 
     @property
     def base(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def proc(self) -> subprocess.Popen[bytes] | None:
+        return self.service.proc
+
     def auth(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
     def launch(self) -> MemoryChild:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("MCP_", "MEMORY_"))}
-        env.update(
-            MCP_TRANSPORT=self.transport,
-            MCP_PORT=str(self.port),
-            MEMORY_DATA_DIR=str(self.data_dir),
-            **self.extra_env,
-        )
-        if self.token:
-            env["MEMORY_TOKEN"] = self.token
-        if self.nofile is None:
-            argv = [sys.executable, "-m", "robot_mcp_memory"]
-        else:
-            soft, hard = self.nofile
-            argv = [sys.executable, "-c", _WITH_NOFILE.format(soft=soft, hard=hard)]
-        with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(
-                argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log
-            )
+        self.service.launch()
         return self
 
     def start(self) -> MemoryChild:
-        self.launch()
-        assert self.proc is not None
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                pytest.fail(f"server exited {self.proc.returncode}: {self.log_text()}")
-            try:
-                if httpx.get(f"{self.base}/healthz", timeout=1.0).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
-        pytest.fail(f"server not ready after {READY_TIMEOUT_S}s: {self.log_text()}")
+        try:
+            self.service.start(ready_timeout_s=READY_TIMEOUT_S)
+        except ServiceStartError as exc:
+            pytest.fail(str(exc))
+        return self
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
+        self.service.close()
+        if self.service.output is not None:
+            self.service.output.close()
 
     def log_size(self) -> int:
         return self.log_path.stat().st_size if self.log_path.exists() else 0
 
     def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return self.service.log_text()
 
     def log_events(self) -> list[dict]:
         events = []
@@ -332,14 +319,14 @@ def assert_quiet_log(server: MemoryChild) -> None:
     assert "error" not in levels, text[-2000:]
 
 
-def test_malformed_jsonrpc_on_streamable_http_is_a_400_parse_error(memory_child):
+def test_malformed_jsonrpc_on_streamable_http_is_a_400_parse_error(memory_child, mcp_initialize):
     """With and without a session id: 400 + the fixed JSON-RPC error, no traceback, and the
     session still works afterwards; without the token it is a 401 (auth comes first)."""
     server = memory_child(transport="streamable-http").start()
     url = f"{server.base}/mcp"
     with httpx.Client(timeout=10) as http:
         assert http.post(url, content=b"not json{", headers=JSON_HEADERS).status_code == 401
-        opened = http.post(url, json=INITIALIZE, headers={**JSON_HEADERS, **server.auth()})
+        opened = http.post(url, json=mcp_initialize, headers={**JSON_HEADERS, **server.auth()})
         assert opened.status_code == 200
         session = {
             "mcp-session-id": opened.headers["mcp-session-id"],
@@ -360,7 +347,7 @@ def test_malformed_jsonrpc_on_streamable_http_is_a_400_parse_error(memory_child)
     assert any(e.get("event") == "jsonrpc_body_refused" for e in server.log_events())
 
 
-def test_malformed_jsonrpc_on_the_sse_message_endpoint_is_a_400(memory_child):
+def test_malformed_jsonrpc_on_the_sse_message_endpoint_is_a_400(memory_child, mcp_initialize):
     """POST /messages/?session_id=<live>: malformed bodies get the fixed 400, nothing reaches
     the session (no 'Internal Server Error' pushed to it), the log has no traceback."""
     server = memory_child(transport="sse").start()
@@ -374,7 +361,7 @@ def test_malformed_jsonrpc_on_the_sse_message_endpoint_is_a_400(memory_child):
         for body, expected in MALFORMED.items():
             r = http.post(endpoint, content=body, headers={"Content-Type": "application/json"})
             assert (r.status_code, r.json()) == (400, expected), body[:40]
-        r = http.post(endpoint, json=INITIALIZE)
+        r = http.post(endpoint, json=mcp_initialize)
         assert r.status_code == 202
     assert_quiet_log(server)
 

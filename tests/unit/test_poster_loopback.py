@@ -18,8 +18,7 @@ from typing import Any
 import pytest
 import uvicorn
 
-from robot_mcp_kit import EventPoster, PosterStats, SignatureError, TaskEvent
-from robot_mcp_kit._retry import RetryPolicy
+from robot_mcp_kit import EventPoster, PosterStats, RetryPolicy, SignatureError, TaskEvent
 from robot_mcp_kit.models import new_event_id, utc_now
 from robot_mcp_kit.signing import check
 

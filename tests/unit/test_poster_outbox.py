@@ -18,8 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from robot_mcp_kit import EventPoster, TaskEvent, TaskManager
-from robot_mcp_kit._retry import RetryPolicy
+from robot_mcp_kit import EventPoster, RetryPolicy, TaskEvent, TaskManager
 from robot_mcp_kit.models import new_event_id, utc_now
 
 SECRET = "s3cret"

@@ -22,8 +22,7 @@ from typing import Any
 
 import pytest
 
-from robot_mcp_kit import EventPoster, SignatureError, TaskEvent
-from robot_mcp_kit._retry import RetryPolicy
+from robot_mcp_kit import EventPoster, RetryPolicy, SignatureError, TaskEvent
 from robot_mcp_kit.models import new_event_id, utc_now
 from robot_mcp_kit.signing import check
 

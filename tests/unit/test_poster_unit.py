@@ -1,9 +1,9 @@
 """Unit tests of EventPoster over a scripted httpx.MockTransport and a virtual clock.
 
 The fake brain (:class:`Receiver`) verifies every request with ``robot_mcp_kit.signing.check``
-at the virtual receive time, records it, and answers from a script. The :class:`FakeClock`
-advances virtual time instantly on ``sleep``, so the 10-minute retry schedule runs in
-milliseconds and its pauses can be asserted exactly.
+at the virtual receive time, records it, and answers from a script. The kit's
+:class:`~robot_mcp_kit.testing.FakeClock` advances virtual time instantly on ``sleep``, so
+the 10-minute retry schedule runs in milliseconds and its pauses can be asserted exactly.
 """
 
 from __future__ import annotations
@@ -19,36 +19,23 @@ from typing import Any
 import httpx
 import pytest
 
-from robot_mcp_kit import ConfigurationError, EventPoster, PosterStats, SignatureError, TaskEvent
-from robot_mcp_kit._retry import RetryPolicy
+from robot_mcp_kit import (
+    ConfigurationError,
+    EventPoster,
+    PosterStats,
+    RetryPolicy,
+    SignatureError,
+    TaskEvent,
+)
 from robot_mcp_kit.models import new_event_id, utc_now
 from robot_mcp_kit.signing import HEADER_SERVER, HEADER_SIGNATURE, HEADER_TIMESTAMP, check
+from robot_mcp_kit.testing import FakeClock
 
 SECRET = "s3cret"
 URL = "http://brain.test/api/agent/events"
 WALL0 = 1_765_532_000.7  # a fractional start so a 0.5 s pause changes the signed second
 SPEC_PAUSES = [0.5, 2.0, 8.0] + [30.0] * 19  # attempts at 0, 0.5, 2.5, 10.5, 40.5 ... 580.5 s
 LOGGER = "robot_mcp_kit.events"
-
-
-class FakeClock:
-    """Virtual time: ``sleep`` records the pause and advances both clocks at once."""
-
-    def __init__(self, wall0: float = WALL0) -> None:
-        self.wall0 = wall0
-        self.mono = 0.0
-        self.sleeps: list[float] = []
-
-    def time(self) -> float:
-        return self.wall0 + self.mono
-
-    def monotonic(self) -> float:
-        return self.mono
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.mono += seconds
-        await asyncio.sleep(0)
 
 
 @dataclass
@@ -138,7 +125,7 @@ def fail_first(n_failures: int, outcome: Outcome | Callable[[], Outcome]) -> Scr
 
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(WALL0)
 
 
 @pytest.fixture

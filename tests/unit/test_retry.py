@@ -1,4 +1,4 @@
-"""Tests of robot_mcp_kit._retry: the 0.5/2/8/30 s schedule, the 10-minute cap, Retry-After."""
+"""Tests of RetryPolicy and the Clock port: the 0.5/2/8/30 s schedule, the cap, Retry-After."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from robot_mcp_kit._retry import Clock, RetryPolicy, SystemClock
+from robot_mcp_kit import Clock, RetryPolicy, SystemClock
 
 SPEC_SCHEDULE = [0.5, 2.0, 8.0] + [30.0] * 19  # attempts at 0, 0.5, 2.5, 10.5, 40.5 ... 580.5 s
 
