@@ -297,6 +297,15 @@ class TestLogRateLimit:
         """The real asyncio path: 1 000 EMFILE accept errors make one line, not 1 000."""
         stream = io.StringIO()
         configure_logging(json=True, stream=stream)
+        # An in-process uvicorn started by an earlier test (fake_rvc's server) leaves its own
+        # logging config behind (levels, and "uvicorn" not propagating to the root); this
+        # test is about the filter on the root handler, not about that.
+        loggers = [logging.getLogger(name) for name in ("uvicorn", "uvicorn.error", "asyncio")]
+        saved = [(lg.level, lg.disabled, lg.propagate) for lg in loggers]
+        for lg in loggers:
+            lg.setLevel(logging.NOTSET)
+            lg.disabled = False
+            lg.propagate = True
         loop = asyncio.new_event_loop()
         sock = socket.socket()
         try:
@@ -313,6 +322,10 @@ class TestLogRateLimit:
             sock.close()
             loop.close()
             configure_logging()
+            for lg, (level, disabled, propagate) in zip(loggers, saved, strict=True):
+                lg.setLevel(level)
+                lg.disabled = disabled
+                lg.propagate = propagate
         lines = [json.loads(line) for line in stream.getvalue().splitlines()]
         accept = [e for e in lines if e["event"].startswith("socket.accept()")]
         assert len(accept) == 1
