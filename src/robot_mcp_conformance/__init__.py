@@ -9,12 +9,50 @@ Install it with ``pip install 'robot-mcp-kit[conformance]'`` and run it three wa
 ``URL`` is an SSE or a streamable-HTTP endpoint (detected, or ``--transport``). Every test
 checks one clause of the contract (``docs/contract.md``) and, when it fails, names that
 clause and shows the offending event or response. :mod:`.plugin` holds the options (a
-``pytest11`` plugin); :mod:`._fixtures` the fixtures; :mod:`._target` the server process,
+``pytest11`` plugin); :mod:`._fixtures` the fixtures; :mod:`._config` the options as a
+:class:`Config`; :mod:`._process` the server process the suite starts; :mod:`._client`
 transport detection and the MCP client; :mod:`._scenarios` the task runs the tests
 inspect; :mod:`._checks` the clause catalogue and the failure messages; :mod:`._cli` the
-console script.
+console script; :mod:`._exceptions` the errors, all :class:`ConformanceError`.
+
+The names below are the suite's public API, for a harness that drives a server the way
+the suite does (``McpClient``, ``detect_transport``) or builds its command line.
 """
 
+from robot_mcp_conformance._cli import build_pytest_args
+from robot_mcp_conformance._client import McpClient, ToolReply, detect_transport
+from robot_mcp_conformance._config import (
+    SLEEPER_CANCEL_ARGS,
+    SLEEPER_FAIL_ARGS,
+    SLEEPER_PATH,
+    SLEEPER_START_ARGS,
+    Config,
+    Transport,
+)
+from robot_mcp_conformance._exceptions import (
+    ConfigError,
+    ConformanceError,
+    ServerStartError,
+    TargetError,
+)
+from robot_mcp_conformance._process import ServerProcess
 from robot_mcp_kit import __version__
 
-__all__ = ["__version__"]
+__all__ = [
+    "SLEEPER_CANCEL_ARGS",
+    "SLEEPER_FAIL_ARGS",
+    "SLEEPER_PATH",
+    "SLEEPER_START_ARGS",
+    "Config",
+    "ConfigError",
+    "ConformanceError",
+    "McpClient",
+    "ServerProcess",
+    "ServerStartError",
+    "TargetError",
+    "ToolReply",
+    "Transport",
+    "__version__",
+    "build_pytest_args",
+    "detect_transport",
+]

@@ -14,6 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from robot_mcp_conformance._client import McpClient, detect_transport
+from robot_mcp_conformance._config import Config, Transport
+from robot_mcp_conformance._exceptions import ServerStartError, TargetError
+from robot_mcp_conformance._process import ServerProcess
 from robot_mcp_conformance._scenarios import (
     PROGRESS_TRIGGER,
     UNKNOWN_TRIGGER,
@@ -22,16 +26,8 @@ from robot_mcp_conformance._scenarios import (
     Harness,
     Runs,
 )
-from robot_mcp_conformance._target import (
-    Config,
-    McpClient,
-    ServerProcess,
-    TargetError,
-    Transport,
-    detect_transport,
-    free_port,
-)
 from robot_mcp_conformance.plugin import stashed_config
+from robot_mcp_kit.testing import free_port
 
 if TYPE_CHECKING:
     from fake_rvc import FakeRvcServer
@@ -126,7 +122,7 @@ def server_endpoint(
         proc.stop()
         proc.remove_log()
         _stop(f"conformance: cannot run --server-cmd {shlex.join(cfg.server_cmd)!r}: {exc}")
-    except RuntimeError as exc:
+    except ServerStartError as exc:
         proc.stop()
         pytest.fail(f"conformance: {exc}", pytrace=False)
     try:

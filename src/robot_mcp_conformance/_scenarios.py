@@ -21,13 +21,19 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from robot_mcp_conformance._checks import Clause, violation
-from robot_mcp_conformance._target import Config, McpClient, ToolReply
+from robot_mcp_conformance._client import McpClient, ToolReply
+from robot_mcp_conformance._config import Config
+from robot_mcp_kit import TASK_TOOL_NAMES, TERMINAL_STATES, TaskState
+from robot_mcp_kit.models import TERMINAL_EVENT_TYPES
 
 if TYPE_CHECKING:
     from fake_rvc import Attempt, FakeRvcServer, ReceivedEvent
 
 __all__ = [
     "CANCEL_STOP_S",
+    "CANCEL_TASK",
+    "GET_TASK",
+    "LIST_TASKS",
     "PROGRESS_TRIGGER",
     "TERMINAL_EVENT_TYPES",
     "TERMINAL_STATES",
@@ -39,8 +45,8 @@ __all__ = [
     "TaskRun",
 ]
 
-TERMINAL_STATES = frozenset({"succeeded", "failed", "cancelled"})
-TERMINAL_EVENT_TYPES = frozenset({"task_done", "task_failed"})
+GET_TASK, CANCEL_TASK, LIST_TASKS = TASK_TOOL_NAMES
+"""The contract's reconciliation tools (kit spec §6), by name."""
 
 QUIET_S = 0.4
 """How long to keep listening after a terminal event, to catch anything sent after it."""
@@ -232,7 +238,7 @@ class Harness:
 
     def state_of(self, task_id: str) -> str | None:
         """The state get_task reports, or None if it does not answer with a TaskInfo."""
-        reply = self.call("get_task", {"task_id": task_id})
+        reply = self.call(GET_TASK, {"task_id": task_id})
         data = reply.data
         if reply.answered and isinstance(data, dict) and isinstance(data.get("state"), str):
             return str(data["state"])
@@ -336,7 +342,7 @@ class Harness:
                 continue
             run.events = self.events(run.task_id)
             run.attempts = self.attempts(run.task_id)
-            run.final = self.call("get_task", {"task_id": run.task_id})
+            run.final = self.call(GET_TASK, {"task_id": run.task_id})
             run.rejections = rejections
 
     def _rejections(self) -> dict[str, int]:
@@ -363,11 +369,11 @@ class Harness:
                 lambda r: bool(r.events(task_id=task_id)) or bool(r.counters()["rejected"]),
                 timeout_s=3.0,
             )
-        before = self.call("get_task", {"task_id": task_id})
+        before = self.call(GET_TASK, {"task_id": task_id})
         called = time.time()
-        first = self.call("cancel_task", {"task_id": task_id})
+        first = self.call(CANCEL_TASK, {"task_id": task_id})
         cancelled_wall = called + first.elapsed_s
-        second = self.call("cancel_task", {"task_id": task_id})
+        second = self.call(CANCEL_TASK, {"task_id": task_id})
         limit = cancelled_wall + CANCEL_STOP_S
 
         def stamped_late(r: Any) -> bool:
@@ -379,7 +385,7 @@ class Harness:
         watch = max(0.3, cancelled_wall + CANCEL_WATCH_S - time.time())
         with contextlib.suppress(TimeoutError):
             recorder.wait_for(stamped_late, timeout_s=min(watch, CANCEL_WATCH_S))
-        after = self.call("get_task", {"task_id": task_id})
+        after = self.call(GET_TASK, {"task_id": task_id})
         run.events = self.events(task_id)
         run.attempts = self.attempts(task_id)
         run.final = after
@@ -393,8 +399,8 @@ class Harness:
         the barrier's terminal event has arrived, everything posted before it has too.
         """
         for task_id in list(self.started):
-            if self.state_of(task_id) == "running":
-                self.call("cancel_task", {"task_id": task_id})
+            if self.state_of(task_id) == TaskState.RUNNING:
+                self.call(CANCEL_TASK, {"task_id": task_id})
         self.run(self.config.start_args, "barrier")
 
     def delivery_scenario(self) -> DeliveryRun:

@@ -49,7 +49,8 @@ from typing import Any
 
 import pytest
 
-from robot_mcp_conformance._target import Config, ConfigError
+from robot_mcp_conformance._config import Config
+from robot_mcp_conformance._exceptions import ConfigError
 
 __all__ = ["CONFIG_KEY", "OPTIONS", "SUITE_DIRS", "build_config", "is_suite_item"]
 

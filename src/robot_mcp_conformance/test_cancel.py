@@ -11,11 +11,13 @@ import pytest
 from robot_mcp_conformance._checks import clauses, violation
 from robot_mcp_conformance._scenarios import (
     CANCEL_STOP_S,
+    CANCEL_TASK,
     TERMINAL_EVENT_TYPES,
     CancelRun,
     Harness,
     Runs,
 )
+from robot_mcp_kit import TaskState
 from robot_mcp_kit.models import format_ts
 
 
@@ -26,7 +28,7 @@ def _cancelled_reply(reply: Any, task_id: str) -> bool:
         and reply.answered
         and isinstance(data, dict)
         and data.get("task_id") == task_id
-        and data.get("state") == "cancelled"
+        and data.get("state") == TaskState.CANCELLED
     )
 
 
@@ -36,7 +38,7 @@ def _require_running_before(cancelled: CancelRun, clause: Any) -> str:
     state = (
         None if before is None or not isinstance(before.data, dict) else before.data.get("state")
     )
-    if state in ("succeeded", "failed"):
+    if state in (TaskState.SUCCEEDED, TaskState.FAILED):
         pytest.skip(
             f"the --cancel-args task {task_id} had already {state} before the cancel; "
             "give --cancel-args for a task that runs longer"
@@ -88,7 +90,7 @@ def test_cancelled_task_stays_cancelled_and_emits_no_task_failed(cancelled: Canc
         )
     after = cancelled.after
     state = None if after is None or not isinstance(after.data, dict) else after.data.get("state")
-    if state != "cancelled":
+    if state != TaskState.CANCELLED:
         violation(
             clause,
             f"after cancel_task, get_task({task_id!r}) reports state {state!r}",
@@ -127,14 +129,14 @@ def test_cancelling_a_finished_task_leaves_its_state(harness: Harness, runs: Run
     for run in finished:
         task_id = run.require_task(clause)
         state = harness.state_of(task_id)
-        if state not in ("succeeded", "failed"):
+        if state not in (TaskState.SUCCEEDED, TaskState.FAILED):
             violation(
                 clause,
                 f"task {task_id} ({run.label}) has not finished (get_task says {state!r}), so "
                 "cancelling a finished task cannot be checked",
                 run.final_evidence(),
             )
-        reply = harness.call("cancel_task", {"task_id": task_id})
+        reply = harness.call(CANCEL_TASK, {"task_id": task_id})
         data = reply.data
         if not reply.answered or not isinstance(data, dict) or data.get("state") != state:
             violation(

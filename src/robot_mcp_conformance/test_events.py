@@ -12,22 +12,23 @@ from datetime import timedelta
 from pydantic import ValidationError
 
 from robot_mcp_conformance._checks import clauses, violation
+from robot_mcp_conformance._config import Config
 from robot_mcp_conformance._scenarios import Harness, Runs
-from robot_mcp_conformance._target import Config
+from robot_mcp_kit import SignatureReason
 from robot_mcp_kit.models import TaskFailure
 
 SIGNATURE_REASONS = frozenset(
     {
-        "unknown_server",
-        "missing_timestamp",
-        "missing_signature",
-        "malformed_timestamp",
-        "stale_timestamp",
-        "future_timestamp",
-        "malformed_signature",
-        "bad_signature",
-        "invalid_header",
-        "duplicate_header",
+        SignatureReason.UNKNOWN_SERVER,
+        SignatureReason.MISSING_TIMESTAMP,
+        SignatureReason.MISSING_SIGNATURE,
+        SignatureReason.MALFORMED_TIMESTAMP,
+        SignatureReason.STALE_TIMESTAMP,
+        SignatureReason.FUTURE_TIMESTAMP,
+        SignatureReason.MALFORMED_SIGNATURE,
+        SignatureReason.BAD_SIGNATURE,
+        SignatureReason.INVALID_HEADER,
+        SignatureReason.DUPLICATE_HEADER,
     }
 )
 MAX_CLOCK_SKEW = timedelta(seconds=300)

@@ -9,11 +9,18 @@ import pytest
 from pydantic import ValidationError
 
 from robot_mcp_conformance._checks import clauses, violation
-from robot_mcp_conformance._scenarios import CancelRun, Harness, Runs
-from robot_mcp_conformance._target import Config
-from robot_mcp_kit.models import TaskInfo
+from robot_mcp_conformance._config import Config
+from robot_mcp_conformance._scenarios import (
+    CANCEL_TASK,
+    GET_TASK,
+    LIST_TASKS,
+    CancelRun,
+    Harness,
+    Runs,
+)
+from robot_mcp_kit import TaskInfo, TaskState
 
-STATES = ("running", "succeeded", "failed", "cancelled")
+STATES = tuple(state.value for state in TaskState)
 NO_SUCH_TASK = "zzzz-000000"
 
 
@@ -39,7 +46,7 @@ def test_get_task_agrees_with_the_events(runs: Runs) -> None:
             if info.get(key) != run.task_id:
                 violation(clause, f"get_task returned another task's {key}", evidence)
         if terminal.type == "task_done":
-            if info.get("state") != "succeeded":
+            if info.get("state") != TaskState.SUCCEEDED:
                 violation(
                     clause,
                     f"task {run.task_id} emitted task_done but get_task says state "
@@ -49,7 +56,7 @@ def test_get_task_agrees_with_the_events(runs: Runs) -> None:
             if info.get("result") != terminal.payload.get("result"):
                 violation(clause, "get_task's result differs from task_done's", evidence)
         else:
-            if info.get("state") != "failed":
+            if info.get("state") != TaskState.FAILED:
                 violation(
                     clause,
                     f"task {run.task_id} emitted task_failed but get_task says state "
@@ -76,7 +83,7 @@ def test_failing_task_ends_failed_with_its_task_failure(runs: Runs) -> None:
     events = run.require_events(clause)
     info = run.final_info
     evidence = {"get_task": run.final_evidence(), "event_types": [e.type for e in events]}
-    if info is None or info.get("state") != "failed":
+    if info is None or info.get("state") != TaskState.FAILED:
         violation(clause, f"task {run.task_id} started with --fail-args is not failed", evidence)
     try:
         failure = TaskInfo.model_validate(info).failure
@@ -91,7 +98,7 @@ def test_failing_task_ends_failed_with_its_task_failure(runs: Runs) -> None:
 def test_list_tasks_returns_task_infos(harness: Harness, runs: Runs) -> None:
     """§3.3: list_tasks() → {"tasks": [TaskInfo, ...]}, including tasks that finished."""
     clause = clauses.LIST_TASKS
-    reply = harness.call("list_tasks", {})
+    reply = harness.call(LIST_TASKS, {})
     tasks = _tasks(reply, clause)
     for item in tasks:
         try:
@@ -121,12 +128,12 @@ def test_list_tasks_filters_by_state(
     """§3.3: list_tasks(states=[s]) lists the tasks in state s and no others."""
     clause = clauses.LIST_FILTER
     started = None
-    if state == "running":
+    if state == TaskState.RUNNING:
         started = harness.start(conformance_config.long_args, "long")
         member = started.require_task(clause)
-    elif state == "succeeded":
+    elif state == TaskState.SUCCEEDED:
         member = runs.completed.require_task(clause)
-    elif state == "failed":
+    elif state == TaskState.FAILED:
         if runs.failed is None:
             pytest.skip("no --fail-args: the suite has no failed task to look for")
         member = runs.failed.require_task(clause)
@@ -137,7 +144,7 @@ def test_list_tasks_filters_by_state(
         if actual is not None and actual != state:
             # get_task is judged elsewhere; here there is no task in this state to look for.
             pytest.skip(f"task {member} is {actual!r}, not {state!r}; nothing to filter for")
-        reply = harness.call("list_tasks", {"states": [state]})
+        reply = harness.call(LIST_TASKS, {"states": [state]})
         tasks = _tasks(reply, clause)
         others = [t for t in tasks if t.get("state") != state]
         if others:
@@ -155,10 +162,10 @@ def test_list_tasks_filters_by_state(
             )
     finally:
         if started is not None and started.task_id is not None:
-            harness.call("cancel_task", {"task_id": started.task_id})
+            harness.call(CANCEL_TASK, {"task_id": started.task_id})
 
 
-@pytest.mark.parametrize("tool", ["get_task", "cancel_task"])
+@pytest.mark.parametrize("tool", [GET_TASK, CANCEL_TASK])
 def test_unknown_task_id_is_not_found(harness: Harness, tool: str) -> None:
     """§3.3: get_task / cancel_task of an unknown id → {"error": "not_found"}."""
     clause = clauses.NOT_FOUND
@@ -176,14 +183,14 @@ def test_unknown_task_id_is_not_found(harness: Harness, tool: str) -> None:
         )
 
 
-@pytest.mark.parametrize("tool", ["get_task", "list_tasks"])
+@pytest.mark.parametrize("tool", [GET_TASK, LIST_TASKS])
 def test_reconciliation_answers_are_objects_not_json_strings(
     harness: Harness, runs: Runs, tool: str
 ) -> None:
     """§6.4: structuredContent, when sent, is the answer itself; the text is that object."""
     clause = clauses.TOOLS_RETURN_JSON
     task_id = runs.completed.require_task(clause)
-    reply = harness.call(tool, {"task_id": task_id} if tool == "get_task" else {})
+    reply = harness.call(tool, {"task_id": task_id} if tool == GET_TASK else {})
     if not reply.answered:
         violation(clause, f"{tool} did not answer", reply.evidence())
     try:

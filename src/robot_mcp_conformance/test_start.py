@@ -7,9 +7,9 @@ import re
 from pydantic import ValidationError
 
 from robot_mcp_conformance._checks import clauses, violation
+from robot_mcp_conformance._config import CALL_BUDGET_S, Config
 from robot_mcp_conformance._scenarios import Runs
-from robot_mcp_conformance._target import CALL_BUDGET_S, Config
-from robot_mcp_kit.models import TaskInfo
+from robot_mcp_kit import TaskInfo, TaskState
 
 _TASK_INFO_KEYS = frozenset(TaskInfo.model_fields)
 
@@ -36,7 +36,7 @@ def test_start_call_returns_at_once_with_a_running_task(runs: Runs) -> None:
         # State running is the evidence that the tool did not wait for the work. When
         # the terminal event arrived says nothing: on a busy machine a short task may
         # legitimately finish before the start call's reply reaches the suite.
-        if info.get("state") != "running":
+        if info.get("state") != TaskState.RUNNING:
             violation(
                 clause,
                 f"the {run.label} start call returned state {info.get('state')!r}, not "

@@ -16,9 +16,9 @@ from pydantic import ValidationError
 
 from robot_mcp_conformance._checks import Clause, violation
 from robot_mcp_conformance._scenarios import Harness, Runs, TaskRun
-from robot_mcp_kit.models import TaskEvent
+from robot_mcp_kit import TASK_EVENTS_TOOL_NAME, TaskEvent
 
-TOOL = "get_task_events"
+TOOL = TASK_EVENTS_TOOL_NAME
 NO_SUCH_TASK = "zzzz-000000"
 TASK_EVENTS = Clause(
     "3.3",

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from robot_mcp_conformance._checks import Clause, clauses, violation
+from robot_mcp_kit import TASK_TOOL_NAMES
 
-TOOL_NAMES = ("get_task", "cancel_task", "list_tasks")
+TOOL_NAMES = TASK_TOOL_NAMES
 
 # A description passes when it talks about tasks and says, in one sentence, that the tool
 # does not start (begin, launch) work, or that it is only for status/cancellation.

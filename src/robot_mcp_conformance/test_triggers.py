@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from robot_mcp_conformance._checks import clauses, violation
+from robot_mcp_conformance._config import Config
 from robot_mcp_conformance._scenarios import PROGRESS_TRIGGER, UNKNOWN_TRIGGER, Runs
-from robot_mcp_conformance._target import Config
 
 
 def _need_triggers(runs: Runs, conformance_config: Config) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from robot_mcp_conformance import _target as target
+import robot_mcp_conformance as target
 
 
 def build(**options: Any) -> Any:
@@ -114,6 +114,5 @@ class TestTransport:
 
     def test_no_target_without_the_bundled_sleeper_is_a_config_error(self, monkeypatch, tmp_path):
         """Installed from the wheel (no examples/), the suite asks for a target."""
-        monkeypatch.setattr(target, "SLEEPER_PATH", tmp_path / "missing.py")
         with pytest.raises(target.ConfigError, match="no server to test: give --server-url"):
-            build()
+            build(sleeper_path=tmp_path / "missing.py")

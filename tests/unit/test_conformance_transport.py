@@ -11,8 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from robot_mcp_conformance._cli import build_pytest_args
-from robot_mcp_conformance._target import TargetError, detect_transport
+from robot_mcp_conformance import TargetError, build_pytest_args, detect_transport
 from robot_mcp_kit.testing import free_port
 
 # path -> (status, content type) the fake endpoint answers a GET with
