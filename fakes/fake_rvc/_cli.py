@@ -131,21 +131,21 @@ def format_attempt(attempt: Attempt) -> str:
     return f"✗ {attempt.status} {attempt.reason} server={server} — {attempt.detail}"
 
 
+_DESCRIPTION = (
+    "A fake of the chat app's POST /api/agent/events. Verifies HMAC-signed "
+    "TaskEvents, dedupes them, tracks seq per task and prints one line per event. "
+    "Point a capability server at it with RVC_CALLBACK_URL="
+    "http://HOST:PORT/api/agent/events and RVC_EVENT_SECRET=<its secret>. "
+    "Live page at http://HOST:PORT/, JSON inspection under /api/fake/ (see /docs)."
+)
+_EPILOG = (
+    "config file format (mcp.yaml style):  servers: {sleeper: {url: ..., "
+    "secret: s3cret}}  — or secret_env: VAR to read the secret from the environment."
+)
+
+
 def _build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="fake-rvc",
-        description=(
-            "A fake of the chat app's POST /api/agent/events. Verifies HMAC-signed "
-            "TaskEvents, dedupes them, tracks seq per task and prints one line per event. "
-            "Point a capability server at it with RVC_CALLBACK_URL="
-            "http://HOST:PORT/api/agent/events and RVC_EVENT_SECRET=<its secret>. "
-            "Live page at http://HOST:PORT/, JSON inspection under /api/fake/ (see /docs)."
-        ),
-        epilog=(
-            "config file format (mcp.yaml style):  servers: {sleeper: {url: ..., "
-            "secret: s3cret}}  — or secret_env: VAR to read the secret from the environment."
-        ),
-    )
+    parser = argparse.ArgumentParser(prog="fake-rvc", description=_DESCRIPTION, epilog=_EPILOG)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1)")
     parser.add_argument(

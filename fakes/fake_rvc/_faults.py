@@ -7,7 +7,7 @@ order per server, and a server's own faults go before the ones for any server (`
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from fake_rvc._exceptions import FaultError
@@ -35,13 +35,7 @@ class Fault:
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict of every field."""
-        return {
-            "server": self.server,
-            "status": self.status,
-            "delay_s": self.delay_s,
-            "drop": self.drop,
-            "remaining": self.remaining,
-        }
+        return asdict(self)
 
 
 class FaultPlan:

@@ -34,6 +34,8 @@ ANOMALY_KINDS = ("gap", "reorder", "duplicate", "event_id_reused", "after_termin
 """Every ``kind`` an anomaly may have, in the order the counters list them."""
 
 _MAX_ANOMALIES_PER_TASK = 10_000
+_EVENT_FIELDS = ("event_id", "task_id", "seq", "type", "payload")
+"""The fields an :class:`Attempt` copies from the event it carried."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,7 @@ def stored_attempt(
     ``event`` is the new event (``accepted``) or the stored original (``duplicate``; same
     ``event_id``), so a duplicate reports the original's task, seq, type and payload.
     """
+    claims = {name: getattr(event, name) for name in _EVENT_FIELDS}
     return Attempt(
         n=n,
         received_wall=received_wall,
@@ -144,12 +147,8 @@ def stored_attempt(
         server=server,
         status=200,
         outcome=outcome,
-        event_id=event.event_id,
-        task_id=event.task_id,
-        seq=event.seq,
-        type=event.type,
-        payload=event.payload,
         anomalies=anomalies,
+        **claims,
     )
 
 
