@@ -29,6 +29,7 @@ from mcp.types import INVALID_REQUEST, PARSE_ERROR, JSONRPCMessage
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from robot_mcp_memory._asgi_json import send_json
 from robot_mcp_memory.logs import RateLimiter, get_logger
 
 __all__ = ["JsonRpcBodyGuard", "check_jsonrpc_body"]
@@ -141,21 +142,12 @@ class JsonRpcBodyGuard:
                 client=f"{client[0]}:{client[1]}" if client else None,
                 suppressed=dropped,
             )
-        body = json.dumps(
+        await send_json(
+            send,
+            status,
             {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": text}},
-            separators=(",", ":"),
-        ).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
+            compact=True,
         )
-        await send({"type": "http.response.body", "body": body})
 
 
 def _header(scope: Scope, name: bytes) -> str:

@@ -23,7 +23,8 @@ table                   kind         why
 ``fleet_groups``        definition   an operator arranged the groups (customer and factory tags)
                                      and flipped a group's ``self_improve`` (NULL: inherit)
 ``fleet_settings``      definition   operator settings by key; ``global_self_improve`` ('1'/'0')
-``store_meta``          definition   the file's schema version: its identity, not its history
+``store_meta``          definition   the file's schema version: its identity, not its history;
+                                     declared by the kit itself (``Schema.all_tables()``), not here
 ======================  ===========  ============================================================
 
 Nothing is pruned (``SCHEMA.pruned`` is empty): a learned process vanishing after a month
@@ -76,7 +77,6 @@ __all__ = [
     "PROCESSES_VOCAB",
     "SCHEMA",
     "SCHEMA_VERSION",
-    "STORE_META",
     "open_index",
 ]
 
@@ -137,12 +137,6 @@ PROCESSES_VOCAB = Table(
 )
 PROCESSES_VECTORS = Table(
     "processes_vectors", Kind.DERIVED, _PROCESSES_VECTORS_V3, derived_from="processes"
-)
-
-STORE_META = Table(
-    "store_meta",
-    Kind.DEFINITION,
-    "CREATE TABLE store_meta (key TEXT PRIMARY KEY, value TEXT)",
 )
 
 # The fleet tables as version 2 creates them. The v1 -> v2 step runs these very strings:
@@ -212,11 +206,10 @@ SCHEMA = Schema(
         FLEET_GROUPS,
         FLEET_ROBOTS,
         FLEET_SETTINGS,
-        STORE_META,
     ),
     migrations=MIGRATIONS,
 )
-"""``index.db`` as the kit opens it."""
+"""``index.db`` as the kit opens it (the kit adds its own ``store_meta``)."""
 
 
 def open_index(data_dir: str | Path, *, hot_queue_max: int = 10_000) -> SqliteStore:

@@ -30,6 +30,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from robot_mcp_memory._exceptions import EmbedderUnavailable
+
 __all__ = [
     "DEFAULT_MODEL",
     "MAX_EMBED_CHARS",
@@ -41,8 +43,6 @@ __all__ = [
     "load_default_embedder",
     "normalise",
 ]
-
-logger = logging.getLogger("robot_mcp_memory.embedding")
 
 DEFAULT_MODEL = "wordllama/l2_supercat-256"
 """The default embedder's :attr:`~Embedder.name` (stored beside each vector)."""
@@ -56,17 +56,6 @@ a 256 KiB document.
 """
 
 Vectors = npt.NDArray[np.float32]
-
-
-class EmbedderUnavailable(RuntimeError):
-    """The embedding model cannot be loaded (package not installed, weights missing).
-
-    ``reason`` is one sentence for the operator; the server then serves lexical results.
-    """
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 @runtime_checkable

@@ -20,32 +20,40 @@ atomic together. Every read is one SQL statement (one consistent snapshot). All 
 are thread-safe and synchronous (the server calls them from worker threads). Every
 argument is validated; anything wrong raises :class:`FleetError` (code ``invalid``,
 ``not_found`` or ``conflict``) and nothing else — never a TypeError, OverflowError or
-RecursionError text. Added in 0.2 (issue 10); see decision 0007.
+RecursionError text. See decision 0007 (issue 10).
 """
 
 from __future__ import annotations
 
-import json
-import logging
-import sqlite3
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
 from robot_mcp_kit.models import format_ts, utc_now
 from robot_mcp_kit.store import SqliteStore
-from robot_mcp_memory.validation import (
+from robot_mcp_memory._exceptions import FleetError
+from robot_mcp_memory._fleet_records import (
+    GROUP_SQL,
+    Group,
+    Resolution,
+    Robot,
+    fetch_group,
+    fetch_robot,
+    group_exists,
+    group_from_row,
+    group_not_found,
+    robot_from_row,
+    robot_not_found,
+)
+from robot_mcp_memory._validation import (
     ID_PATTERN,
-    MAX_JSON_BYTES,
-    MAX_JSON_DEPTH,
-    MAX_LABEL_CHARS,
-    FleetError,
     check_bool,
     check_id,
     check_json_object,
     check_label,
 )
+from robot_mcp_memory.limits import MAX_JSON_BYTES, MAX_JSON_DEPTH, MAX_LABEL_CHARS
+from robot_mcp_memory.logs import get_logger
 
 __all__ = [
     "GLOBAL_SELF_IMPROVE",
@@ -63,111 +71,12 @@ __all__ = [
     "check_label",
 ]
 
-logger = logging.getLogger("robot_mcp_memory.fleet")
+_log = get_logger("robot_mcp_memory.fleet")
 
 GLOBAL_SELF_IMPROVE = "global_self_improve"
 """The ``fleet_settings`` key of the global self-improve toggle ('1' on, '0' off)."""
 
 _SEP = ", "
-
-
-def _log(event: str, **fields: object) -> None:
-    """One INFO line per operator write: the event name, then ``key=value`` fields."""
-    text = " ".join(f"{k}={v}" for k, v in fields.items())
-    logger.info("%s %s", event, text, extra=fields)
-
-
-# --- records ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Robot:
-    """One registered robot. ``meta`` is a JSON object; timestamps are ISO-8601 UTC."""
-
-    robot_id: str
-    group_id: str | None
-    name: str | None
-    meta: dict[str, Any]
-    registered: str
-    updated: str
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict of every field."""
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class Group:
-    """One group. ``self_improve`` None inherits the global toggle; ``robots`` sorted ids."""
-
-    group_id: str
-    name: str | None
-    customer: str | None
-    factory: str | None
-    self_improve: bool | None
-    created: str
-    updated: str
-    robots: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict of every field (``robots`` as a list)."""
-        return {**asdict(self), "robots": list(self.robots)}
-
-
-@dataclass(frozen=True)
-class Resolution:
-    """A robot's place in the fleet, read in one statement (see :meth:`FleetRegistry.resolve`)."""
-
-    robot_id: str
-    group_id: str | None
-    scope: str
-    self_improve: bool
-    where: str
-
-
-_GROUP_SQL = (
-    "SELECT g.group_id, g.name, g.customer, g.factory, g.self_improve, g.created, g.updated, "
-    "(SELECT group_concat(r.robot_id, ',') FROM fleet_robots AS r "
-    " WHERE r.group_id = g.group_id) AS robots FROM fleet_groups AS g"
-)
-
-
-def _robot(row: sqlite3.Row) -> Robot:
-    return Robot(
-        robot_id=row["robot_id"],
-        group_id=row["group_id"],
-        name=row["name"],
-        meta=json.loads(row["meta"]),
-        registered=row["registered"],
-        updated=row["updated"],
-    )
-
-
-def _group(row: sqlite3.Row) -> Group:
-    si = row["self_improve"]
-    return Group(
-        group_id=row["group_id"],
-        name=row["name"],
-        customer=row["customer"],
-        factory=row["factory"],
-        self_improve=None if si is None else bool(si),
-        created=row["created"],
-        updated=row["updated"],
-        robots=tuple(sorted(row["robots"].split(","))) if row["robots"] else (),
-    )
-
-
-def _robot_not_found(robot_id: str) -> FleetError:
-    return FleetError(
-        "not_found",
-        f"robot {robot_id!r} is not registered; register it with register_robot first",
-    )
-
-
-def _group_not_found(group_id: str) -> FleetError:
-    return FleetError(
-        "not_found", f"group {group_id!r} does not exist; create it with upsert_group first"
-    )
 
 
 class FleetRegistry:
@@ -192,7 +101,7 @@ class FleetRegistry:
         """The robot, or None if it is not registered."""
         rid = check_id(robot_id, "robot_id")
         row = self.store.query_one("SELECT * FROM fleet_robots WHERE robot_id = ?", (rid,))
-        return None if row is None else _robot(row)
+        return None if row is None else robot_from_row(row)
 
     def list_robots(self, group_id: str | None = None) -> list[Robot]:
         """Every robot by id; with ``group_id``, that group's (none for an unknown group)."""
@@ -203,17 +112,17 @@ class FleetRegistry:
             rows = self.store.query(
                 "SELECT * FROM fleet_robots WHERE group_id = ? ORDER BY robot_id", (gid,)
             )
-        return [_robot(r) for r in rows]
+        return [robot_from_row(r) for r in rows]
 
     def get_group(self, group_id: str) -> Group | None:
         """The group with its members, or None if it does not exist."""
         gid = check_id(group_id, "group_id")
-        row = self.store.query_one(f"{_GROUP_SQL} WHERE g.group_id = ?", (gid,))
-        return None if row is None else _group(row)
+        row = self.store.query_one(f"{GROUP_SQL} WHERE g.group_id = ?", (gid,))
+        return None if row is None else group_from_row(row)
 
     def list_groups(self) -> list[Group]:
         """Every group by id, each with its members."""
-        return [_group(r) for r in self.store.query(f"{_GROUP_SQL} ORDER BY g.group_id")]
+        return [group_from_row(r) for r in self.store.query(f"{GROUP_SQL} ORDER BY g.group_id")]
 
     def resolve(self, robot_id: str) -> Resolution:
         """The robot's group, scope and effective self-improve toggle, in one snapshot.
@@ -293,8 +202,8 @@ class FleetRegistry:
         meta_json = check_json_object(meta, "meta") if meta is not None else None
         now = self._now()
         with self.store.transaction() as conn:
-            if gid is not None and not _group_exists(conn, gid):
-                raise _group_not_found(gid)
+            if gid is not None and not group_exists(conn, gid):
+                raise group_not_found(gid)
             exists = conn.execute(
                 "SELECT 1 FROM fleet_robots WHERE robot_id = ?", (rid,)
             ).fetchone()
@@ -311,8 +220,10 @@ class FleetRegistry:
                     "updated = ? WHERE robot_id = ?",
                     (gid, name is not None, label, meta_json, now, rid),
                 )
-            robot = _robot(_fetch_robot(conn, rid))
-        _log("fleet_robot_registered", robot_id=rid, group_id=robot.group_id, new=exists is None)
+            robot = robot_from_row(fetch_robot(conn, rid))
+        _log.info(
+            "fleet_robot_registered", robot_id=rid, group_id=robot.group_id, new=exists is None
+        )
         return robot
 
     def set_robot_meta(self, robot_id: str, meta: dict[str, Any]) -> Robot:
@@ -326,8 +237,8 @@ class FleetRegistry:
                 (meta_json, now, rid),
             ).rowcount
             if not changed:
-                raise _robot_not_found(rid)
-            return _robot(_fetch_robot(conn, rid))
+                raise robot_not_found(rid)
+            return robot_from_row(fetch_robot(conn, rid))
 
     def set_group(self, robot_id: str, group_id: str | None) -> Robot:
         """Move a registered robot into ``group_id``, or ungroup it (None).
@@ -343,15 +254,15 @@ class FleetRegistry:
                 "SELECT group_id FROM fleet_robots WHERE robot_id = ?", (rid,)
             ).fetchone()
             if row is None:
-                raise _robot_not_found(rid)
-            if gid is not None and not _group_exists(conn, gid):
-                raise _group_not_found(gid)
+                raise robot_not_found(rid)
+            if gid is not None and not group_exists(conn, gid):
+                raise group_not_found(gid)
             conn.execute(
                 "UPDATE fleet_robots SET group_id = ?, updated = ? WHERE robot_id = ?",
                 (gid, now, rid),
             )
-            robot = _robot(_fetch_robot(conn, rid))
-        _log("fleet_robot_regrouped", robot_id=rid, from_group=row["group_id"], to_group=gid)
+            robot = robot_from_row(fetch_robot(conn, rid))
+        _log.info("fleet_robot_regrouped", robot_id=rid, from_group=row["group_id"], to_group=gid)
         return robot
 
     # --- groups -----------------------------------------------------------------------
@@ -377,7 +288,7 @@ class FleetRegistry:
         given["factory"] = factory is not None
         now = self._now()
         with self.store.transaction() as conn:
-            if _group_exists(conn, gid):
+            if group_exists(conn, gid):
                 conn.execute(
                     "UPDATE fleet_groups SET "
                     "name = CASE WHEN :gn THEN :name ELSE name END, "
@@ -399,8 +310,8 @@ class FleetRegistry:
                     "created, updated) VALUES (?, ?, ?, ?, NULL, ?, ?)",
                     (gid, labels["name"], labels["customer"], labels["factory"], now, now),
                 )
-            group = _group(_fetch_group(conn, gid))
-        _log("fleet_group_upserted", group_id=gid)
+            group = group_from_row(fetch_group(conn, gid))
+        _log.info("fleet_group_upserted", group_id=gid)
         return group
 
     def delete_group(self, group_id: str) -> Group:
@@ -412,10 +323,10 @@ class FleetRegistry:
         """
         gid = check_id(group_id, "group_id")
         with self.store.transaction() as conn:
-            row = conn.execute(f"{_GROUP_SQL} WHERE g.group_id = ?", (gid,)).fetchone()
+            row = conn.execute(f"{GROUP_SQL} WHERE g.group_id = ?", (gid,)).fetchone()
             if row is None:
-                raise _group_not_found(gid)
-            group = _group(row)
+                raise group_not_found(gid)
+            group = group_from_row(row)
             if group.robots:
                 shown = list(group.robots[:20])
                 if len(group.robots) > 20:
@@ -426,7 +337,7 @@ class FleetRegistry:
                     "set_group first (set_group(robot_id, None) ungroups a robot)",
                 )
             conn.execute("DELETE FROM fleet_groups WHERE group_id = ?", (gid,))
-        _log("fleet_group_deleted", group_id=gid)
+        _log.info("fleet_group_deleted", group_id=gid)
         return group
 
     def set_self_improve(self, enabled: bool | None, group_id: str | None = None) -> dict[str, Any]:
@@ -457,26 +368,9 @@ class FleetRegistry:
                     (flag, now, gid),
                 ).rowcount
                 if not changed:
-                    raise _group_not_found(gid)
-        _log("fleet_self_improve_set", group_id=gid, enabled=enabled)
+                    raise group_not_found(gid)
+        _log.info("fleet_self_improve_set", group_id=gid, enabled=enabled)
         return {"group_id": gid, "self_improve": enabled}
 
     def __repr__(self) -> str:
         return f"<FleetRegistry {str(self.store.path)!r}>"
-
-
-def _group_exists(conn: sqlite3.Connection, group_id: str) -> bool:
-    row = conn.execute("SELECT 1 FROM fleet_groups WHERE group_id = ?", (group_id,)).fetchone()
-    return row is not None
-
-
-def _fetch_robot(conn: sqlite3.Connection, robot_id: str) -> sqlite3.Row:
-    row: sqlite3.Row = conn.execute(
-        "SELECT * FROM fleet_robots WHERE robot_id = ?", (robot_id,)
-    ).fetchone()
-    return row
-
-
-def _fetch_group(conn: sqlite3.Connection, group_id: str) -> sqlite3.Row:
-    row: sqlite3.Row = conn.execute(f"{_GROUP_SQL} WHERE g.group_id = ?", (group_id,)).fetchone()
-    return row

@@ -10,6 +10,11 @@ limit                    what happens past it
 ``MAX_DOC_BYTES``        ``save_process`` answers ``too_large``
 ``MAX_QUERY_BYTES``      ``find_processes`` searches the first 2 KiB, ``truncated``
 ``MAX_NOTE_BYTES``       ``record_outcome`` answers ``too_large``
+``MAX_NOTE_CHARS``       an outcome note is cut to this many characters in the body
+``MAX_LESSON_NOTE_BYTES``  ``record_params`` answers ``invalid`` (field ``note``)
+``MAX_LABEL_CHARS``      a robot/group ``name``, ``customer``, ``factory`` is ``invalid``
+``MAX_JSON_BYTES``       a robot's ``meta`` or a lesson's ``params`` is ``invalid``
+``MAX_JSON_DEPTH``       ``meta`` / ``params`` nested deeper is ``invalid``
 ``MAX_K``                ``k`` is clamped to ``1..MAX_K``
 ``MAX_LIMIT``            ``limit`` is clamped to ``MAX_LIMIT``
 ``MAX_COUNT``            a counter in a document is ``invalid``; increments saturate
@@ -24,9 +29,14 @@ __all__ = [
     "MAX_COUNT",
     "MAX_DOC_BYTES",
     "MAX_ID_LENGTH",
+    "MAX_JSON_BYTES",
+    "MAX_JSON_DEPTH",
     "MAX_K",
+    "MAX_LABEL_CHARS",
+    "MAX_LESSON_NOTE_BYTES",
     "MAX_LIMIT",
     "MAX_NOTE_BYTES",
+    "MAX_NOTE_CHARS",
     "MAX_QUERY_BYTES",
     "MAX_YAML_DEPTH",
     "MAX_YAML_INDENT",
@@ -41,6 +51,21 @@ MAX_QUERY_BYTES = 2 * 1024
 
 MAX_NOTE_BYTES = 4 * 1024
 """Longest outcome note accepted by ``record_outcome``."""
+
+MAX_NOTE_CHARS = 500
+"""An outcome note is cut to this many characters (one line in the Outcome log)."""
+
+MAX_LESSON_NOTE_BYTES = 1024
+"""Longest lesson note, in UTF-8 bytes, after its whitespace is collapsed to single spaces."""
+
+MAX_LABEL_CHARS = 200
+"""Longest robot or group ``name``, group ``customer`` or ``factory``."""
+
+MAX_JSON_BYTES = 16 * 1024
+"""Largest robot ``meta`` (and lesson ``params``), as compact UTF-8 JSON."""
+
+MAX_JSON_DEPTH = 16
+"""Deepest nesting of objects and arrays in ``meta`` (and lesson ``params``)."""
 
 MAX_K = 50
 """Most results one ``find_processes`` returns."""

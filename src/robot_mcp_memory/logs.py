@@ -191,8 +191,14 @@ def _noisy_key(record: logging.LogRecord) -> Hashable | None:
 
 
 def get_logger(name: str) -> Any:
-    """A structlog logger named ``name`` (the stdlib logger it writes through)."""
-    return structlog.stdlib.get_logger(name)
+    """A structlog logger writing through the stdlib logger ``name``.
+
+    Once :func:`configure_logging` ran, events go through its pipeline. Before that (the
+    services used as a library, a child process in a test) they still end at the stdlib
+    logger, not structlog's default of printing to stdout: stdout may carry MCP on stdio or
+    a caller's own protocol, and an unconfigured stdlib logger keeps INFO quiet.
+    """
+    return structlog.wrap_logger(logging.getLogger(name))
 
 
 def _drop_color_message(

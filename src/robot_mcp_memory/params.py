@@ -26,8 +26,8 @@ the global one): when off they answer with ``reason: "self_improve_off"`` and to
 ``list_lessons`` is not gated.
 
 Thread-safe (the registry and the kit backend are); synchronous. Bad arguments raise
-:class:`~robot_mcp_memory.fleet.FleetError` (code ``invalid``) and nothing else. Added in
-0.2 (issue 10); see decision 0007.
+:class:`~robot_mcp_memory.fleet.FleetError` (code ``invalid``) and nothing else. See
+decision 0007 (issue 10).
 """
 
 from __future__ import annotations
@@ -38,14 +38,15 @@ from pathlib import Path
 from typing import Any
 
 from robot_mcp_kit.params import Lesson, ParamStore, SqliteBackend
-from robot_mcp_memory.fleet import FleetRegistry, Resolution
-from robot_mcp_memory.validation import (
+from robot_mcp_memory._validation import (
     FleetError,
     check_bool,
     check_id,
     check_json_object,
     show,
 )
+from robot_mcp_memory.fleet import FleetRegistry, Resolution
+from robot_mcp_memory.limits import MAX_LESSON_NOTE_BYTES
 
 __all__ = ["MAX_NOTE_BYTES", "SKILL_PATTERN", "ScopedParams"]
 
@@ -53,8 +54,9 @@ SKILL_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/ -]{0,99}")
 """A skill or a place, matched against the whole string (no ``@``: the kit's row key is
 ``skill@place``), with no trailing space."""
 
-MAX_NOTE_BYTES = 1024
-"""Longest note, in UTF-8 bytes, after its whitespace is collapsed to single spaces."""
+MAX_NOTE_BYTES = MAX_LESSON_NOTE_BYTES
+"""Longest lesson note (:data:`robot_mcp_memory.limits.MAX_LESSON_NOTE_BYTES`, under the
+name this module has always exported)."""
 
 _OFF = "self_improve_off"
 

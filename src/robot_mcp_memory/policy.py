@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
-from typing import Any
 
+from robot_mcp_memory._exceptions import ToolFailure
 from robot_mcp_memory.docmodel import ProcessDoc
 from robot_mcp_memory.fleet import FleetRegistry
 from robot_mcp_memory.tenancy import Tenant
@@ -49,23 +49,6 @@ __all__ = [
     "update_guard",
     "visible_robots",
 ]
-
-
-class ToolFailure(Exception):
-    """An expected tool failure, answered as ``{"error": code, "detail": detail, **extra}``.
-
-    ``detail`` is always a sentence of ours, never an exception's text.
-    """
-
-    def __init__(self, code: str, detail: str, **extra: Any) -> None:
-        super().__init__(detail)
-        self.code = code
-        self.detail = detail
-        self.extra = extra
-
-    def payload(self) -> dict[str, Any]:
-        """The JSON object the client receives."""
-        return {"error": self.code, "detail": self.detail, **self.extra}
 
 
 def quote(text: str) -> str:

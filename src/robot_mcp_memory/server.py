@@ -1,8 +1,8 @@
 """The ``memory`` MCP server: the 18 tools of DESIGN §5 over one ``index.db``.
 
 :func:`build_server` makes a fresh ``FastMCP("memory")`` per call (nothing happens at
-import). The tools live by group in :mod:`.tools_processes`, :mod:`.tools_fleet` and
-:mod:`.tools_lessons`; each is "check the §6a rule (:mod:`.policy`), then act".
+import). The tools live by group in :mod:`._tools_processes`, :mod:`._tools_fleet` and
+:mod:`._tools_lessons`; each is "check the §6a rule (:mod:`.policy`), then act".
 
 The services' lifetime is a :class:`StoreHolder`: reference-counted, so the process entry
 point can hold them open for the whole life of an HTTP server while each MCP session's
@@ -41,20 +41,26 @@ from mcp.server.fastmcp import FastMCP
 from mcp.server.transport_security import TransportSecuritySettings
 
 from robot_mcp_kit.fastmcp_ext import set_server_version
+from robot_mcp_memory._exceptions import (
+    DamagedRow,
+    DocError,
+    DocTooLarge,
+    EmbedderUnavailable,
+    FleetError,
+    ToolFailure,
+)
+from robot_mcp_memory._tools_fleet import register_fleet_tools
+from robot_mcp_memory._tools_lessons import register_lesson_tools
+from robot_mcp_memory._tools_processes import register_process_tools
 from robot_mcp_memory.db import open_index
-from robot_mcp_memory.docmodel import DocError, DocTooLarge
-from robot_mcp_memory.embedding import Embedder, EmbedderUnavailable, load_default_embedder
+from robot_mcp_memory.embedding import Embedder, load_default_embedder
 from robot_mcp_memory.fleet import FleetRegistry
 from robot_mcp_memory.logs import get_logger
 from robot_mcp_memory.params import ScopedParams
-from robot_mcp_memory.policy import ToolFailure, too_large
+from robot_mcp_memory.policy import too_large
 from robot_mcp_memory.settings import SearchMode, Settings
-from robot_mcp_memory.store import DamagedRow, ProcessStore
+from robot_mcp_memory.store import ProcessStore
 from robot_mcp_memory.tenancy import Tenant, current_tenant, tenant_of_request
-from robot_mcp_memory.tools_fleet import register_fleet_tools
-from robot_mcp_memory.tools_lessons import register_lesson_tools
-from robot_mcp_memory.tools_processes import register_process_tools
-from robot_mcp_memory.validation import FleetError
 
 __all__ = [
     "INSTRUCTIONS",
@@ -64,6 +70,7 @@ __all__ = [
     "StoreHolder",
     "ToolFailure",
     "build_server",
+    "transport_security",
 ]
 
 LESSONS_FILENAME = "lessons.db"

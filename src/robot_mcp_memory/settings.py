@@ -23,7 +23,8 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from robot_mcp_memory.tenancy import TokenMapError, parse_robot_tokens
+from robot_mcp_memory._exceptions import SettingsError, TokenMapError
+from robot_mcp_memory.tenancy import parse_robot_tokens
 
 __all__ = ["ENV_VARS", "SearchMode", "Settings", "SettingsError", "Transport", "load_settings"]
 
@@ -95,14 +96,6 @@ _FIELD_TO_ENV = {field: env for env, (field, _, _) in ENV_VARS.items()}
 
 
 _HOST_PATTERN = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:(\*|[0-9]{1,5}))?")
-
-
-class SettingsError(ValueError):
-    """A setting is invalid; ``variable`` names the environment variable, str() is one line."""
-
-    def __init__(self, variable: str, message: str) -> None:
-        super().__init__(message)
-        self.variable = variable
 
 
 class Settings(BaseSettings):
@@ -227,11 +220,6 @@ class Settings(BaseSettings):
             return {}
         admin = self.token.get_secret_value() if self.token is not None else None
         return parse_robot_tokens(self.robot_tokens.get_secret_value(), admin_token=admin)
-
-    @property
-    def index_path(self) -> Path:
-        """``data_dir / "index.db"``: everything this server writes."""
-        return self.data_dir / "index.db"
 
     @property
     def is_http(self) -> bool:

@@ -1,9 +1,11 @@
 """ProcessStore: process documents as rows of ``index.db`` (memory spec §4, decision 0002).
 
 The row is the source of truth: a document's markdown is rendered from its row on the way
-out and nothing is ever written to a markdown file. Each document's row and its search
-index entry are written in ONE cold transaction (:meth:`SqliteStore.transaction`), so they
-cannot disagree and a kill -9 leaves either the old or the new document.
+out and nothing is ever written to a markdown file. Each document's row, its search
+index entry and its vectors are written in ONE cold transaction
+(:meth:`SqliteStore.transaction`), so they cannot disagree and a kill -9 leaves either the
+old or the new document. The cold writes are :mod:`._writes`'; the vectors
+:mod:`._vector_table`'s; this module holds the reads, the outcomes and the lifecycle.
 
 Which path a write takes follows its kind (DESIGN §4):
 
@@ -33,26 +35,25 @@ out of searches and lists (logged as ``process_row_damaged``) and raises
 because of one row, and :meth:`ProcessStore.delete` never reads the document, so any row
 can be deleted.
 
-All methods are thread-safe (the kit store is). Added in 0.1 (issue 6).
+All methods are thread-safe (the kit store is).
 """
 
 from __future__ import annotations
 
-import logging
-import re
-import sqlite3
-import threading
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from robot_mcp_kit.models import format_ts, utc_now
 from robot_mcp_kit.store import SqliteStore
-from robot_mcp_memory.docmodel import DocError, ProcessDoc
-from robot_mcp_memory.limits import MAX_COUNT, MAX_DOC_BYTES, MAX_ID_LENGTH, MAX_K, MAX_LIMIT, clamp
-from robot_mcp_memory.rows import COLUMNS as _COLUMNS
-from robot_mcp_memory.rows import DamagedRow, readable, row_to_doc, scope_sql, tags_json
+from robot_mcp_memory._exceptions import DamagedRow
+from robot_mcp_memory._rows import COLUMNS, readable, row_to_doc, scope_sql
+from robot_mcp_memory._vector_table import VectorTable, document_texts
+from robot_mcp_memory._writes import ProcessWriter, Saved, append_outcome, outcome_line
+from robot_mcp_memory.docmodel import ProcessDoc
+from robot_mcp_memory.limits import MAX_COUNT, MAX_K, MAX_LIMIT, MAX_NOTE_CHARS, clamp
+from robot_mcp_memory.logs import get_logger
 from robot_mcp_memory.search import (
     BM25_WEIGHTS,
     MAX_TERMS,
@@ -63,12 +64,11 @@ from robot_mcp_memory.search import (
     search_terms,
     truncate_query,
 )
-from robot_mcp_memory.vectors import VectorIndex, Vectors, from_blob, to_blob
 
 if TYPE_CHECKING:
-    from robot_mcp_memory.embedding import Embedder
+    import sqlite3
 
-_Pairs = list[tuple[Vectors, Vectors]]  # each document's (head, whole-document) vectors
+    from robot_mcp_memory.embedding import Embedder
 
 __all__ = [
     "BM25_WEIGHTS",
@@ -82,22 +82,16 @@ __all__ = [
     "ProcessStore",
     "Saved",
     "append_outcome",
+    "document_texts",
     "search_terms",
     "truncate_query",
 ]
 
-logger = logging.getLogger("robot_mcp_memory.store")
+_log = get_logger("robot_mcp_memory.store")
 
-MAX_NOTE_CHARS = 500
-"""An outcome note is cut to this many characters (one line in the Outcome log)."""
-
-_MAX_SUFFIX = 1000  # id-2 … id-1000: beyond that, something is generating ids in a loop
-_EMBED_BATCH = 256  # documents embedded per transaction by sync_vectors / reindex
-
-_match_expression = match_expression  # benchmarks/bench_memory.py reads it from here
-
-_OUTCOME_HEADING = re.compile(r"^##[ \t]+outcome log[ \t]*$", re.MULTILINE | re.IGNORECASE)
-_SECTION_END = re.compile(r"^#{1,2}[ \t]", re.MULTILINE)
+# benchmarks/bench_memory.py reads it from here; the public name is
+# robot_mcp_memory.search.match_expression.
+_match_expression = match_expression
 
 
 @dataclass(frozen=True)
@@ -107,57 +101,6 @@ class Owner:
     id: str
     robot: str
     shared: bool
-
-
-@dataclass(frozen=True)
-class Saved:
-    """The outcome of :meth:`ProcessStore.save`.
-
-    ``doc`` is the document as stored (its final id, counters, timestamps); ``created`` is
-    False when an existing document was updated; ``renamed_from`` is the id the caller
-    asked for when the document was stored under a suffixed one (``-2``, ``-3``…).
-    """
-
-    doc: ProcessDoc
-    created: bool
-    renamed_from: str | None
-
-
-def document_texts(title: str, task_pattern: str, tags: Sequence[str], body: str) -> list[str]:
-    """The two texts a document is embedded by: its head (title, task pattern, tags) and
-    the whole document. Pure."""
-    head = "\n".join(part for part in (title, task_pattern, " ".join(tags)) if part)
-    return [head, head + "\n" + body]
-
-
-def _suffixed(base: str, n: int) -> str:
-    suffix = f"-{n}"
-    return base[: MAX_ID_LENGTH - len(suffix)].rstrip("-") + suffix
-
-
-def _same_mission(stored: str | None, incoming: str | None) -> bool:
-    return stored is None or incoming is None or stored == incoming
-
-
-def _outcome_line(when: str, success: bool, note: str) -> str:
-    text = " ".join(note.split())
-    if len(text) > MAX_NOTE_CHARS:
-        text = text[: MAX_NOTE_CHARS - 1] + "…"
-    return f"- {when} {'success' if success else 'failure'}: {text}"
-
-
-def append_outcome(body: str, line: str) -> str:
-    """Return ``body`` with ``line`` appended under ``## Outcome log`` (created at the end if
-    missing). Pure."""
-    heading = _OUTCOME_HEADING.search(body)
-    if heading is None:
-        return body.rstrip("\n") + "\n\n## Outcome log\n" + line + "\n"
-    start = heading.end()
-    following = _SECTION_END.search(body, start)
-    end = following.start() if following else len(body)
-    section = body[start:end].rstrip("\n")
-    rest = body[end:]
-    return body[:start] + section + "\n" + line + "\n" + ("\n" if rest else "") + rest
 
 
 class ProcessStore:
@@ -174,7 +117,6 @@ class ProcessStore:
             and every write keeps the document's vectors beside its row; construction
             then brings the stored vectors up to date (:meth:`sync_vectors`). Without
             one, search is lexical and a write drops the document's stale vectors.
-            (Added in issue 11.)
     """
 
     def __init__(
@@ -186,15 +128,25 @@ class ProcessStore:
         embedder: Embedder | None = None,
     ) -> None:
         self.store = store
-        self.robot_id = robot_id
         self._clock = clock
-        self._has_vectors = any(t.name == "processes_vectors" for t in store.schema.tables)
-        self.embedder = embedder if self._has_vectors else None
-        self._vectors = VectorIndex(self.embedder.dim) if self.embedder is not None else None
-        self._vectors_lock = threading.Lock()
+        self._vector_table = VectorTable(store, embedder)
+        self.embedder = self._vector_table.embedder
+        self._vectors = self._vector_table.index
         self._search = ProcessSearch(store, embedder=self.embedder, vectors=self._vectors)
+        self._writer = ProcessWriter(
+            store,
+            robot_id=robot_id,
+            clock=clock,
+            vectors=self._vector_table,
+            typos=self._search.typos,
+        )
         if self.embedder is not None:
             self.sync_vectors()
+
+    @property
+    def robot_id(self) -> str:
+        """The ``ROBOT_ID`` a saved document's ``robot: unknown`` becomes."""
+        return self._writer.robot_id
 
     @property
     def search_mode(self) -> str:
@@ -207,7 +159,7 @@ class ProcessStore:
         """The document with this id, or None. Sees committed rows (hot counter updates
         still in the queue are not yet visible; ``store.flush()`` first if that matters)."""
         row = self.store.query_one(
-            f"SELECT {_COLUMNS} FROM processes WHERE id = ?",  # noqa: S608 - constant columns
+            f"SELECT {COLUMNS} FROM processes WHERE id = ?",  # noqa: S608 - constant columns
             (id,),
         )
         return None if row is None else row_to_doc(row)
@@ -221,11 +173,6 @@ class ProcessStore:
         if row is None:
             return None
         return Owner(id=id, robot=str(row["robot"]), shared=bool(row["shared"]))
-
-    def get_markdown(self, id: str) -> str | None:
-        """The document rendered as markdown, or None."""
-        doc = self.get(id)
-        return None if doc is None else doc.render()
 
     def find(self, query: str, k: int = 3, *, robots: Collection[str] | None = None) -> list[Found]:
         """The ``k`` best documents for a natural-language ``query``, best first.
@@ -254,7 +201,7 @@ class ProcessStore:
         """
         where, scope_params = scope_sql(robots, "")
         rows = self.store.query(
-            f"SELECT {_COLUMNS} FROM processes "  # noqa: S608 - constant columns
+            f"SELECT {COLUMNS} FROM processes "  # noqa: S608 - constant columns
             f"{'WHERE ' + where if where else ''} ORDER BY id LIMIT ? OFFSET ?",
             (*scope_params, clamp(limit, 1, MAX_LIMIT), max(0, int(offset))),
         )
@@ -269,7 +216,7 @@ class ProcessStore:
         )
         return int(row[0]) if row is not None else 0
 
-    # --- cold writes ---------------------------------------------------------------
+    # --- cold writes (._writes) ---------------------------------------------------
 
     def save(self, doc: ProcessDoc, *, guard: Callable[[sqlite3.Row], None] | None = None) -> Saved:
         """Insert or update a document; row and index in one transaction (cold).
@@ -296,121 +243,12 @@ class ProcessStore:
         Raises:
             DocError: ``reason="conflict"`` when ``id-2`` … ``id-1000`` are all taken.
         """
-        now = format_ts(self._clock())
-        robot = doc.robot if doc.robot != "unknown" else self.robot_id
-        base = doc.id
-        # Embedded before the transaction (the text does not depend on the final id), so
-        # the write lock is not held while the model runs.
-        vectors = self._embed([document_texts(doc.title, doc.task_pattern, doc.tags, doc.body)])
-        with self.store.transaction() as conn:
-            candidate, n = base, 1
-            while True:
-                row = conn.execute(
-                    "SELECT rowid, id, robot, shared, source_mission_id FROM processes "
-                    "WHERE id = ?",
-                    (candidate,),
-                ).fetchone()
-                if row is None:
-                    rowid = self._insert(conn, doc, candidate, robot, now)
-                    created = True
-                    break
-                if _same_mission(row["source_mission_id"], doc.source_mission_id):
-                    if guard is not None:
-                        guard(row)
-                    rowid = self._update(conn, doc, candidate, row, robot, now)
-                    created = False
-                    break
-                n += 1
-                if n > _MAX_SUFFIX:
-                    raise DocError(
-                        "id",
-                        "conflict",
-                        f"id {base!r} and its suffixed forms up to "
-                        f"{_suffixed(base, _MAX_SUFFIX)!r} all belong to other missions; "
-                        "choose a different id",
-                    )
-                candidate = _suffixed(base, n)
-            self._write_vectors(conn, rowid, vectors)
-            stored = conn.execute(
-                f"SELECT {_COLUMNS} FROM processes WHERE id = ?",  # noqa: S608
-                (candidate,),
-            ).fetchone()
-        self._written(rowid, vectors, str(stored["robot"]), bool(stored["shared"]))
-        return Saved(
-            doc=row_to_doc(stored),
-            created=created,
-            renamed_from=base if candidate != base else None,
-        )
-
-    def _insert(
-        self, conn: sqlite3.Connection, doc: ProcessDoc, id: str, robot: str, now: str
-    ) -> int:
-        tags = tags_json(doc.tags)
-        cursor = conn.execute(
-            f"INSERT INTO processes ({_COLUMNS}) "  # noqa: S608 - constant columns
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                id,
-                doc.title,
-                doc.task_pattern,
-                tags,
-                robot,
-                format_ts(doc.created) if doc.created else now,
-                now,
-                doc.success_count,
-                doc.failure_count,
-                format_ts(doc.last_used) if doc.last_used else None,
-                doc.source_mission_id,
-                doc.body,
-                int(doc.shared),
-            ),
-        )
-        rowid = int(cursor.lastrowid or 0)
-        _index(conn, rowid, id, doc.title, doc.task_pattern, tags, doc.body)
-        return rowid
-
-    def _update(
-        self,
-        conn: sqlite3.Connection,
-        doc: ProcessDoc,
-        id: str,
-        row: sqlite3.Row,
-        robot: str,
-        now: str,
-    ) -> int:
-        tags = tags_json(doc.tags)
-        # Content columns only: the counters belong to the hot path (n = n + 1 on the
-        # writer thread) and an absolute write here could undo a queued increment.
-        conn.execute(
-            "UPDATE processes SET title = ?, task_pattern = ?, tags = ?, robot = ?, "
-            "updated = ?, source_mission_id = COALESCE(?, source_mission_id), body = ?, "
-            "shared = ? WHERE id = ?",
-            (
-                doc.title,
-                doc.task_pattern,
-                tags,
-                row["robot"] if robot == "unknown" else robot,
-                now,
-                doc.source_mission_id,
-                doc.body,
-                int(doc.shared),
-                id,
-            ),
-        )
-        _index(conn, row["rowid"], id, doc.title, doc.task_pattern, tags, doc.body)
-        return int(row["rowid"])
+        return self._writer.save(doc, guard=guard)
 
     def delete(self, id: str) -> bool:
-        """Remove the document and its index entry in one transaction; False if unknown."""
-        with self.store.transaction() as conn:
-            row = conn.execute("SELECT rowid FROM processes WHERE id = ?", (id,)).fetchone()
-            if row is None:
-                return False
-            conn.execute("DELETE FROM processes WHERE id = ?", (id,))
-            _unindex(conn, row["rowid"])
-            self._write_vectors(conn, row["rowid"], None)
-        self._written(int(row["rowid"]), None, "", False)
-        return True
+        """Remove the document, its index entry and its vectors in one transaction; False if
+        unknown. Never reads the document, so any row (even a damaged one) can be deleted."""
+        return self._writer.delete(id)
 
     def reindex(self) -> int:
         """Rebuild ``processes_fts`` (and, with an embedder, every document's vectors) from
@@ -421,126 +259,19 @@ class ProcessStore:
         For a tokenizer, weight or model change — the index cannot drift from the rows,
         since every write updates both in one transaction.
         """
-        self.store.flush()
-        with self.store.transaction() as conn:
-            conn.execute("DELETE FROM processes_fts")
-            conn.execute(
-                "INSERT INTO processes_fts (rowid, id, title, task_pattern, tags, body) "
-                "SELECT rowid, id, title, task_pattern, tags, body FROM processes"
-            )
-            conn.execute("INSERT INTO processes_fts (processes_fts) VALUES ('optimize')")
-            n = int(conn.execute("SELECT count(*) FROM processes").fetchone()[0])
-            if self.embedder is not None:
-                conn.execute("DELETE FROM processes_vectors")
-        self._search.typos.invalidate()
-        if self.embedder is not None:
-            self.sync_vectors()
-        logger.info("processes_reindexed indexed=%d", n, extra={"indexed": n})
-        return n
-
-    # --- vectors (issue 11) ----------------------------------------------------------
-
-    def _embed(self, texts: Sequence[Sequence[str]]) -> _Pairs | None:
-        """Each document's (head, whole) vectors, or None without an embedder."""
-        if self.embedder is None:
-            return None
-        flat = self.embedder.embed([text for pair in texts for text in pair])
-        return [(flat[2 * i], flat[2 * i + 1]) for i in range(len(texts))]
-
-    def _write_vectors(
-        self,
-        conn: sqlite3.Connection,
-        rowid: int,
-        vectors: _Pairs | None,
-    ) -> None:
-        """Inside the write's transaction: the document's vectors, or none (dropped)."""
-        if not self._has_vectors:
-            return
-        if vectors is None or self.embedder is None:
-            conn.execute("DELETE FROM processes_vectors WHERE doc_rowid = ?", (rowid,))
-            return
-        head, whole = vectors[0]
-        conn.execute(
-            "INSERT OR REPLACE INTO processes_vectors (doc_rowid, model, dim, head, doc) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (rowid, self.embedder.name, self.embedder.dim, to_blob(head), to_blob(whole)),
-        )
-
-    def _written(
-        self,
-        rowid: int,
-        vectors: _Pairs | None,
-        robot: str,
-        shared: bool,
-    ) -> None:
-        """After a committed write: the in-memory copies follow the table."""
-        self._search.typos.invalidate()
-        if self._vectors is None:
-            return
-        if vectors is None:
-            self._vectors.remove(rowid)
-        else:
-            self._vectors.put(rowid, vectors[0][0], vectors[0][1], robot, shared)
+        return self._writer.reindex()
 
     def sync_vectors(self) -> int:
         """Bring ``processes_vectors`` up to date with the rows and load it; return how many
         documents were embedded.
 
         Vectors of another model or dimension, and of deleted rows, are dropped; a row with
-        no vector of this embedder is embedded, :data:`_EMBED_BATCH` rows per transaction
-        (each batch read and written inside its transaction, so a concurrent save is never
-        overwritten with a stale vector). Run at construction with an embedder and by
-        :meth:`reindex`; a no-op without an embedder.
+        no vector of this embedder is embedded, a batch of rows per transaction (each batch
+        read and written inside its transaction, so a concurrent save is never overwritten
+        with a stale vector). Run at construction with an embedder and by :meth:`reindex`;
+        a no-op without an embedder.
         """
-        embedder, index = self.embedder, self._vectors
-        if embedder is None or index is None:
-            return 0
-        model = (embedder.name, embedder.dim)
-        embedded = 0
-        with self._vectors_lock:
-            with self.store.transaction() as conn:
-                conn.execute(
-                    "DELETE FROM processes_vectors WHERE model != ? OR dim != ? "
-                    "OR doc_rowid NOT IN (SELECT rowid FROM processes)",
-                    model,
-                )
-            while True:
-                with self.store.transaction() as conn:
-                    rows = conn.execute(
-                        f"SELECT p.rowid AS rid, {_COLUMNS} FROM processes AS p "  # noqa: S608
-                        "WHERE p.rowid NOT IN (SELECT doc_rowid FROM processes_vectors) "
-                        "ORDER BY p.rowid LIMIT ?",
-                        (_EMBED_BATCH,),
-                    ).fetchall()
-                    if not rows:
-                        break
-                    docs = [(r, readable(r)) for r in rows]
-                    texts = [
-                        document_texts(d.title, d.task_pattern, d.tags, d.body)
-                        if d is not None
-                        else [str(r["title"] or ""), str(r["body"] or "")]
-                        for r, d in docs
-                    ]
-                    vectors: _Pairs = self._embed(texts) or []
-                    for (row, _), pair in zip(docs, vectors, strict=True):
-                        self._write_vectors(conn, row["rid"], [pair])
-                    embedded += len(rows)
-            index.clear()
-            for row in self.store.query(
-                "SELECT v.doc_rowid, v.head, v.doc, p.robot, p.shared FROM processes_vectors "
-                "AS v JOIN processes AS p ON p.rowid = v.doc_rowid"
-            ):
-                head, whole = from_blob(row[1], embedder.dim), from_blob(row[2], embedder.dim)
-                if head is not None and whole is not None:
-                    index.put(int(row[0]), head, whole, str(row[3]), bool(row[4]))
-        if embedded:
-            logger.info(
-                "process_vectors_synced embedded=%d model=%s",
-                embedded,
-                embedder.name,
-                extra={"embedded": embedded, "model": embedder.name},
-            )
-        return embedded
+        return self._vector_table.sync()
 
     # --- outcomes ------------------------------------------------------------------
 
@@ -561,7 +292,7 @@ class ProcessStore:
             the increment was queued, plus one).
         """
         row = self.store.query_one(
-            f"SELECT {_COLUMNS} FROM processes WHERE id = ?",  # noqa: S608
+            f"SELECT {COLUMNS} FROM processes WHERE id = ?",  # noqa: S608
             (id,),
         )
         if row is None:
@@ -577,12 +308,10 @@ class ProcessStore:
             (stamp, id),
         )
         if not queued:
-            logger.warning(
-                "process_outcome_dropped id=%s success=%s", id, success, extra={"id": id}
-            )
+            _log.warning("process_outcome_dropped", id=id, success=success)
         doc = row_to_doc(row)
         if note.strip():
-            body = self._append_note(id, _outcome_line(stamp, success, note))
+            body = self._writer.append_note(id, outcome_line(stamp, success, note))
             if body is not None:
                 doc.body = body
         if queued:
@@ -593,31 +322,6 @@ class ProcessStore:
                 doc.failure_count = min(doc.failure_count + 1, MAX_COUNT)
         return doc
 
-    def _append_note(self, id: str, line: str) -> str | None:
-        with self.store.transaction() as conn:
-            row = conn.execute(
-                f"SELECT rowid, {_COLUMNS} FROM processes WHERE id = ?",  # noqa: S608
-                (id,),
-            ).fetchone()
-            if row is None:
-                return None
-            body = append_outcome(row["body"], line)
-            doc = row_to_doc(row)
-            doc.body = body
-            if len(doc.render().encode("utf-8", "surrogatepass")) > MAX_DOC_BYTES:
-                logger.warning(
-                    "process_outcome_note_skipped id=%s reason=too_large", id, extra={"id": id}
-                )
-                return None
-            conn.execute("UPDATE processes SET body = ? WHERE id = ?", (body, id))
-            _index(conn, row["rowid"], id, row["title"], row["task_pattern"], row["tags"], body)
-            # The whole-document vector follows the body (embedded under the write lock:
-            # the body is only known here; one document is well under a millisecond).
-            vectors = self._embed([document_texts(doc.title, doc.task_pattern, doc.tags, body)])
-            self._write_vectors(conn, row["rowid"], vectors)
-        self._written(int(row["rowid"]), vectors, doc.robot, doc.shared)
-        return body
-
     # --- lifecycle -----------------------------------------------------------------
 
     def close(self) -> None:
@@ -626,31 +330,3 @@ class ProcessStore:
 
     def __repr__(self) -> str:
         return f"<ProcessStore {str(self.store.path)!r} robot_id={self.robot_id!r}>"
-
-
-# --- index helpers ----------------------------------------------------------------
-
-
-def _index(
-    conn: sqlite3.Connection,
-    rowid: int | None,
-    id: str,
-    title: str,
-    task_pattern: str,
-    tags: str,
-    body: str,
-) -> None:
-    # The index row shares the document row's rowid: search joins the two on it, and a
-    # document's entry is found without scanning the (UNINDEXED) id column. An entry
-    # already at that rowid can only be a stale one (the rows' rowids are unique), so it
-    # is replaced.
-    conn.execute("DELETE FROM processes_fts WHERE rowid = ?", (rowid,))
-    conn.execute(
-        "INSERT INTO processes_fts (rowid, id, title, task_pattern, tags, body) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
-        (rowid, id, title, task_pattern, tags, body),
-    )
-
-
-def _unindex(conn: sqlite3.Connection, rowid: int) -> None:
-    conn.execute("DELETE FROM processes_fts WHERE rowid = ?", (rowid,))

@@ -24,7 +24,6 @@ How a tenant reaches a tool call — never through a session remembering who ope
 from __future__ import annotations
 
 import hmac
-import json
 import re
 import threading
 from collections.abc import Mapping
@@ -35,8 +34,10 @@ from urllib.parse import parse_qs
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from robot_mcp_memory._asgi_json import send_json
+from robot_mcp_memory._exceptions import TokenMapError
+from robot_mcp_memory._validation import ID_PATTERN
 from robot_mcp_memory.logs import get_logger
-from robot_mcp_memory.validation import ID_PATTERN
 
 __all__ = [
     "ADMIN",
@@ -85,10 +86,6 @@ ADMIN = Tenant(name="admin")
 
 current_tenant: ContextVar[Tenant | None] = ContextVar("robot_mcp_memory_tenant", default=None)
 """The tenant of the HTTP request being served; None outside one (stdio, in-process tests)."""
-
-
-class TokenMapError(ValueError):
-    """``MEMORY_ROBOT_TOKENS`` is malformed; the message names the bad entry (never a token)."""
 
 
 def parse_robot_tokens(text: str, *, admin_token: str | None = None) -> dict[str, str]:
@@ -263,7 +260,7 @@ class TenantAuthMiddleware:
                     client=_client(scope),
                 )
                 await _drain(receive)
-                await _answer(
+                await send_json(
                     send,
                     403,
                     {
@@ -323,7 +320,7 @@ class TenantAuthMiddleware:
         challenge = f'Bearer realm="{self.realm}"'
         if invalid:
             challenge += ', error="invalid_token"'
-        await _answer(
+        await send_json(
             send,
             401,
             {"error": "unauthorized", "detail": detail},
@@ -349,28 +346,6 @@ async def _drain(receive: Receive) -> None:
         received += len(message.get("body", b""))
         if not message.get("more_body", False):
             return
-
-
-async def _answer(
-    send: Send,
-    status: int,
-    payload: dict[str, str],
-    *,
-    extra_headers: list[tuple[bytes, bytes]] | None = None,
-) -> None:
-    body = json.dumps(payload).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                *(extra_headers or []),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
 
 
 def _session_key(raw: str) -> str:

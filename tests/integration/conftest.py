@@ -2,12 +2,19 @@
 
 ``spawn(**kwargs)`` starts ``python -m robot_mcp_memory`` on a free loopback port with its
 data in the test's temp dir and stops it (SIGTERM, then SIGKILL) when the test ends.
-``MemoryServer.session(token)`` opens a real MCP client session over the server's own
-transport (SSE or streamable HTTP) with that bearer token.
+``ServerProcess.session(token)`` opens a real MCP client session over the server's own
+transport (SSE or streamable HTTP) with that bearer token. ``run_memory_server(env)`` runs
+the entry point to completion (for the refusals at startup); ``mcp_initialize`` and
+``mcp_accept`` are a raw JSON-RPC ``initialize`` request and the Accept header streamable
+HTTP wants, for the tests that talk below the official client.
+
+Test modules reach these through fixtures: under ``--import-mode=importlib`` a test module
+cannot import this conftest reliably.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import signal
@@ -31,6 +38,38 @@ from robot_mcp_kit.testing import free_port
 
 TOKEN = "integration-token-7f3a"
 READY_TIMEOUT_S = 20.0
+
+INITIALIZE: dict[str, Any] = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"},
+    },
+}
+ACCEPT = {"Accept": "application/json, text/event-stream"}
+
+
+def _clean_env() -> dict[str, str]:
+    """This process's environment without any MCP_* or MEMORY_* setting."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(("MCP_", "MEMORY_"))}
+
+
+def run_server(env_overrides: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m robot_mcp_memory`` (SSE on a free port) until it exits; its output."""
+    env = _clean_env()
+    env.update({"MCP_TRANSPORT": "sse", "MCP_PORT": str(free_port()), **env_overrides})
+    return subprocess.run(
+        [sys.executable, "-m", "robot_mcp_memory"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 class ServerProcess:
@@ -57,7 +96,7 @@ class ServerProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> ServerProcess:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("MCP_", "MEMORY_"))}
+        env = _clean_env()
         env.update(
             MCP_TRANSPORT=self.transport,
             MCP_PORT=str(self.port),
@@ -178,3 +217,21 @@ def spawn(tmp_path):
 def mcp_call():
     """The ``call(session, tool, **args) -> dict`` helper, for test modules."""
     return call
+
+
+@pytest.fixture
+def run_memory_server():
+    """``run_server(env_overrides) -> CompletedProcess``: the entry point run to its exit."""
+    return run_server
+
+
+@pytest.fixture
+def mcp_initialize() -> dict[str, Any]:
+    """A raw JSON-RPC ``initialize`` request (a fresh copy per test)."""
+    return copy.deepcopy(INITIALIZE)
+
+
+@pytest.fixture
+def mcp_accept() -> dict[str, str]:
+    """The Accept header streamable HTTP requires (a fresh copy per test)."""
+    return dict(ACCEPT)

@@ -18,16 +18,6 @@ import pytest
 pytestmark = pytest.mark.slow
 
 INT64_MAX = 2**63 - 1
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "hostile", "version": "0"},
-    },
-}
 
 
 def doc(id: str, title: str = "A process", body: str = "## Steps\n1. do it\n", **front) -> str:
@@ -147,12 +137,12 @@ async def test_identifiers_with_a_trailing_newline_are_refused(spawn, mcp_call):
         assert (await mcp_call(s, "list_processes"))["processes"] == []
 
 
-def raw_tool_call(server, name: str, arguments_json: str) -> dict:
+def raw_tool_call(server, initialize: dict, name: str, arguments_json: str) -> dict:
     """tools/call over streamable HTTP with hand-written JSON arguments (the official client
     cannot encode a lone surrogate; a hostile one can, as a JSON escape)."""
     headers = {**server.headers(), "Accept": "application/json, text/event-stream"}
     with httpx.Client(base_url=server.base, headers=headers, timeout=15) as http:
-        init = http.post("/mcp", json=INITIALIZE)
+        init = http.post("/mcp", json=initialize)
         headers = {"mcp-session-id": init.headers["mcp-session-id"]}
         http.post(
             "/mcp", json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers
@@ -177,7 +167,7 @@ def raw_tool_call(server, name: str, arguments_json: str) -> dict:
     return json.loads(result["content"][0]["text"])
 
 
-def test_values_that_break_libraries_get_our_own_precise_errors(spawn):
+def test_values_that_break_libraries_get_our_own_precise_errors(spawn, mcp_initialize):
     """Lone surrogates, huge integers and out-of-range dates: invalid, quoting what was sent."""
     server = spawn(transport="streamable-http")
     surrogate_doc = json.dumps(doc("s", "Bad \ud800 text"))
@@ -192,22 +182,30 @@ def test_values_that_break_libraries_get_our_own_precise_errors(spawn):
     # A lone surrogate never reaches storage: the JSON-RPC guard refuses the message as a
     # parse error (400), and a tool that still met one would answer invalid naming it.
     for tool, arguments in cases:
-        out = raw_tool_call(server, tool, arguments)
+        out = raw_tool_call(server, mcp_initialize, tool, arguments)
         assert out["error"] == "invalid", (tool, out)
         assert "surrogate" in out["detail"] or out.get("rpc_code") == -32700, out
         no_exception_text(out)
-    found = raw_tool_call(server, "find_processes", '{"query": "parcel \\ud800 mail"}')
+    found = raw_tool_call(
+        server, mcp_initialize, "find_processes", '{"query": "parcel \\ud800 mail"}'
+    )
     assert found.get("processes", []) == []
 
     huge = raw_tool_call(
-        server, "save_process", json.dumps({"markdown": doc("h", "Huge", failure_count="9" * 5000)})
+        server,
+        mcp_initialize,
+        "save_process",
+        json.dumps({"markdown": doc("h", "Huge", failure_count="9" * 5000)}),
     )
     assert huge["error"] == "invalid"
     no_exception_text(huge)
     assert len(huge["detail"]) < 400
 
     date = raw_tool_call(
-        server, "save_process", json.dumps({"markdown": doc("d", "Date", created="0001-01-01")})
+        server,
+        mcp_initialize,
+        "save_process",
+        json.dumps({"markdown": doc("d", "Date", created="0001-01-01")}),
     )
     assert date["error"] == "invalid"
     assert "0001-01-01" in date["detail"]

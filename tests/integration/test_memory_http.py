@@ -38,20 +38,6 @@ tags: [plants]
 1. Fill the can in the kitchen, water each pot on the window sill.
 """
 
-# A raw JSON-RPC ``initialize`` request and the Accept header Streamable HTTP wants, for the
-# tests that talk to /mcp below the official client.
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "0"},
-    },
-}
-ACCEPT = {"Accept": "application/json, text/event-stream"}
-
 
 @asynccontextmanager
 async def sse_session(server):
@@ -240,20 +226,23 @@ class TestStreamableHttp:
         assert len(tools.tools) == 18  # DESIGN §5: processes, fleet, lessons
         assert saved["id"] == "fetch-package-mailroom"
 
-    def test_token_gate_and_host_header_protection(self, spawn):
+    def test_token_gate_and_host_header_protection(self, spawn, mcp_initialize, mcp_accept):
         """No token: 401; the right token but a foreign Host header: refused by FastMCP."""
         server = spawn(transport="streamable-http")
-        r = httpx.post(f"{server.base}/mcp", json=INITIALIZE, headers=ACCEPT, timeout=5)
+        r = httpx.post(f"{server.base}/mcp", json=mcp_initialize, headers=mcp_accept, timeout=5)
         assert r.status_code == 401
         r = httpx.post(
             f"{server.base}/mcp",
-            json=INITIALIZE,
-            headers={**ACCEPT, **server.headers(), "Host": "evil.example:80"},
+            json=mcp_initialize,
+            headers={**mcp_accept, **server.headers(), "Host": "evil.example:80"},
             timeout=5,
         )
         assert r.status_code in (403, 421)
         r = httpx.post(
-            f"{server.base}/mcp", json=INITIALIZE, headers={**ACCEPT, **server.headers()}, timeout=5
+            f"{server.base}/mcp",
+            json=mcp_initialize,
+            headers={**mcp_accept, **server.headers()},
+            timeout=5,
         )
         assert r.status_code == 200
         session_id = r.headers["mcp-session-id"]
@@ -264,7 +253,7 @@ class TestStreamableHttp:
         assert httpx.get(f"{server.base}/healthz", timeout=5).status_code == 200
 
 
-def test_allowed_hosts_admit_the_named_host_and_refuse_others(spawn):
+def test_allowed_hosts_admit_the_named_host_and_refuse_others(spawn, mcp_initialize, mcp_accept):
     """MEMORY_ALLOWED_HOSTS: a client naming the service host is served, a foreign one is not.
 
     Bound to loopback here (tests never bind beyond it); FastMCP's loopback-only default
@@ -275,14 +264,14 @@ def test_allowed_hosts_admit_the_named_host_and_refuse_others(spawn):
     )
     named = httpx.post(
         f"{server.base}/mcp",
-        json=INITIALIZE,
-        headers={**ACCEPT, "Host": f"brain-memory:{server.port}"},
+        json=mcp_initialize,
+        headers={**mcp_accept, "Host": f"brain-memory:{server.port}"},
         timeout=5,
     )
     foreign = httpx.post(
         f"{server.base}/mcp",
-        json=INITIALIZE,
-        headers={**ACCEPT, "Host": f"evil.example:{server.port}"},
+        json=mcp_initialize,
+        headers={**mcp_accept, "Host": f"evil.example:{server.port}"},
         timeout=5,
     )
     assert named.status_code == 200, named.text

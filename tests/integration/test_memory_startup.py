@@ -3,30 +3,10 @@
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
 
 import pytest
 
 pytestmark = pytest.mark.slow
-
-
-def run_server(env_overrides: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MCP_", "MEMORY_"))}
-    env.update({"MCP_TRANSPORT": "sse", "MCP_PORT": str(port), **env_overrides})
-    return subprocess.run(
-        [sys.executable, "-m", "robot_mcp_memory"],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
 
 
 @pytest.mark.parametrize(
@@ -34,12 +14,12 @@ def run_server(env_overrides: dict[str, str]) -> subprocess.CompletedProcess[str
     [os.urandom(4096), b"SQLite format 3\x00" + b"\xff" * 200, b'{"truncated": tr'],
     ids=["random-bytes", "bad-header-body", "truncated-json"],
 )
-def test_corrupt_index_db_refuses_with_one_line_and_exit_2(tmp_path, garbage):
+def test_corrupt_index_db_refuses_with_one_line_and_exit_2(tmp_path, garbage, run_memory_server):
     """Garbage in index.db: exit 2, one stderr line naming the file and the remedy, no traceback,
     and the file is left as it was."""
     index = tmp_path / "index.db"
     index.write_bytes(garbage)
-    result = run_server({"MEMORY_DATA_DIR": str(tmp_path)})
+    result = run_memory_server({"MEMORY_DATA_DIR": str(tmp_path)})
     assert result.returncode == 2
     lines = result.stderr.splitlines()
     assert len(lines) == 1, result.stderr
@@ -50,9 +30,9 @@ def test_corrupt_index_db_refuses_with_one_line_and_exit_2(tmp_path, garbage):
     assert index.read_bytes() == garbage
 
 
-def test_invalid_transport_refuses_with_one_line_and_exit_2(tmp_path):
+def test_invalid_transport_refuses_with_one_line_and_exit_2(tmp_path, run_memory_server):
     """MCP_TRANSPORT=bogus: exit 2, one line naming the variable and the valid values."""
-    result = run_server({"MCP_TRANSPORT": "bogus", "MEMORY_DATA_DIR": str(tmp_path)})
+    result = run_memory_server({"MCP_TRANSPORT": "bogus", "MEMORY_DATA_DIR": str(tmp_path)})
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1
     assert "MCP_TRANSPORT='bogus'" in result.stderr

@@ -10,11 +10,7 @@ an out-of-scope document cannot be told from a missing one.
 from __future__ import annotations
 
 import json
-import os
 import re
-import socket
-import subprocess
-import sys
 
 import anyio
 import httpx
@@ -221,7 +217,7 @@ def test_no_token_wrong_token_prefix_and_other_schemes_are_401(spawn, transport)
         assert token not in reply.text
 
 
-def test_posting_into_another_tenants_sse_session_is_403_and_not_executed(spawn):
+def test_posting_into_another_tenants_sse_session_is_403_and_not_executed(spawn, mcp_initialize):
     """rap-1 opens an SSE session; rap-2's and the admin's posts to it are refused, unrun."""
     server = spawn(transport="sse", env={"MEMORY_ROBOT_TOKENS": ROBOT_TOKENS})
 
@@ -240,17 +236,7 @@ def test_posting_into_another_tenants_sse_session_is_403_and_not_executed(spawn)
                 endpoint = found.group(1)
                 break
         assert endpoint is not None
-        initialize = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "0"},
-            },
-        }
-        assert http.post(endpoint, json=initialize, headers=auth("rap-1")).status_code == 202
+        assert http.post(endpoint, json=mcp_initialize, headers=auth("rap-1")).status_code == 202
         call = {
             "jsonrpc": "2.0",
             "id": 2,
@@ -277,15 +263,16 @@ def test_posting_into_another_tenants_sse_session_is_403_and_not_executed(spawn)
     assert sum(e.get("event") == "session_tenant_mismatch" for e in server.log_events()) == 2
 
 
-def test_a_streamable_http_session_reused_with_another_token_acts_as_that_robot(spawn):
+def test_a_streamable_http_session_reused_with_another_token_acts_as_that_robot(
+    spawn, mcp_initialize, mcp_accept
+):
     """The tenant comes from each request's own token, never from who opened the session."""
     server = spawn(
         transport="streamable-http", env={"MEMORY_ROBOT_TOKENS": ROBOT_TOKENS}, token=TOKEN
     )
-    accept = {"Accept": "application/json, text/event-stream"}
 
     def rpc(http: httpx.Client, token: str, session: str | None, body: dict) -> httpx.Response:
-        headers = {**accept, "Authorization": f"Bearer {token}"}
+        headers = {**mcp_accept, "Authorization": f"Bearer {token}"}
         if session:
             headers["mcp-session-id"] = session
         return http.post("/mcp", json=body, headers=headers)
@@ -301,16 +288,7 @@ def test_a_streamable_http_session_reused_with_another_token_acts_as_that_robot(
             http,
             TOKEN,
             None,
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "t", "version": "0"},
-                },
-            },
+            mcp_initialize,
         )
         session = init.headers["mcp-session-id"]
         rpc(http, TOKEN, session, {"jsonrpc": "2.0", "method": "notifications/initialized"})
@@ -343,9 +321,9 @@ def test_a_streamable_http_session_reused_with_another_token_acts_as_that_robot(
         (f"rap-1:{TOKEN}", "equals MEMORY_TOKEN"),
     ],
 )
-def test_malformed_robot_tokens_refuse_to_start(tmp_path, tokens, names):
+def test_malformed_robot_tokens_refuse_to_start(tmp_path, tokens, names, run_memory_server):
     """A bad MEMORY_ROBOT_TOKENS: exit 2, one line naming the entry, never a token."""
-    result = run_server(
+    result = run_memory_server(
         {"MEMORY_DATA_DIR": str(tmp_path), "MEMORY_TOKEN": TOKEN, "MEMORY_ROBOT_TOKENS": tokens}
     )
     assert result.returncode == 2
@@ -355,20 +333,3 @@ def test_malformed_robot_tokens_refuse_to_start(tmp_path, tokens, names):
     for secret in (*TOKENS.values(), TOKEN):
         assert secret not in result.stderr
     assert not (tmp_path / "index.db").exists()
-
-
-def run_server(env_overrides: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MCP_", "MEMORY_"))}
-    env.update({"MCP_TRANSPORT": "sse", "MCP_PORT": str(port), **env_overrides})
-    return subprocess.run(
-        [sys.executable, "-m", "robot_mcp_memory"],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sqlite3
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 import structlog
 from mcp.shared.memory import create_connected_server_and_client_session
 
+from robot_mcp_kit import reliability
 from robot_mcp_memory import server as server_module
 from robot_mcp_memory.db import open_index
 from robot_mcp_memory.docmodel import ProcessDoc
@@ -29,6 +31,7 @@ from robot_mcp_memory.embedding import (
 from robot_mcp_memory.search import (
     ACTION_WORDS,
     MAX_REPAIRED_WORDS,
+    RELIABILITY_SQL,
     STOPWORDS,
     ProcessSearch,
     search_terms,
@@ -406,3 +409,26 @@ class TestServerModes:
         monkeypatch.setenv("MEMORY_SEARCH", "semantic")
         with pytest.raises(SettingsError, match="MEMORY_SEARCH"):
             load_settings()
+
+
+class TestReliabilityIsOneFormula:
+    @pytest.mark.parametrize(
+        ("successes", "failures"), [(0, 0), (1, 0), (0, 1), (3, 1), (7, 19), (2**31 - 1, 5)]
+    )
+    def test_sql_agrees_with_the_kit_function(self, successes: int, failures: int) -> None:
+        """search.RELIABILITY_SQL computes what robot_mcp_kit.reliability does, and so does
+        ProcessDoc.reliability."""
+        conn = sqlite3.connect(":memory:")
+        try:
+            (got,) = conn.execute(
+                f"SELECT {RELIABILITY_SQL} FROM (SELECT ? AS success_count, "  # noqa: S608
+                "? AS failure_count) AS p",
+                (successes, failures),
+            ).fetchone()
+        finally:
+            conn.close()
+        assert got == pytest.approx(reliability(successes, failures), rel=1e-12)
+        doc = ProcessDoc(
+            id="x", title="x", body="x", success_count=successes, failure_count=failures
+        )
+        assert doc.reliability == reliability(successes, failures)

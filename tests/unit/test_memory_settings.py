@@ -24,7 +24,6 @@ class TestDefaults:
         assert s.host == "127.0.0.1"
         assert s.port == 9103
         assert s.data_dir == Path("data")
-        assert s.index_path == Path("data/index.db")
         assert s.robot_id == "unknown"
         assert s.token is None
         assert not s.is_http
@@ -108,7 +107,7 @@ class TestValidation:
     def test_fields_by_name_in_code(self, tmp_path):
         """Tests and callers construct settings with field names."""
         s = Settings(transport="sse", port=1234, data_dir=tmp_path, robot_id="r1")
-        assert (s.transport, s.port, s.index_path) == (Transport.SSE, 1234, tmp_path / "index.db")
+        assert (s.transport, s.port, s.data_dir) == (Transport.SSE, 1234, tmp_path)
 
 
 class TestAllowedHosts:

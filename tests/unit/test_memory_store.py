@@ -96,13 +96,12 @@ class TestSave:
         assert got.updated == clock.now
         assert got.body == ProcessDoc.parse(MAILROOM).body
 
-    def test_get_markdown_renders_the_row(self, store: ProcessStore) -> None:
-        """get_markdown is the row rendered; it parses back to the stored document."""
+    def test_stored_row_renders_and_parses_back(self, store: ProcessStore) -> None:
+        """A stored row rendered as markdown parses back to the stored document."""
         saved = store.save(ProcessDoc.parse(MAILROOM))
-        text = store.get_markdown("fetch-package-mailroom")
-        assert text is not None
-        assert ProcessDoc.parse(text) == saved.doc
-        assert store.get_markdown("nope") is None
+        got = store.get("fetch-package-mailroom")
+        assert got is not None
+        assert ProcessDoc.parse(got.render()) == saved.doc
         assert store.get("nope") is None
 
     def test_unknown_robot_becomes_the_store_robot(self, store: ProcessStore) -> None:

@@ -10,8 +10,9 @@ iteratively — depth and types first — before they are serialised, so hostile
 NaN, integers beyond 64 bits, non-string keys or lone surrogates are all ``invalid``,
 never a RecursionError, OverflowError or TypeError.
 
-``FleetError`` is re-exported by :mod:`robot_mcp_memory.fleet` (its home in the API).
-Pure functions; thread-safe. Added in 0.2 (issue 10).
+``FleetError`` lives in :mod:`robot_mcp_memory._exceptions`; :mod:`robot_mcp_memory.fleet`
+re-exports it (its home in the API).
+Pure functions; thread-safe (issue 10). The limits are :mod:`robot_mcp_memory.limits`'.
 """
 
 from __future__ import annotations
@@ -20,13 +21,12 @@ import json
 import math
 import re
 import unicodedata
-from typing import Any, Literal
+
+from robot_mcp_memory._exceptions import ErrorCode, FleetError
+from robot_mcp_memory.limits import MAX_JSON_BYTES, MAX_JSON_DEPTH, MAX_LABEL_CHARS
 
 __all__ = [
     "ID_PATTERN",
-    "MAX_JSON_BYTES",
-    "MAX_JSON_DEPTH",
-    "MAX_LABEL_CHARS",
     "ErrorCode",
     "FleetError",
     "check_bool",
@@ -39,42 +39,7 @@ __all__ = [
 ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 """A robot or group id, matched against the WHOLE string (``re.fullmatch``)."""
 
-MAX_LABEL_CHARS = 200
-"""Longest ``name``, ``customer`` or ``factory``."""
-
-MAX_JSON_BYTES = 16 * 1024
-"""Largest ``meta`` (and lesson ``params``), as compact UTF-8 JSON."""
-
-MAX_JSON_DEPTH = 16
-"""Deepest nesting of objects and arrays in ``meta`` (and lesson ``params``)."""
-
-ErrorCode = Literal["invalid", "not_found", "conflict"]
-
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-
-
-class FleetError(ValueError):
-    """A fleet (or lesson) request that cannot be done, and why, in one sentence.
-
-    Attributes:
-        code: ``invalid`` (a bad argument), ``not_found`` (an unknown robot or group) or
-            ``conflict`` (a group that still has robots cannot be deleted).
-        field: the argument at fault for ``invalid`` (e.g. ``"meta"``), else None.
-        detail: the message: names the thing, quotes the bad value, says what is valid.
-    """
-
-    def __init__(self, code: ErrorCode, detail: str, *, field: str | None = None) -> None:
-        super().__init__(detail)
-        self.code: ErrorCode = code
-        self.field = field
-        self.detail = detail
-
-    def to_dict(self) -> dict[str, Any]:
-        """``{"error": code, "detail": text}`` plus ``field`` when there is one."""
-        out: dict[str, Any] = {"error": self.code, "detail": self.detail}
-        if self.field is not None:
-            out["field"] = self.field
-        return out
 
 
 def show(value: object) -> str:

@@ -8,46 +8,31 @@ would refuse (a REAL counter left by an overflow, a hand-edited date) is repaire
 way out and logged as ``process_row_repaired``; a row that cannot be read at all raises
 :class:`DamagedRow` from :func:`row_to_doc`, and :func:`readable` turns that into None
 (logged as ``process_row_damaged``) for searches and lists.
-
-Moved out of ``store.py`` in issue 11; behaviour unchanged.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import sqlite3
 from collections.abc import Collection, Sequence
 from typing import Any
 
 from pydantic import ValidationError
 
+from robot_mcp_memory._exceptions import DamagedRow
 from robot_mcp_memory.docmodel import ProcessDoc
 from robot_mcp_memory.limits import MAX_COUNT
+from robot_mcp_memory.logs import get_logger
 
 __all__ = ["COLUMNS", "DamagedRow", "readable", "row_to_doc", "scope_sql", "tags_json"]
 
-logger = logging.getLogger("robot_mcp_memory.store")
+_log = get_logger("robot_mcp_memory.store")
 
 COLUMNS = (
     "id, title, task_pattern, tags, robot, created, updated, success_count, "
     "failure_count, last_used, source_mission_id, body, shared"
 )
 """The columns of ``processes`` a document is read from, in DDL order."""
-
-
-class DamagedRow(Exception):
-    """A stored row cannot be read back as a document even after repair.
-
-    ``id`` names it. Searches and lists leave such a row out; an admin can delete it.
-    """
-
-    def __init__(self, id: str) -> None:
-        super().__init__(
-            f"process {id!r} is stored damaged and cannot be read; delete it with "
-            "delete_process and save it again"
-        )
-        self.id = id
 
 
 def tags_json(tags: Sequence[str]) -> str:
@@ -119,9 +104,7 @@ def row_to_doc(row: sqlite3.Row) -> ProcessDoc:
             repaired.extend(sorted(fixable))
             continue
         if repaired or fields["tags"] is None:
-            logger.warning(
-                "process_row_repaired id=%s fields=%s", row["id"], ",".join(repaired) or "tags"
-            )
+            _log.warning("process_row_repaired", id=row["id"], fields=",".join(repaired) or "tags")
         return doc
     raise DamagedRow(str(row["id"]))  # pragma: no cover - each pass repairs a field or raises
 
@@ -131,7 +114,7 @@ def readable(row: sqlite3.Row) -> ProcessDoc | None:
     try:
         return row_to_doc(row)
     except DamagedRow:
-        logger.error("process_row_damaged id=%s", row["id"], extra={"id": row["id"]})
+        _log.error("process_row_damaged", id=row["id"])
         return None
 
 

@@ -1,0 +1,164 @@
+"""Every error the memory server raises on purpose, under one base.
+
+Each also subclasses the builtin it replaced, so code that caught ``ValueError`` (or
+``RuntimeError``) before keeps working::
+
+    MemoryServerError
+    ├── DocError (ValueError)            a process document failed to parse or validate
+    │   └── DocTooLarge                  ... because it is over its size limit
+    ├── FleetError (ValueError)          a fleet or lesson request cannot be done
+    ├── DamagedRow                       a stored row cannot be read back as a document
+    ├── ToolFailure                      an expected tool failure, answered as JSON
+    ├── SettingsError (ValueError)       a setting (an environment variable) is invalid
+    ├── TokenMapError (ValueError)       MEMORY_ROBOT_TOKENS is malformed
+    └── EmbedderUnavailable (RuntimeError)  the embedding model cannot be loaded
+
+The modules that raise them re-export them (``robot_mcp_memory.docmodel.DocError``,
+``robot_mcp_memory.fleet.FleetError``, ``robot_mcp_memory.settings.SettingsError``…), and
+the package exports them all. Each carries its context as attributes and says in its
+message what is wrong and what is valid. Programming errors (a bad argument to a
+constructor, say ``TokenAuth({"": ...})``) stay plain ``ValueError``: they are bugs, not
+answers.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from robot_mcp_memory.limits import MAX_DOC_BYTES
+
+__all__ = [
+    "DamagedRow",
+    "DocError",
+    "DocTooLarge",
+    "EmbedderUnavailable",
+    "ErrorCode",
+    "FleetError",
+    "MemoryServerError",
+    "SettingsError",
+    "TokenMapError",
+    "ToolFailure",
+]
+
+
+class MemoryServerError(Exception):
+    """The base of every error the memory server raises on purpose."""
+
+
+class DocError(MemoryServerError, ValueError):
+    """A process document failed to parse or validate.
+
+    Attributes:
+        field: the frontmatter field at fault, or ``"frontmatter"`` / ``"body"`` /
+            ``"document"`` for the document's structure (``"id"`` for a save conflict).
+        reason: a short code (see :mod:`robot_mcp_memory.docmodel`), e.g. ``"invalid_slug"``.
+
+    ``str(error)`` is a sentence naming the field, quoting the bad value and saying what
+    is valid.
+    """
+
+    def __init__(self, field: str, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(field={self.field!r}, reason={self.reason!r}, {str(self)!r})"
+
+
+class DocTooLarge(DocError):
+    """A document (or a query, where the store says so) exceeds its size limit.
+
+    ``size`` is the size the client sent, ``limit`` the limit, both in UTF-8 bytes.
+    """
+
+    def __init__(self, size: int, limit: int = MAX_DOC_BYTES, *, field: str = "document") -> None:
+        super().__init__(
+            field,
+            "too_large",
+            f"the {field} is {size} bytes; the limit is {limit} bytes ({limit // 1024} KiB)",
+        )
+        self.size = size
+        self.limit = limit
+
+
+ErrorCode = Literal["invalid", "not_found", "conflict"]
+"""The codes of :class:`FleetError`."""
+
+
+class FleetError(MemoryServerError, ValueError):
+    """A fleet (or lesson) request that cannot be done, and why, in one sentence.
+
+    Attributes:
+        code: ``invalid`` (a bad argument), ``not_found`` (an unknown robot or group) or
+            ``conflict`` (a group that still has robots cannot be deleted).
+        field: the argument at fault for ``invalid`` (e.g. ``"meta"``), else None.
+        detail: the message: names the thing, quotes the bad value, says what is valid.
+    """
+
+    def __init__(self, code: ErrorCode, detail: str, *, field: str | None = None) -> None:
+        super().__init__(detail)
+        self.code: ErrorCode = code
+        self.field = field
+        self.detail = detail
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"error": code, "detail": text}`` plus ``field`` when there is one."""
+        out: dict[str, Any] = {"error": self.code, "detail": self.detail}
+        if self.field is not None:
+            out["field"] = self.field
+        return out
+
+
+class DamagedRow(MemoryServerError):
+    """A stored row cannot be read back as a document even after repair.
+
+    ``id`` names it. Searches and lists leave such a row out; an admin can delete it.
+    """
+
+    def __init__(self, id: str) -> None:
+        super().__init__(
+            f"process {id!r} is stored damaged and cannot be read; delete it with "
+            "delete_process and save it again"
+        )
+        self.id = id
+
+
+class ToolFailure(MemoryServerError):
+    """An expected tool failure, answered as ``{"error": code, "detail": detail, **extra}``.
+
+    ``detail`` is always a sentence of ours, never an exception's text.
+    """
+
+    def __init__(self, code: str, detail: str, **extra: Any) -> None:
+        super().__init__(detail)
+        self.code = code
+        self.detail = detail
+        self.extra = extra
+
+    def payload(self) -> dict[str, Any]:
+        """The JSON object the client receives."""
+        return {"error": self.code, "detail": self.detail, **self.extra}
+
+
+class SettingsError(MemoryServerError, ValueError):
+    """A setting is invalid; ``variable`` names the environment variable, str() is one line."""
+
+    def __init__(self, variable: str, message: str) -> None:
+        super().__init__(message)
+        self.variable = variable
+
+
+class TokenMapError(MemoryServerError, ValueError):
+    """``MEMORY_ROBOT_TOKENS`` is malformed; the message names the bad entry (never a token)."""
+
+
+class EmbedderUnavailable(MemoryServerError, RuntimeError):
+    """The embedding model cannot be loaded (package not installed, weights missing).
+
+    ``reason`` is one sentence for the operator; the server then serves lexical results.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason

@@ -1,0 +1,145 @@
+"""The public API of robot_mcp_memory, in the style of httpx's ``test_exported_members``.
+
+The package's ``__all__`` is exactly its public names; each public module's ``__all__`` is
+sorted (ruff's isort-style order: CONSTANTS, Classes, functions), names only what the
+module really provides, and lists every class and function the module defines without a
+leading underscore. A new public name therefore needs a line in ``__all__`` (and a
+thought about whether it should be public), and a stale entry fails here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+from types import ModuleType
+
+import pytest
+
+import robot_mcp_memory
+
+PUBLIC_MODULES = (
+    "app",
+    "db",
+    "docmodel",
+    "embedding",
+    "fleet",
+    "limits",
+    "logs",
+    "params",
+    "policy",
+    "search",
+    "server",
+    "settings",
+    "store",
+    "tenancy",
+    "vectors",
+)
+
+_CONSTANT = re.compile(r"[A-Z0-9_]+")
+
+
+def _isort_key(name: str) -> tuple[int, str]:
+    if _CONSTANT.fullmatch(name):
+        return (0, name)
+    if name[:1].isupper():
+        return (1, name)
+    return (2, name)
+
+
+def _module(name: str) -> ModuleType:
+    return importlib.import_module(f"robot_mcp_memory.{name}")
+
+
+def test_package_all_is_its_public_names() -> None:
+    """robot_mcp_memory.__all__ is sorted, and is every public name the package offers."""
+    names = robot_mcp_memory.__all__
+    assert names == sorted(names, key=_isort_key)
+    eager = {
+        n
+        for n, v in vars(robot_mcp_memory).items()
+        if not n.startswith("_")
+        and not inspect.ismodule(v)
+        and n != "annotations"
+        and n not in ("TYPE_CHECKING", "Any", "importlib")
+    }
+    lazy = set(robot_mcp_memory._LAZY)
+    assert set(names) == eager | lazy
+    assert set(names) <= set(dir(robot_mcp_memory))
+
+
+@pytest.mark.parametrize("name", robot_mcp_memory.__all__)
+def test_package_names_are_importable(name: str) -> None:
+    """Each name of the package's __all__ resolves (lazily for the services)."""
+    assert getattr(robot_mcp_memory, name) is not None
+
+
+def test_unknown_package_name_is_an_attribute_error() -> None:
+    """A name the package does not offer is an AttributeError naming it."""
+    with pytest.raises(AttributeError, match="no_such_name"):
+        robot_mcp_memory.no_such_name  # noqa: B018
+
+
+@pytest.mark.parametrize("module_name", PUBLIC_MODULES)
+def test_module_all_is_sorted_and_true(module_name: str) -> None:
+    """A public module's __all__ is sorted, unique, and every entry is importable."""
+    module = _module(module_name)
+    names = list(module.__all__)
+    assert names == sorted(names, key=_isort_key)
+    assert len(names) == len(set(names))
+    missing = [n for n in names if not hasattr(module, n)]
+    assert missing == []
+
+
+@pytest.mark.parametrize("module_name", PUBLIC_MODULES)
+def test_module_all_lists_what_it_defines(module_name: str) -> None:
+    """Every class and function a public module defines without a leading underscore is in
+    its __all__."""
+    module = _module(module_name)
+    defined = {
+        n
+        for n, v in vars(module).items()
+        if not n.startswith("_")
+        and (inspect.isclass(v) or inspect.isfunction(v))
+        and getattr(v, "__module__", None) == module.__name__
+    }
+    assert defined - set(module.__all__) == set()
+
+
+def test_errors_share_one_base_and_keep_their_builtins() -> None:
+    """Every error the package raises on purpose is a MemoryServerError, and still the
+    builtin it replaced, so an existing ``except ValueError`` keeps catching it."""
+    base = robot_mcp_memory.MemoryServerError
+    for error, builtin in [
+        (robot_mcp_memory.DocError, ValueError),
+        (robot_mcp_memory.DocTooLarge, ValueError),
+        (robot_mcp_memory.FleetError, ValueError),
+        (robot_mcp_memory.SettingsError, ValueError),
+        (robot_mcp_memory.TokenMapError, ValueError),
+        (robot_mcp_memory.EmbedderUnavailable, RuntimeError),
+        (robot_mcp_memory.DamagedRow, Exception),
+        (robot_mcp_memory.ToolFailure, Exception),
+    ]:
+        assert issubclass(error, base)
+        assert issubclass(error, builtin)
+
+
+def test_errors_are_reexported_where_they_always_were() -> None:
+    """Import paths from before the exceptions module keep working."""
+    from robot_mcp_memory import _exceptions, docmodel, embedding, fleet, settings, store
+
+    assert docmodel.DocError is _exceptions.DocError
+    assert docmodel.DocTooLarge is _exceptions.DocTooLarge
+    assert fleet.FleetError is _exceptions.FleetError
+    assert store.DamagedRow is _exceptions.DamagedRow
+    assert settings.SettingsError is _exceptions.SettingsError
+    assert embedding.EmbedderUnavailable is _exceptions.EmbedderUnavailable
+    assert importlib.import_module("robot_mcp_memory.tenancy").TokenMapError is (
+        _exceptions.TokenMapError
+    )
+    assert importlib.import_module("robot_mcp_memory.policy").ToolFailure is (
+        _exceptions.ToolFailure
+    )
+    assert importlib.import_module("robot_mcp_memory.server").ToolFailure is (
+        _exceptions.ToolFailure
+    )
