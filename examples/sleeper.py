@@ -46,6 +46,7 @@ from typing import Any, Literal
 from robot_mcp_kit import (
     ConfigurationError,
     EventPoster,
+    ManagerClosed,
     TaskContext,
     TaskError,
     TaskInfo,
@@ -207,7 +208,7 @@ def build_server(
                 est_duration_s=float(duration_s),
                 known_trigger_types=KNOWN_TRIGGER_TYPES,
             )
-        except RuntimeError as exc:  # the manager is closed: the server is shutting down
+        except ManagerClosed as exc:  # the server is shutting down
             return ToolErrorReply(error="unavailable", detail=str(exc))
         return info
 

@@ -12,7 +12,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from robot_mcp_kit._exceptions import ConfigurationError, RobotMcpKitError, SignatureError
+from robot_mcp_kit._exceptions import (
+    ConfigurationError,
+    InvalidArgument,
+    ManagerClosed,
+    RobotMcpKitError,
+    ServiceStartError,
+    SignatureError,
+    TaskManagerError,
+)
 from robot_mcp_kit._retry import Clock, RetryPolicy, SystemClock
 from robot_mcp_kit._version import __version__
 from robot_mcp_kit.events import EventPoster, PosterStats
@@ -46,9 +54,12 @@ __all__ = [
     "EventPoster",
     "EventSink",
     "EventType",
+    "InvalidArgument",
+    "ManagerClosed",
     "PosterStats",
     "RetryPolicy",
     "RobotMcpKitError",
+    "ServiceStartError",
     "SignatureError",
     "SignatureReason",
     "SystemClock",
@@ -60,6 +71,7 @@ __all__ = [
     "TaskFailure",
     "TaskInfo",
     "TaskManager",
+    "TaskManagerError",
     "TaskState",
     "__version__",
     "register_task_tools",

@@ -1,26 +1,50 @@
 """The kit's exceptions, in one place.
 
-Hierarchy::
+Hierarchy (each error also subclasses the builtin shown, the one the kit raised before
+issue 13, so a caller catching that builtin keeps working)::
 
-    RobotMcpKitError                 base of everything the kit raises on purpose
-    ├── ConfigurationError           bad or missing settings, raised at construction (fail fast)
+    RobotMcpKitError                 base of every error the kit raises on purpose
+    ├── ConfigurationError           (ValueError) a bad setting or declaration, raised at
+    │                                construction so a server fails fast
+    ├── InvalidArgument              (ValueError) a call's argument is outside what is valid
     ├── SignatureError               an event's signature or timestamp did not verify
+    ├── TaskManagerError             (RuntimeError) the task manager cannot start a task
+    │   └── ManagerClosed            start() after aclose(): the server is shutting down
+    ├── ServiceStartError            (RuntimeError) a child service (testing.ServiceProcess)
+    │                                exited or was not ready in time
+    ├── LessonError                  the lesson store (robot_mcp_kit.params)
+    │   ├── LessonNotFound           (KeyError) an outcome for a lesson that does not exist
+    │   └── InvalidLessonParams      (ValueError, TypeError) params not a JSON object
     └── StoreError                   the SQLite store machinery (robot_mcp_kit.store)
+        ├── DeclarationError         (ValueError) a Table or Schema contradicts itself
+        ├── UnknownTable             (KeyError) Schema.table() of an undeclared name
         ├── StoreUnreadable          the file is not a database this kit can open
         ├── SchemaTooNew             the file was written by a newer schema version
         ├── SchemaMismatch           the file holds tables the schema does not declare
         ├── MigrationFailed          a migration step raised; the file is left at its old version
         ├── PruneRefused             prune() was asked to delete from a non-RECORD table
+        ├── FlushTimeout             (TimeoutError) flush() waited longer than its timeout
         └── StoreClosed              the store was used after close()
 
-``TaskError`` (raised by task bodies to fail a task) lives in :mod:`robot_mcp_kit.tasks`
-because it is part of the task-body API rather than an error of the kit itself.
+Outside it, on purpose: ``TaskError`` (in :mod:`robot_mcp_kit.tasks`), which a task *body*
+raises to fail its task (the kit catches it; it is the body's, not the kit's);
+``TypeError`` for an argument of the wrong type (a payload that is not a dict, a server
+object no framework built), as Python itself does; ``ImportError`` when the ``mcp``
+extra is missing; ``TimeoutError`` from ``RecordingPoster.wait_for``, as from
+``asyncio.timeout``.
 """
 
 from __future__ import annotations
 
 __all__ = [
     "ConfigurationError",
+    "DeclarationError",
+    "FlushTimeout",
+    "InvalidArgument",
+    "InvalidLessonParams",
+    "LessonError",
+    "LessonNotFound",
+    "ManagerClosed",
     "MigrationFailed",
     "PruneRefused",
     "RobotMcpKitError",
@@ -31,6 +55,8 @@ __all__ = [
     "StoreClosed",
     "StoreError",
     "StoreUnreadable",
+    "TaskManagerError",
+    "UnknownTable",
 ]
 
 
@@ -38,8 +64,48 @@ class RobotMcpKitError(Exception):
     """Base class of every error the kit raises on purpose."""
 
 
-class ConfigurationError(RobotMcpKitError):
-    """A setting is missing or invalid; raised at construction so a server fails fast."""
+class ConfigurationError(RobotMcpKitError, ValueError):
+    """A setting is missing or invalid; raised at construction so a server fails fast.
+
+    .. versionchanged:: 0.1.0
+       Also a ``ValueError`` (TaskManager's and RetryPolicy's bad settings raised one).
+    """
+
+
+class InvalidArgument(RobotMcpKitError, ValueError):
+    """A call's argument is outside what is valid; the message says what is.
+
+    .. versionadded:: 0.1.0
+    """
+
+
+class TaskManagerError(RobotMcpKitError, RuntimeError):
+    """The task manager cannot start a task (no running event loop, no free task id).
+
+    .. versionadded:: 0.1.0 (a bare ``RuntimeError`` before)
+    """
+
+
+class ManagerClosed(TaskManagerError):
+    """``TaskManager.start()`` after ``aclose()``: the server is shutting down.
+
+    .. versionadded:: 0.1.0 (a bare ``RuntimeError`` before)
+    """
+
+
+class LessonError(RobotMcpKitError):
+    """Base class of the lesson store's errors (:mod:`robot_mcp_kit.params`)."""
+
+
+class LessonNotFound(LessonError, KeyError):
+    """An outcome for a lesson that was never recorded with params.
+
+    A ``KeyError``, so ``str()`` quotes the message as ``KeyError`` does.
+    """
+
+
+class InvalidLessonParams(LessonError, ValueError, TypeError):
+    """A lesson's params are not a JSON object (not a mapping, or not serialisable)."""
 
 
 class SignatureError(RobotMcpKitError):
@@ -64,8 +130,23 @@ class StoreError(RobotMcpKitError):
         self.path = path
 
 
+class DeclarationError(StoreError, ValueError):
+    """A ``Table`` or ``Schema`` declaration contradicts itself; raised at construction."""
+
+
+class UnknownTable(StoreError, KeyError):
+    """``Schema.table(name)`` for a name the schema does not declare."""
+
+
 class StoreUnreadable(StoreError):
-    """The file exists but is not a database this kit can open (text, truncated, empty)."""
+    """The file exists but is not a database this kit can open (text, truncated, empty).
+
+    ``remedy`` says what an operator can do (restore a backup, move the file aside).
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, remedy: str = "") -> None:
+        super().__init__(message, path=path)
+        self.remedy = remedy
 
 
 class SchemaTooNew(StoreError):
@@ -82,6 +163,10 @@ class MigrationFailed(StoreError):
 
 class PruneRefused(StoreError):
     """``prune()`` was asked to delete from a table that is not a declared RECORD."""
+
+
+class FlushTimeout(StoreError, TimeoutError):
+    """``flush()`` waited ``timeout_s`` and records were still unwritten."""
 
 
 class StoreClosed(StoreError):

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from robot_mcp_kit._exceptions import ConfigurationError
 from robot_mcp_kit.models import TaskEvent, TaskInfo
 from robot_mcp_kit.store import Kind, Schema, SqliteStore, Table
 
@@ -145,7 +146,7 @@ class Outbox:
         hot_queue_max: int = 100_000,
     ) -> None:
         if delivered_tail < 0:
-            raise ValueError(f"delivered_tail must be >= 0, got {delivered_tail}.")
+            raise ConfigurationError(f"delivered_tail must be >= 0, got {delivered_tail}.")
         self.path = Path(path)
         self.delivered_tail = delivered_tail
         self.store = SqliteStore(self.path, OUTBOX_SCHEMA, hot_queue_max=hot_queue_max)

@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from robot_mcp_kit._exceptions import ConfigurationError, InvalidArgument
+
 __all__ = ["Clock", "RetryPolicy", "SystemClock"]
 
 
@@ -76,17 +78,19 @@ class RetryPolicy:
 
     def __post_init__(self) -> None:
         if any(d < 0 for d in self.delays_s):
-            raise ValueError(f"RetryPolicy.delays_s must not be negative, got {self.delays_s!r}")
+            raise ConfigurationError(
+                f"RetryPolicy.delays_s must not be negative, got {self.delays_s!r}"
+            )
         if self.then_every_s < 0:
-            raise ValueError(
+            raise ConfigurationError(
                 f"RetryPolicy.then_every_s must not be negative, got {self.then_every_s!r}"
             )
         if self.give_up_after_s < 0:
-            raise ValueError(
+            raise ConfigurationError(
                 f"RetryPolicy.give_up_after_s must not be negative, got {self.give_up_after_s!r}"
             )
         if self.retry_after_cap_s < 0:
-            raise ValueError(
+            raise ConfigurationError(
                 "RetryPolicy.retry_after_cap_s must not be negative, "
                 f"got {self.retry_after_cap_s!r}"
             )
@@ -103,7 +107,7 @@ class RetryPolicy:
     def delay_after(self, attempt: int) -> float:
         """Return the scheduled pause after failed attempt number ``attempt`` (1-based)."""
         if attempt < 1:
-            raise ValueError(f"attempt numbers start at 1, got {attempt}")
+            raise InvalidArgument(f"attempt numbers start at 1, got {attempt}")
         if attempt <= len(self.delays_s):
             return self.delays_s[attempt - 1]
         return self.then_every_s

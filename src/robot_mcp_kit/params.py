@@ -35,12 +35,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from robot_mcp_kit._exceptions import (
+    ConfigurationError,
+    InvalidLessonParams,
+    LessonError,
+    LessonNotFound,
+)
 from robot_mcp_kit.models import format_ts, reliability, utc_now
 from robot_mcp_kit.store import Kind, Schema, SqliteStore, Table
 
 __all__ = [
     "PARAMS_SCHEMA",
+    "InvalidLessonParams",
     "Lesson",
+    "LessonError",
+    "LessonNotFound",
     "MemoryBackend",
     "ParamBackend",
     "ParamStore",
@@ -159,15 +168,17 @@ def _check_params(params: Mapping[str, Any] | None) -> str | None:
     if params is None:
         return None
     if not isinstance(params, Mapping):
-        raise TypeError(f"lesson params must be a JSON object (a mapping), got {params!r}")
+        raise InvalidLessonParams(
+            f"lesson params must be a JSON object (a mapping), got {params!r}"
+        )
     try:
         return json.dumps(dict(params), sort_keys=True, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"lesson params are not JSON-serialisable: {exc}") from exc
+        raise InvalidLessonParams(f"lesson params are not JSON-serialisable: {exc}") from exc
 
 
-def _missing(scope: str, key: str, place: str | None) -> KeyError:
-    return KeyError(
+def _missing(scope: str, key: str, place: str | None) -> LessonNotFound:
+    return LessonNotFound(
         f"no lesson {key!r} at place {place!r} in scope {scope!r}; record it with params first"
     )
 
@@ -375,7 +386,7 @@ class ParamStore:
 
     def __init__(self, backend: ParamBackend, scope: str) -> None:
         if not scope:
-            raise ValueError("a ParamStore needs a non-empty scope")
+            raise ConfigurationError("a ParamStore needs a non-empty scope")
         self.backend = backend
         self.scope = scope
 
@@ -405,8 +416,9 @@ class ParamStore:
         ``created`` is kept, ``updated`` bumped.
 
         Raises:
-            KeyError: ``params`` is None and there is no such lesson.
-            ValueError, TypeError: ``params`` is not a JSON object.
+            LessonNotFound: ``params`` is None and there is no such lesson (a ``KeyError``).
+            InvalidLessonParams: ``params`` is not a JSON object (a ``ValueError`` and a
+                ``TypeError``).
         """
         return self.backend.record(
             self.scope,

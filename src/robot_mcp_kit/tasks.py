@@ -64,6 +64,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol, TypeGuard, runtime_checkable
 
+from robot_mcp_kit._exceptions import (
+    ConfigurationError,
+    InvalidArgument,
+    ManagerClosed,
+    TaskManagerError,
+)
 from robot_mcp_kit._outbox import Outbox
 from robot_mcp_kit.models import (
     TERMINAL_STATES,
@@ -334,13 +340,15 @@ class TaskManager:
         journal: Outbox | Literal[False] | None = None,
     ) -> None:
         if not server_name:
-            raise ValueError("server_name must be a non-empty string.")
+            raise ConfigurationError("server_name must be a non-empty string.")
         if max_finished_retained < 0:
-            raise ValueError(f"max_finished_retained must be >= 0, got {max_finished_retained!r}.")
+            raise ConfigurationError(
+                f"max_finished_retained must be >= 0, got {max_finished_retained!r}."
+            )
         if not cancel_grace_s >= 0:
-            raise ValueError(f"cancel_grace_s must be >= 0, got {cancel_grace_s!r}.")
+            raise ConfigurationError(f"cancel_grace_s must be >= 0, got {cancel_grace_s!r}.")
         if max_events_per_task < 0 or max_events_retained < 0:
-            raise ValueError(
+            raise ConfigurationError(
                 f"max_events_per_task and max_events_retained must be >= 0, got "
                 f"{max_events_per_task!r} and {max_events_retained!r}."
             )
@@ -396,17 +404,19 @@ class TaskManager:
         entries that are not dicts are dropped.
 
         Raises:
-            RuntimeError: no running event loop, or the manager was closed.
+            ManagerClosed: the manager was closed (:meth:`aclose`); a ``RuntimeError``.
+            TaskManagerError: no running event loop, or no unused task id could be drawn;
+                a ``RuntimeError``.
         """
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            raise RuntimeError(
+            raise TaskManagerError(
                 "TaskManager.start() needs a running asyncio event loop; call it from a "
                 "coroutine such as an async MCP tool handler."
             ) from None
         if self._closed:
-            raise RuntimeError(
+            raise ManagerClosed(
                 f"TaskManager for {self.server_name!r} is closed; no task can be started."
             )
         task_id = self._new_unique_id()
@@ -436,14 +446,14 @@ class TaskManager:
         """Return snapshots of the known tasks, oldest first, optionally only ``states``.
 
         Raises:
-            ValueError: ``states`` names a state that does not exist.
+            InvalidArgument: ``states`` names a state that does not exist (a ``ValueError``).
         """
         if states is None:
             return [self._info(t) for t in self._tasks.values()]
         wanted = set(states)
         unknown = wanted - _ALL_STATES
         if unknown:
-            raise ValueError(
+            raise InvalidArgument(
                 f"unknown task state(s) {sorted(unknown)!r}; valid states are "
                 f"{sorted(s.value for s in _ALL_STATES)!r}."
             )
@@ -524,7 +534,7 @@ class TaskManager:
             if candidate not in self._tasks:
                 return candidate
             logger.debug("task id %s collided; drawing another", candidate)
-        raise RuntimeError(
+        raise TaskManagerError(
             f"could not draw a unique task id for {self.server_name!r} in "
             f"{_MAX_ID_ATTEMPTS} attempts; is the id factory returning a constant?"
         )

@@ -113,3 +113,61 @@ class TestOneDefinitionPerFact:
         assert reliability(successes, failures) == pytest.approx(expected)
         lesson = Lesson("solo:r", "grip", {}, success_count=successes, failure_count=failures)
         assert lesson.reliability == reliability(successes, failures)
+
+
+class TestExceptions:
+    """Issue 13: every error the kit raises on purpose is a RobotMcpKitError and still
+    the builtin it was before."""
+
+    async def test_start_on_a_closed_manager_raises_manager_closed(self):
+        """ManagerClosed is a RobotMcpKitError and the RuntimeError callers caught."""
+        from robot_mcp_kit import ManagerClosed, RobotMcpKitError, TaskManager
+        from robot_mcp_kit.testing import RecordingPoster
+
+        manager = TaskManager("t", RecordingPoster())
+        await manager.aclose()
+
+        async def body(ctx):
+            return {}
+
+        with pytest.raises(ManagerClosed) as info:
+            manager.start("x", body)
+        assert isinstance(info.value, RobotMcpKitError)
+        assert isinstance(info.value, RuntimeError)
+
+    @pytest.mark.parametrize(
+        ("make", "builtin"),
+        [
+            (lambda: __import__("robot_mcp_kit").TaskManager("", None), ValueError),
+            (lambda: __import__("robot_mcp_kit").RetryPolicy(delays_s=(-1,)), ValueError),
+            (lambda: __import__("robot_mcp_kit").TaskManager("t", None).list(["x"]), ValueError),
+            (lambda: __import__("robot_mcp_kit.store").store.Table("1", "record", ""), ValueError),
+            (
+                lambda: (
+                    __import__("robot_mcp_kit.params")
+                    .params.ParamStore(
+                        __import__("robot_mcp_kit.params").params.MemoryBackend(), "s"
+                    )
+                    .record("k")
+                ),
+                KeyError,
+            ),
+            (
+                lambda: (
+                    __import__("robot_mcp_kit.params")
+                    .params.ParamStore(
+                        __import__("robot_mcp_kit.params").params.MemoryBackend(), "s"
+                    )
+                    .record("k", ["not", "a", "mapping"])
+                ),
+                TypeError,
+            ),
+        ],
+    )
+    def test_kit_errors_keep_their_builtin(self, make, builtin):
+        """Each is a RobotMcpKitError and the builtin it replaced."""
+        from robot_mcp_kit import RobotMcpKitError
+
+        with pytest.raises(RobotMcpKitError) as info:
+            make()
+        assert isinstance(info.value, builtin)

@@ -11,6 +11,8 @@ See ``docs/decisions/0001-store-api.md`` for the contract.
 from __future__ import annotations
 
 from robot_mcp_kit._exceptions import (
+    DeclarationError,
+    FlushTimeout,
     MigrationFailed,
     PruneRefused,
     SchemaMismatch,
@@ -18,6 +20,7 @@ from robot_mcp_kit._exceptions import (
     StoreClosed,
     StoreError,
     StoreUnreadable,
+    UnknownTable,
 )
 from robot_mcp_kit.store._kinds import Kind, Table
 from robot_mcp_kit.store._schema import META_TABLE, MigrationStep, Schema
@@ -26,6 +29,8 @@ from robot_mcp_kit.store._writer import StoreStats
 
 __all__ = [
     "META_TABLE",
+    "DeclarationError",
+    "FlushTimeout",
     "Kind",
     "MigrationFailed",
     "MigrationStep",
@@ -39,4 +44,5 @@ __all__ = [
     "StoreStats",
     "StoreUnreadable",
     "Table",
+    "UnknownTable",
 ]

@@ -21,6 +21,8 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
+from robot_mcp_kit._exceptions import DeclarationError
+
 __all__ = ["Kind", "Table"]
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -56,7 +58,8 @@ class Table:
             the row was observed in (added in 0.12; checked against the file at open).
 
     Raises:
-        ValueError: at construction, for a declaration that contradicts its kind.
+        DeclarationError: at construction, for a declaration that contradicts its kind
+            (a ``ValueError``).
     """
 
     name: str
@@ -69,46 +72,48 @@ class Table:
 
     def __post_init__(self) -> None:
         if not _IDENT.fullmatch(self.name):
-            raise ValueError(
+            raise DeclarationError(
                 f"table name {self.name!r} is not a plain SQL identifier "
                 "(letters, digits and underscores, not starting with a digit)"
             )
         if self.name.lower().startswith("sqlite_"):
-            raise ValueError(f"table name {self.name!r} is reserved by sqlite")
+            raise DeclarationError(f"table name {self.name!r} is reserved by sqlite")
         object.__setattr__(self, "kind", Kind(self.kind))
         object.__setattr__(self, "indexes", tuple(self.indexes))
         head = " ".join(self.ddl.split()[:3]).upper()
         if not (head.startswith("CREATE TABLE") or head.startswith("CREATE VIRTUAL TABLE")):
-            raise ValueError(
+            raise DeclarationError(
                 f"table {self.name!r}: ddl must be one CREATE TABLE or CREATE VIRTUAL TABLE "
                 f"statement, got {self.ddl[:40]!r}"
             )
         if self.kind is Kind.DERIVED:
             if not self.derived_from:
-                raise ValueError(
+                raise DeclarationError(
                     f"table {self.name!r} is DERIVED and must name its source in derived_from"
                 )
         elif self.derived_from is not None:
-            raise ValueError(
+            raise DeclarationError(
                 f"table {self.name!r} is {self.kind.value}; only a DERIVED table has "
                 f"derived_from (got {self.derived_from!r})"
             )
         if self.time_column is not None and self.kind is not Kind.RECORD:
-            raise ValueError(
+            raise DeclarationError(
                 f"table {self.name!r} is {self.kind.value}; only a RECORD table has a "
                 f"time_column (got {self.time_column!r})"
             )
         if self.kind is Kind.BELIEF:
             if not self.epoch_column:
-                raise ValueError(f"table {self.name!r} is a BELIEF and must name its epoch_column")
+                raise DeclarationError(
+                    f"table {self.name!r} is a BELIEF and must name its epoch_column"
+                )
         elif self.epoch_column is not None:
-            raise ValueError(
+            raise DeclarationError(
                 f"table {self.name!r} is {self.kind.value}; only a BELIEF table has an "
                 f"epoch_column (got {self.epoch_column!r})"
             )
         for column in (self.time_column, self.epoch_column):
             if column is not None and not _IDENT.fullmatch(column):
-                raise ValueError(
+                raise DeclarationError(
                     f"table {self.name!r}: column {column!r} is not a plain SQL identifier"
                 )
 

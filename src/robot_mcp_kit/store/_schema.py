@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Protocol
 
+from robot_mcp_kit._exceptions import DeclarationError, UnknownTable
 from robot_mcp_kit.store._kinds import Kind, Table
 
 __all__ = ["META_TABLE", "MigrationStep", "Schema"]
@@ -53,9 +54,9 @@ class Schema:
         pruned: the tables a retention sweep may prune; each must be a declared RECORD.
 
     Raises:
-        ValueError: at construction — a version below 1, a duplicate table, a ``pruned``
-            name that is not a declared RECORD, a DERIVED table whose source is not
-            declared, a migration key outside ``2..version``.
+        DeclarationError: at construction (a ``ValueError``) — a version below 1, a
+            duplicate table, a ``pruned`` name that is not a declared RECORD, a DERIVED
+            table whose source is not declared, a migration key outside ``2..version``.
     """
 
     version: int
@@ -65,7 +66,7 @@ class Schema:
 
     def __post_init__(self) -> None:
         if not isinstance(self.version, int) or self.version < 1:
-            raise ValueError(f"schema version must be an int >= 1, got {self.version!r}")
+            raise DeclarationError(f"schema version must be an int >= 1, got {self.version!r}")
         tables = tuple(self.tables)
         object.__setattr__(self, "tables", tables)
         object.__setattr__(self, "pruned", frozenset(self.pruned))
@@ -73,38 +74,38 @@ class Schema:
         by_name: dict[str, Table] = {}
         for table in tables:
             if not isinstance(table, Table):
-                raise ValueError(f"schema tables must be Table declarations, got {table!r}")
+                raise DeclarationError(f"schema tables must be Table declarations, got {table!r}")
             if table.name.lower() in by_name:
-                raise ValueError(f"table {table.name!r} is declared twice")
+                raise DeclarationError(f"table {table.name!r} is declared twice")
             by_name[table.name.lower()] = table
         for table in tables:
             if table.derived_from is not None and table.derived_from.lower() not in by_name:
-                raise ValueError(
+                raise DeclarationError(
                     f"DERIVED table {table.name!r} is derived from {table.derived_from!r}, "
                     f"which is not declared (declared: {sorted(t.name for t in tables)})"
                 )
         for name in sorted(self.pruned):
             declared = by_name.get(name.lower())
             if declared is None:
-                raise ValueError(
+                raise DeclarationError(
                     f"pruned names {name!r}, which is not a declared table "
                     f"(declared: {sorted(t.name for t in tables)})"
                 )
             if declared.kind is not Kind.RECORD:
-                raise ValueError(
+                raise DeclarationError(
                     f"pruned names {name!r}, a {declared.kind.value} table; only a RECORD "
                     "table may be pruned"
                 )
         for key in self.migrations:
             if not isinstance(key, int) or not 2 <= key <= self.version:
-                raise ValueError(
+                raise DeclarationError(
                     f"migration key {key!r} is outside 2..{self.version}; key N is the step "
                     "from version N-1 to N"
                 )
         shadows = self.not_ours()
         for table in tables:
             if table.name.lower() in shadows:
-                raise ValueError(
+                raise DeclarationError(
                     f"table {table.name!r} is a shadow table sqlite creates for a declared "
                     "virtual table; do not declare it"
                 )
@@ -113,12 +114,13 @@ class Schema:
         """Return the declared table called ``name`` (``store_meta`` included).
 
         Raises:
-            KeyError: naming the declared tables, for a name that is not one of them.
+            UnknownTable: naming the declared tables, for a name that is not one of them
+                (a ``KeyError``).
         """
         for table in self.all_tables():
             if table.name.lower() == name.lower():
                 return table
-        raise KeyError(
+        raise UnknownTable(
             f"{name!r} is not a declared table "
             f"(declared: {sorted(t.name for t in self.all_tables())})"
         )

@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from robot_mcp_kit._exceptions import (
+    InvalidArgument,
     MigrationFailed,
     PruneRefused,
     SchemaMismatch,
@@ -67,12 +68,11 @@ def _remedy(path: Path) -> str:
 
 
 def _unreadable(path: Path, reason: str) -> StoreUnreadable:
-    err = StoreUnreadable(
+    return StoreUnreadable(
         f"{path} is not a database this store can open: {reason}. {_remedy(path)}",
         path=str(path),
+        remedy=_remedy(path),
     )
-    err.remedy = _remedy(path)  # type: ignore[attr-defined]
-    return err
 
 
 class SqliteStore:
@@ -468,7 +468,7 @@ class SqliteStore:
         """Block until every write enqueued before this call is written (or failed).
 
         Raises:
-            TimeoutError: if ``timeout_s`` elapses first.
+            FlushTimeout: if ``timeout_s`` elapses first (a ``TimeoutError``).
         """
         self._ensure_open()
         self._writer.flush(timeout_s)
@@ -500,8 +500,8 @@ class SqliteStore:
 
         Raises:
             PruneRefused: before deleting anything, unless ``table`` is a declared RECORD.
-            ValueError: neither bound given, a negative bound, or ``older_than_s`` on a
-                table without a ``time_column``.
+            InvalidArgument: neither bound given, a negative bound, or ``older_than_s`` on
+                a table without a ``time_column`` (a ``ValueError``).
         """
         self._ensure_open()
         declared = self._declared(table)
@@ -513,11 +513,11 @@ class SqliteStore:
                 path=str(self.path),
             )
         if older_than_s is None and keep_last is None:
-            raise ValueError("prune needs older_than_s, keep_last, or both")
+            raise InvalidArgument("prune needs older_than_s, keep_last, or both")
         if (older_than_s is not None and older_than_s < 0) or (
             keep_last is not None and keep_last < 0
         ):
-            raise ValueError(
+            raise InvalidArgument(
                 f"prune bounds must be >= 0 (older_than_s={older_than_s}, keep_last={keep_last})"
             )
         name = _q(declared.name)
@@ -525,7 +525,7 @@ class SqliteStore:
         with self.transaction() as conn:
             if older_than_s is not None:
                 if declared.time_column is None:
-                    raise ValueError(
+                    raise InvalidArgument(
                         f"table {declared.name!r} has no time_column; prune it with keep_last"
                     )
                 col = _q(declared.time_column)

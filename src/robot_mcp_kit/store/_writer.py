@@ -19,6 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
+from robot_mcp_kit._exceptions import ConfigurationError, FlushTimeout
+
 __all__ = ["HotWriter", "Params", "StoreStats"]
 
 logger = logging.getLogger("robot_mcp_kit.store")
@@ -60,9 +62,9 @@ class HotWriter:
         name: str,
     ) -> None:
         if queue_max < 1:
-            raise ValueError(f"hot_queue_max must be >= 1, got {queue_max}")
+            raise ConfigurationError(f"hot_queue_max must be >= 1, got {queue_max}")
         if batch_max < 1:
-            raise ValueError(f"batch_max must be >= 1, got {batch_max}")
+            raise ConfigurationError(f"batch_max must be >= 1, got {batch_max}")
         self._conn = conn
         self._lock = lock
         self._queue_max = queue_max
@@ -115,7 +117,7 @@ class HotWriter:
         """Block until every job accepted before this call has been processed.
 
         Raises:
-            TimeoutError: when ``timeout_s`` elapses first.
+            FlushTimeout: when ``timeout_s`` elapses first (a ``TimeoutError``).
         """
         with self._qlock:
             target = self._enqueued
@@ -123,7 +125,7 @@ class HotWriter:
         with self._done:
             ok = self._done.wait_for(lambda: self._processed >= target, timeout=timeout_s)
         if not ok:
-            raise TimeoutError(
+            raise FlushTimeout(
                 f"store flush timed out after {timeout_s} s with "
                 f"{target - self._processed} queued records still unwritten"
             )
