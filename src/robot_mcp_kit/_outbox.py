@@ -39,7 +39,6 @@ See ``docs/decisions/0012-durable-outbox.md``.
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -47,6 +46,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from robot_mcp_kit._exceptions import ConfigurationError
+from robot_mcp_kit._log import get_logger
 from robot_mcp_kit.models import TaskEvent, TaskInfo
 from robot_mcp_kit.store import Kind, Schema, SqliteStore, Table
 
@@ -63,7 +63,7 @@ ENV_OUTBOX: Final = "RVC_OUTBOX"
 
 OutboxState = Literal["pending", "delivered", "given_up", "dropped"]
 
-logger = logging.getLogger("robot_mcp_kit.outbox")
+_log = get_logger("robot_mcp_kit.outbox")
 
 OUTBOX_EVENTS = Table(
     "outbox_events",
@@ -218,7 +218,7 @@ class Outbox:
             try:
                 out.append((TaskInfo.model_validate_json(info_json), int(seq)))
             except ValueError:
-                logger.error("outbox %s: an unreadable task row was skipped", self.path)
+                _log.error("outbox_row_skipped", outbox=str(self.path), table="tasks")
         return out
 
     def events(self, task_ids: Iterable[str], limit: int) -> list[TaskEvent]:
@@ -236,7 +236,7 @@ class Outbox:
             try:
                 found.append(TaskEvent.model_validate_json(bytes(body)))
             except ValueError:
-                logger.error("outbox %s: an unreadable event row was skipped", self.path)
+                _log.error("outbox_row_skipped", outbox=str(self.path), table="outbox_events")
             if len(found) >= limit:
                 break
         found.reverse()
@@ -286,7 +286,7 @@ class Outbox:
         try:
             ok = self.store.enqueue(sql, params)
         except Exception:  # a closed store: the caller's path must not raise
-            logger.exception("outbox %s: a write was refused", self.path)
+            _log.exception("outbox_write_refused", outbox=str(self.path))
             ok = False
         if not ok:
             self.write_failures += 1

@@ -59,6 +59,7 @@ from typing import Final, Literal
 import httpx
 
 from robot_mcp_kit._exceptions import ConfigurationError
+from robot_mcp_kit._log import get_logger
 from robot_mcp_kit._outbox import ENV_OUTBOX, Outbox, OutboxRow
 from robot_mcp_kit._retry import Clock, RetryPolicy, SystemClock
 from robot_mcp_kit.models import TaskEvent
@@ -69,7 +70,7 @@ __all__ = ["ENV_CALLBACK_URL", "ENV_EVENT_SECRET", "ENV_OUTBOX", "EventPoster", 
 ENV_CALLBACK_URL: Final = "RVC_CALLBACK_URL"
 ENV_EVENT_SECRET: Final = "RVC_EVENT_SECRET"  # noqa: S105 - the variable's name, not a secret
 
-logger = logging.getLogger("robot_mcp_kit.events")
+_log = get_logger("robot_mcp_kit.events")
 
 _DRAIN_LIMIT = 64 * 1024
 """Bytes of a response body read (and discarded) so the connection can be reused."""
@@ -252,10 +253,11 @@ class EventPoster:
         path = os.environ.get(ENV_OUTBOX) if outbox is None else outbox
         if path is not False and path is not None and str(path).strip():
             if self.callback_url is None:
-                logger.info(
-                    "EventPoster %r: outbox %s ignored in no-op mode (no callback URL)",
-                    server_name,
-                    path,
+                _log.info(
+                    "outbox_ignored",
+                    server=server_name,
+                    outbox=str(path),
+                    reason="no-op mode (no callback URL)",
                 )
             else:
                 self.outbox = Outbox(path, delivered_tail=outbox_delivered_tail)
@@ -292,11 +294,13 @@ class EventPoster:
             self._post(event)
         except Exception:  # post() never raises into the caller, whatever happens
             self._dropped += 1
-            logger.exception(
-                "event %s (task %s seq %s) dropped: the poster failed to queue it",
-                getattr(event, "event_id", "?"),
-                getattr(event, "task_id", "?"),
-                getattr(event, "seq", "?"),
+            _log.exception(
+                "event_dropped",
+                server=self.server_name,
+                event_id=getattr(event, "event_id", "?"),
+                task_id=getattr(event, "task_id", "?"),
+                seq=getattr(event, "seq", "?"),
+                reason="the poster failed to queue it",
             )
 
     async def start(self) -> None:
@@ -311,7 +315,7 @@ class EventPoster:
         try:
             wakeup, idle = self._ensure_worker()
         except Exception:
-            logger.exception("EventPoster %r could not start", self.server_name)
+            _log.exception("poster_start_failed", server=self.server_name)
             return
         if self._queue:
             idle.clear()
@@ -373,8 +377,8 @@ class EventPoster:
                     else:
                         outbox.close()
                 except Exception:
-                    logger.exception(
-                        "EventPoster %r: closing outbox %s failed", self.server_name, outbox.path
+                    _log.exception(
+                        "outbox_close_failed", server=self.server_name, outbox=str(outbox.path)
                     )
             if self._close_done is not None:
                 self._close_done.set()
@@ -401,24 +405,27 @@ class EventPoster:
 
     def _post(self, event: TaskEvent) -> None:
         if not self.enabled:
-            if logger.isEnabledFor(logging.DEBUG):
-                logger.debug(
-                    "no-op mode (%s unset): event %s (task %s seq %d type %s) not sent: %s",
-                    ENV_CALLBACK_URL,
-                    event.event_id,
-                    event.task_id,
-                    event.seq,
-                    event.type,
-                    event.model_dump_json(),
+            if _log.is_enabled_for(logging.DEBUG):
+                _log.debug(
+                    "event_not_sent",
+                    server=self.server_name,
+                    reason=f"no-op mode ({ENV_CALLBACK_URL} unset)",
+                    event_id=event.event_id,
+                    task_id=event.task_id,
+                    seq=event.seq,
+                    type=event.type,
+                    body=event.model_dump_json(),
                 )
             return
         if self._closed:
             self._dropped += 1
-            logger.warning(
-                "event %s (task %s seq %d) dropped: posted after the poster was closed",
-                event.event_id,
-                event.task_id,
-                event.seq,
+            _log.warning(
+                "event_dropped",
+                server=self.server_name,
+                event_id=event.event_id,
+                task_id=event.task_id,
+                seq=event.seq,
+                reason="posted after the poster was closed",
             )
             return
         item = _Item(event.event_id, event.task_id, event.seq, event.model_dump_json().encode())
@@ -434,13 +441,15 @@ class EventPoster:
             self._dropped += 1
             if outbox is not None:
                 outbox.mark(old.event_id, "dropped")
-            logger.error(
-                "event %s (task %s seq %d) dropped: the queue is full (%d events); "
-                "the brain's reconciliation poll covers the loss",
-                old.event_id,
-                old.task_id,
-                old.seq,
-                self.queue_max,
+            _log.error(
+                "event_dropped",
+                server=self.server_name,
+                event_id=old.event_id,
+                task_id=old.task_id,
+                seq=old.seq,
+                reason="the queue is full",
+                queue_max=self.queue_max,
+                covered_by="the brain's reconciliation poll",
             )
         queue.append(item)
         self._posted += 1
@@ -453,11 +462,11 @@ class EventPoster:
         wakeup, idle = self._wakeup, self._idle
         if self._loop is not loop:
             if self._loop is not None:
-                logger.warning(
-                    "EventPoster %r moved to a new event loop (the old one stopped without "
-                    "aclose()); its HTTP client is replaced, %d queued events carry over",
-                    self.server_name,
-                    len(self._queue) + (self._inflight is not None),
+                _log.warning(
+                    "poster_loop_changed",
+                    server=self.server_name,
+                    reason="the old event loop stopped without aclose()",
+                    queued=len(self._queue) + (self._inflight is not None),
                 )
             self._loop = loop
             self._wakeup = wakeup = asyncio.Event()
@@ -483,23 +492,18 @@ class EventPoster:
         try:
             rows = outbox.pending()
         except Exception:
-            logger.exception(
-                "EventPoster %r could not read the pending events of outbox %s",
-                self.server_name,
-                outbox.path,
-            )
+            _log.exception("outbox_read_failed", server=self.server_name, outbox=str(outbox.path))
             rows = []
         if rows:
             self._recovered += len(rows)
-            logger.warning(
-                "EventPoster %r: %d undelivered events recovered from outbox %s "
-                "(first: event %s task %s seq %d); sending them first",
-                self.server_name,
-                len(rows),
-                outbox.path,
-                rows[0].event_id,
-                rows[0].task_id,
-                rows[0].seq,
+            _log.warning(
+                "outbox_recovered",
+                server=self.server_name,
+                outbox=str(outbox.path),
+                events=len(rows),
+                first_event_id=rows[0].event_id,
+                first_task_id=rows[0].task_id,
+                first_seq=rows[0].seq,
             )
         for row in reversed(rows):
             self._queue.appendleft(self._recovered_item(row))
@@ -507,20 +511,20 @@ class EventPoster:
             old = self._queue.popleft()
             self._dropped += 1
             outbox.mark(old.event_id, "dropped")
-            logger.error(
-                "event %s (task %s seq %d) dropped: the outbox holds more than %d events",
-                old.event_id,
-                old.task_id,
-                old.seq,
-                self.queue_max,
+            _log.error(
+                "event_dropped",
+                server=self.server_name,
+                event_id=old.event_id,
+                task_id=old.task_id,
+                seq=old.seq,
+                reason="the outbox holds more than queue_max events",
+                queue_max=self.queue_max,
             )
         self._posted += len(self._queue)
         try:
             outbox.trim(self.queue_max)
         except Exception:
-            logger.exception(
-                "EventPoster %r could not trim outbox %s", self.server_name, outbox.path
-            )
+            _log.exception("outbox_trim_failed", server=self.server_name, outbox=str(outbox.path))
         outbox.on_recovered_event = self._adopt
 
     def _recovered_item(self, row: OutboxRow) -> _Item:
@@ -556,10 +560,11 @@ class EventPoster:
         try:
             await outbox.make_durable()
         except Exception:  # a closed or broken store must not stop delivery
-            logger.exception(
-                "EventPoster %r: outbox %s could not be flushed; sending anyway",
-                self.server_name,
-                outbox.path,
+            _log.exception(
+                "outbox_flush_failed",
+                server=self.server_name,
+                outbox=str(outbox.path),
+                then="sending anyway",
             )
         self._durable_n = max(self._durable_n, target)
 
@@ -574,8 +579,8 @@ class EventPoster:
             try:
                 await asyncio.to_thread(outbox.trim, self.queue_max)
             except Exception:
-                logger.exception(
-                    "EventPoster %r could not trim outbox %s", self.server_name, outbox.path
+                _log.exception(
+                    "outbox_trim_failed", server=self.server_name, outbox=str(outbox.path)
                 )
 
     async def _run(self, wakeup: asyncio.Event, idle: asyncio.Event) -> None:
@@ -598,11 +603,13 @@ class EventPoster:
             except Exception:  # a bug here must not kill the worker and strand the queue
                 self._given_up += 1
                 outcome = "given_up"
-                logger.exception(
-                    "event %s (task %s seq %d) given up: unexpected error in the poster",
-                    item.event_id,
-                    item.task_id,
-                    item.seq,
+                _log.exception(
+                    "event_given_up",
+                    server=self.server_name,
+                    event_id=item.event_id,
+                    task_id=item.task_id,
+                    seq=item.seq,
+                    reason="unexpected error in the poster",
                 )
             self._inflight = None
             await self._settle(item, outcome)
@@ -651,45 +658,46 @@ class EventPoster:
                     problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             if delivered:
                 self._sent += 1
-                if logger.isEnabledFor(logging.DEBUG):
-                    logger.debug(
-                        "event %s (task %s seq %d) delivered on attempt %d: status %d",
-                        item.event_id,
-                        item.task_id,
-                        item.seq,
-                        attempt,
-                        status,
-                    )
+                _log.debug(
+                    "event_delivered",
+                    server=self.server_name,
+                    event_id=item.event_id,
+                    task_id=item.task_id,
+                    seq=item.seq,
+                    attempt=attempt,
+                    status=status,
+                )
                 return "delivered"
             elapsed = clock.monotonic() - started
             delay = policy.next_delay(attempt, elapsed, retry_after)
             if delay is None:
                 self._given_up += 1
-                logger.error(
-                    "event %s (task %s seq %d) given up after %d attempts over %.1f s "
-                    "(cap %.0f s); last failure: %s; the brain's reconciliation poll "
-                    "covers the loss",
-                    item.event_id,
-                    item.task_id,
-                    item.seq,
-                    attempt,
-                    elapsed,
-                    policy.give_up_after_s,
-                    problem,
+                _log.error(
+                    "event_given_up",
+                    server=self.server_name,
+                    event_id=item.event_id,
+                    task_id=item.task_id,
+                    seq=item.seq,
+                    attempts=attempt,
+                    elapsed_s=round(elapsed, 1),
+                    cap_s=policy.give_up_after_s,
+                    last_failure=problem,
+                    covered_by="the brain's reconciliation poll",
                 )
                 return "given_up"
             if self._close_deadline is not None and (
                 clock.monotonic() + delay > self._close_deadline
             ):
                 raise _GraceExpired
-            logger.warning(
-                "event %s (task %s seq %d) attempt %d failed: %s; retrying in %.1f s",
-                item.event_id,
-                item.task_id,
-                item.seq,
-                attempt,
-                problem,
-                delay,
+            _log.warning(
+                "poster_retry",
+                server=self.server_name,
+                event_id=item.event_id,
+                task_id=item.task_id,
+                seq=item.seq,
+                attempt=attempt,
+                failure=problem,
+                retry_in_s=delay,
             )
             self._retried += 1
             await clock.sleep(delay)
@@ -710,35 +718,32 @@ class EventPoster:
         self._inflight = None
         if left and self.outbox is not None:
             self._kept += len(left)
-            logger.warning(
-                "EventPoster %r closed with %d undelivered events kept in outbox %s for the "
-                "next start (first: event %s task %s seq %d)",
-                self.server_name,
-                len(left),
-                self.outbox.path,
-                left[0].event_id,
-                left[0].task_id,
-                left[0].seq,
+            _log.warning(
+                "poster_closed",
+                server=self.server_name,
+                sent=self._sent,
+                kept=len(left),
+                outbox=str(self.outbox.path),
+                first_event_id=left[0].event_id,
+                first_task_id=left[0].task_id,
+                first_seq=left[0].seq,
             )
             return
         if not left:
-            logger.info(
-                "EventPoster %r closed: %d sent, nothing left undelivered",
-                self.server_name,
-                self._sent,
-            )
+            _log.info("poster_closed", server=self.server_name, sent=self._sent, undelivered=0)
             return
         self._dropped += len(left)
         first = left[0]
-        logger.warning(
-            "EventPoster %r closed after a %.1f s grace with %d undelivered events dropped "
-            "(first: event %s task %s seq %d); the brain's reconciliation poll covers the loss",
-            self.server_name,
-            self.close_grace_s,
-            len(left),
-            first.event_id,
-            first.task_id,
-            first.seq,
+        _log.warning(
+            "poster_closed",
+            server=self.server_name,
+            sent=self._sent,
+            dropped=len(left),
+            grace_s=self.close_grace_s,
+            first_event_id=first.event_id,
+            first_task_id=first.task_id,
+            first_seq=first.seq,
+            covered_by="the brain's reconciliation poll",
         )
 
 
@@ -772,7 +777,7 @@ async def _drain(response: httpx.Response) -> None:
                 if seen > _DRAIN_LIMIT:
                     break
     except Exception as exc:  # the status already decided the outcome
-        logger.debug("response body unreadable after status %d: %r", response.status_code, exc)
+        _log.debug("response_body_unreadable", status=response.status_code, error=repr(exc))
 
 
 def _retry_after_s(value: str | None, clock: Clock) -> float | None:

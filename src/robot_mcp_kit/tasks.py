@@ -47,7 +47,8 @@ task's next ``seq`` goes out before anything new. A shutdown through :meth:`aclo
 journals nothing for the tasks it cancels, so they too are reported ``INTERRUPTED`` by the
 next start (nobody had asked for their cancellation).
 
-Nothing here imports ``mcp``; logging uses the stdlib logger ``robot_mcp_kit.tasks``.
+Nothing here imports ``mcp``; logging goes to the stdlib logger ``robot_mcp_kit.tasks`` as
+event names with key-value fields (``trigger_ignored task_id='nav-1a2b3c' ...``).
 """
 
 from __future__ import annotations
@@ -55,7 +56,6 @@ from __future__ import annotations
 import asyncio
 import builtins
 import json
-import logging
 import math
 import uuid
 from collections import deque
@@ -70,6 +70,7 @@ from robot_mcp_kit._exceptions import (
     ManagerClosed,
     TaskManagerError,
 )
+from robot_mcp_kit._log import get_logger
 from robot_mcp_kit._outbox import Outbox
 from robot_mcp_kit.models import (
     TERMINAL_STATES,
@@ -99,7 +100,7 @@ __all__ = [
     "new_task_id",
 ]
 
-logger = logging.getLogger("robot_mcp_kit.tasks")
+_log = get_logger("robot_mcp_kit.tasks")
 
 DEFAULT_MAX_FINISHED_RETAINED = 200
 DEFAULT_CANCEL_GRACE_S = 5.0
@@ -533,7 +534,7 @@ class TaskManager:
             candidate = self._new_id(self.server_name)
             if candidate not in self._tasks:
                 return candidate
-            logger.debug("task id %s collided; drawing another", candidate)
+            _log.debug("task_id_collided", server=self.server_name, task_id=candidate)
         raise TaskManagerError(
             f"could not draw a unique task id for {self.server_name!r} in "
             f"{_MAX_ID_ATTEMPTS} attempts; is the id factory returning a constant?"
@@ -551,31 +552,37 @@ class TaskManager:
         accepted: builtins.list[dict[str, Any]] = []
         for trigger in triggers:
             if not isinstance(trigger, dict):
-                logger.warning(
-                    "task %s: ignoring trigger %r: a trigger must be a dict with a 'type'",
-                    task_id,
-                    trigger,
+                _log.warning(
+                    "trigger_ignored",
+                    task_id=task_id,
+                    trigger=trigger,
+                    reason="a trigger must be a dict with a 'type'",
                 )
                 continue
             accepted.append(dict(trigger))
             kind = trigger.get("type")
             if not isinstance(kind, str):
-                logger.warning(
-                    "task %s: ignoring trigger %r: it has no string 'type'", task_id, trigger
+                _log.warning(
+                    "trigger_ignored",
+                    task_id=task_id,
+                    trigger=trigger,
+                    reason="it has no string 'type'",
                 )
             elif kind == "progress_above":
                 if not _is_number(trigger.get("percent")):
-                    logger.warning(
-                        "task %s: ignoring progress_above trigger %r: 'percent' must be a number",
-                        task_id,
-                        trigger,
+                    _log.warning(
+                        "trigger_ignored",
+                        task_id=task_id,
+                        trigger=trigger,
+                        reason="'percent' must be a number",
                     )
             elif known is not None and kind not in known:
-                logger.warning(
-                    "task %s: ignoring trigger of unknown type %r (this server knows %s)",
-                    task_id,
-                    kind,
-                    sorted(known | GENERIC_TRIGGER_TYPES),
+                _log.warning(
+                    "trigger_ignored",
+                    task_id=task_id,
+                    type=kind,
+                    reason="unknown type",
+                    known=sorted(known | GENERIC_TRIGGER_TYPES),
                 )
         return accepted
 
@@ -605,8 +612,11 @@ class TaskManager:
     ) -> None:
         async with self._lock:
             if task.state != TaskState.RUNNING and not terminal:
-                logger.warning(
-                    "task %s is %s; dropping its late %s event", task.task_id, task.state, type_
+                _log.warning(
+                    "late_event_dropped",
+                    task_id=task.task_id,
+                    state=task.state.value,
+                    type=type_,
                 )
                 return
             task.seq += 1
@@ -626,11 +636,12 @@ class TaskManager:
             try:
                 await self.poster.post(event)
             except Exception:
-                logger.exception(
-                    "event sink raised on %s seq=%d of task %s; the event is lost",
-                    type_,
-                    event.seq,
-                    task.task_id,
+                _log.exception(
+                    "event_sink_failed",
+                    task_id=task.task_id,
+                    type=type_,
+                    seq=event.seq,
+                    then="the event is lost",
                 )
             self._retain(task, event)
             if self.journal is not None:
@@ -695,7 +706,9 @@ class TaskManager:
         try:
             rows = journal.tasks()
         except Exception:
-            logger.exception("task journal %s is unreadable; starting without it", journal.path)
+            _log.exception(
+                "task_journal_unreadable", journal=str(journal.path), then="starting without it"
+            )
             return
         running = [(i, seq) for i, seq in rows if i.state == TaskState.RUNNING]
         finished = [(i, seq) for i, seq in rows if i.state != TaskState.RUNNING]
@@ -728,16 +741,16 @@ class TaskManager:
         try:
             journal.keep_tasks(self._tasks)
         except Exception:
-            logger.exception("task journal %s could not be trimmed", journal.path)
+            _log.exception("task_journal_trim_failed", journal=str(journal.path))
         for task in restored:
             if task.state == TaskState.RUNNING:
                 self._interrupt(journal, task)
         if restored:
-            logger.warning(
-                "task journal %s: %d tasks restored, %d of them interrupted by the last stop",
-                journal.path,
-                len(restored),
-                len(running),
+            _log.warning(
+                "task_journal_restored",
+                journal=str(journal.path),
+                tasks=len(restored),
+                interrupted=len(running),
             )
 
     def _interrupt(self, journal: Outbox, task: _Task) -> None:
@@ -769,17 +782,15 @@ class TaskManager:
                 event, event.model_dump_json().encode(), self._info(task), now.timestamp()
             )
         except Exception:
-            logger.exception(
-                "task %s: its INTERRUPTED event could not be written to the journal", task.task_id
-            )
+            _log.exception("task_journal_write_failed", task_id=task.task_id, type="task_failed")
         self._retain(task, event)
         self._remember_finished(task)
-        logger.warning(
-            "task %s (%s) was running when the server last stopped: reported task_failed "
-            "INTERRUPTED as seq %d",
-            task.task_id,
-            task.tool,
-            task.seq,
+        _log.warning(
+            "task_interrupted",
+            task_id=task.task_id,
+            tool=task.tool,
+            error_code=INTERRUPTED,
+            seq=task.seq,
         )
 
     async def _run(self, task: _Task, body: TaskBody) -> None:
@@ -807,8 +818,8 @@ class TaskManager:
                 )
             return
         except Exception as exc:
-            logger.exception(
-                "task %s (%s) raised an unexpected %s", task.task_id, task.tool, type(exc).__name__
+            _log.exception(
+                "task_body_raised", task_id=task.task_id, tool=task.tool, error=type(exc).__name__
             )
             if task.cancel_requested:
                 self._finish_cancelled_anyway(task, f"raised {type(exc).__name__}")
@@ -831,11 +842,11 @@ class TaskManager:
             self._finish_cancelled_anyway(task, "returned normally")
             return
         if not isinstance(outcome, dict):
-            logger.error(
-                "task %s (%s): body returned %s, expected a dict",
-                task.task_id,
-                task.tool,
-                type(outcome).__name__,
+            _log.error(
+                "task_body_returned_non_dict",
+                task_id=task.task_id,
+                tool=task.tool,
+                returned=type(outcome).__name__,
             )
             await self._fail_internal(
                 task,
@@ -854,10 +865,8 @@ class TaskManager:
 
     def _finish_cancelled_anyway(self, task: _Task, what: str) -> None:
         if task.state == TaskState.RUNNING:
-            logger.warning(
-                "task %s was cancelled but its body %s; recording it as cancelled",
-                task.task_id,
-                what,
+            _log.warning(
+                "task_cancelled_anyway", task_id=task.task_id, body=what, state="cancelled"
             )
         self._finish(task, TaskState.CANCELLED)
 
@@ -871,10 +880,8 @@ class TaskManager:
         if handles:
             _, pending = await asyncio.wait(handles, timeout=self.cancel_grace_s)
             for handle in pending:
-                logger.warning(
-                    "%s did not unwind within %.1f s of being cancelled",
-                    handle.get_name(),
-                    self.cancel_grace_s,
+                _log.warning(
+                    "task_did_not_unwind", task=handle.get_name(), grace_s=self.cancel_grace_s
                 )
         for task in tasks:
             # Covers bodies that outlived the grace period and tasks whose asyncio task

@@ -179,7 +179,7 @@ class TestDelivery:
         assert receiver.bad_signatures == []
         assert poster.stats == PosterStats(sent=1, posted=1)
         assert any(
-            event.event_id in m and "delivered on attempt 1" in m
+            m.startswith("event_delivered ") and event.event_id in m and "attempt=1" in m
             for m in messages(caplog, logging.DEBUG)
         )
 
@@ -218,9 +218,10 @@ class TestDelivery:
         assert poster.stats == PosterStats(retried=22, given_up=1, posted=1)
         [gave_up] = messages(caplog, logging.ERROR)
         assert event.event_id in gave_up
-        assert "nav-aaaaaa" in gave_up
-        assert "seq 3" in gave_up
-        assert "given up after 23 attempts" in gave_up
+        assert gave_up.startswith("event_given_up ")
+        assert "task_id='nav-aaaaaa'" in gave_up
+        assert "seq=3" in gave_up
+        assert "attempts=23" in gave_up
         assert "status 500" in gave_up
         assert len(messages(caplog, logging.WARNING)) == 22  # one per failed, retried attempt
 
@@ -431,9 +432,9 @@ class TestBoundedQueue:
         assert len(errors) == 2
         for event, line in zip(events[1:3], errors, strict=True):
             assert event.event_id in line
-            assert f"seq {event.seq}" in line
+            assert f"seq={event.seq}" in line
             assert event.task_id in line
-            assert "queue is full" in line
+            assert "reason='the queue is full'" in line
 
         release.set()
         await poster.flush()
@@ -486,7 +487,8 @@ class TestClose:
             await poster.aclose()
         assert poster.stats == PosterStats(dropped=3, posted=3)
         [warning] = messages(caplog, logging.WARNING)
-        assert "3 undelivered events dropped" in warning
+        assert warning.startswith("poster_closed ")
+        assert "dropped=3" in warning
 
     async def test_retry_pauses_past_the_grace_are_cut_short(
         self, make_poster, receiver, clock, caplog
@@ -499,7 +501,10 @@ class TestClose:
         await poster.aclose()
         assert clock.sleeps == [0.5, 2.0]  # the 8 s pause would end at 10.5 s > 5 s
         assert poster.stats == PosterStats(retried=2, dropped=2, posted=2)
-        assert any("2 undelivered events dropped" in m for m in messages(caplog, logging.WARNING))
+        assert any(
+            m.startswith("poster_closed ") and "dropped=2" in m
+            for m in messages(caplog, logging.WARNING)
+        )
 
     async def test_aclose_is_idempotent_and_post_after_close_is_dropped(
         self, make_poster, receiver, caplog
@@ -686,7 +691,7 @@ class TestConfiguration:
         asyncio.run(first_run())
         asyncio.run(second_run())
         assert [e["seq"] for e in receiver.delivered] == [1, 2, 3]
-        assert any("new event loop" in m for m in messages(caplog, logging.WARNING))
+        assert any(m.startswith("poster_loop_changed ") for m in messages(caplog, logging.WARNING))
 
     def test_construction_needs_no_running_loop(self, receiver):
         """A poster built at import time (no loop) works once a loop runs."""

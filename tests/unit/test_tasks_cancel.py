@@ -212,7 +212,7 @@ class TestCancel:
             final = await manager.cancel(info.task_id)
             assert final is not None
             assert final.state == "cancelled"
-            assert any("did not unwind" in r.getMessage() for r in caplog.records)
+            assert any("task_did_not_unwind" in r.getMessage() for r in caplog.records)
             release.set()
             await kept[0].progress({"percent": 99})  # late report: dropped
             for _ in range(5):

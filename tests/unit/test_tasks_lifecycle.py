@@ -262,7 +262,7 @@ class TestFailure:
         final = manager.get(info.task_id)
         assert final is not None
         assert final.state == "succeeded"
-        assert any("event sink raised" in r.getMessage() for r in caplog.records)
+        assert any("event_sink_failed" in r.getMessage() for r in caplog.records)
 
     @pytest.mark.parametrize("payload", [["x"], "percent=5", None])
     async def test_non_dict_reports_raise_type_error_in_the_body(self, manager, poster, payload):

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import sqlite3
 import threading
@@ -42,6 +41,7 @@ from robot_mcp_kit._exceptions import (
     StoreClosed,
     StoreUnreadable,
 )
+from robot_mcp_kit._log import get_logger
 from robot_mcp_kit.models import format_ts
 from robot_mcp_kit.store._kinds import Kind, Table
 from robot_mcp_kit.store._schema import META_TABLE, MigrationStep, Schema
@@ -49,7 +49,7 @@ from robot_mcp_kit.store._writer import HotWriter, Params, StoreStats
 
 __all__ = ["SqliteStore"]
 
-logger = logging.getLogger("robot_mcp_kit.store")
+_log = get_logger("robot_mcp_kit.store")
 
 _HEADER = b"SQLite format 3\x00"
 _VERSION_KEY = "schema_version"
@@ -139,21 +139,14 @@ class SqliteStore:
             batch_max=batch_max,
             name=f"store-writer:{self.path.name}",
         )
-        logger.info(
-            "store_ready path=%s from_version=%d to_version=%d new_file=%s counts=%s ms=%d",
-            self.path,
-            from_version,
-            schema.version,
-            created,
-            counts,
-            (time.monotonic() - started) * 1000,
-            extra={
-                "path": str(self.path),
-                "from_version": from_version,
-                "to_version": schema.version,
-                "new_file": created,
-                "counts": counts,
-            },
+        _log.info(
+            "store_ready",
+            path=str(self.path),
+            from_version=from_version,
+            to_version=schema.version,
+            new_file=created,
+            counts=counts,
+            ms=int((time.monotonic() - started) * 1000),
         )
 
     # --- opening ---------------------------------------------------------------------
@@ -312,12 +305,8 @@ class SqliteStore:
                     f"and the file is still at version {target - 1}.",
                     path=str(self.path),
                 ) from exc
-            logger.info(
-                "store_migrated path=%s from_version=%d to_version=%d",
-                self.path,
-                target - 1,
-                target,
-                extra={"path": str(self.path), "from_version": target - 1, "to_version": target},
+            _log.info(
+                "store_migrated", path=str(self.path), from_version=target - 1, to_version=target
             )
 
     def _check_tables(self, conn: sqlite3.Connection) -> None:
@@ -575,11 +564,8 @@ class SqliteStore:
                 return
             self._closed = True
         if not self._writer.stop(timeout_s):
-            logger.error(
-                "store_close_timeout path=%s unwritten=%d",
-                self.path,
-                self._writer.stats().queued,
-                extra={"path": str(self.path), "unwritten": self._writer.stats().queued},
+            _log.error(
+                "store_close_timeout", path=str(self.path), unwritten=self._writer.stats().queued
             )
             return
         with self._readers_lock:

@@ -11,7 +11,6 @@ written. Shutdown is by a stop flag: the thread drains everything queued, then e
 
 from __future__ import annotations
 
-import logging
 import sqlite3
 import threading
 from collections import deque
@@ -20,10 +19,11 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from robot_mcp_kit._exceptions import ConfigurationError, FlushTimeout
+from robot_mcp_kit._log import get_logger
 
 __all__ = ["HotWriter", "Params", "StoreStats"]
 
-logger = logging.getLogger("robot_mcp_kit.store")
+_log = get_logger("robot_mcp_kit.store")
 
 Params: TypeAlias = Sequence[Any] | Mapping[str, Any]
 _Job: TypeAlias = tuple[str, Params]
@@ -102,12 +102,7 @@ class HotWriter:
                 streak = 0
         if streak:
             if streak == 1 or streak % _DROP_LOG_EVERY == 0:
-                logger.error(
-                    "store_hot_queue_full dropped=%d queue_max=%d",
-                    self._dropped,
-                    self._queue_max,
-                    extra={"dropped": self._dropped, "queue_max": self._queue_max},
-                )
+                _log.error("store_hot_queue_full", dropped=self._dropped, queue_max=self._queue_max)
             return False
         if not self._wake.is_set():
             self._wake.set()
@@ -161,7 +156,7 @@ class HotWriter:
                 try:
                     written, failed = self._write(batch)
                 except Exception:  # never let one batch kill the thread
-                    logger.exception("store_writer_batch_failed jobs=%d", len(batch))
+                    _log.exception("store_writer_batch_failed", jobs=len(batch))
                     written, failed = 0, len(batch)
                 # Only this thread writes these two counters: no lock needed.
                 self._written += written
@@ -221,12 +216,7 @@ class HotWriter:
                 pending += 1
             except sqlite3.Error as exc:
                 failed += 1
-                logger.error(
-                    "store_hot_write_failed error=%s sql=%s",
-                    exc,
-                    sql[:200],
-                    extra={"error": str(exc), "sql": sql[:200]},
-                )
+                _log.error("store_hot_write_failed", error=str(exc), sql=sql[:200])
                 if not conn.in_transaction:  # the error rolled the whole transaction back
                     failed += pending
                     pending = 0
@@ -234,7 +224,7 @@ class HotWriter:
         try:
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
-            logger.error("store_hot_commit_failed error=%s", exc, extra={"error": str(exc)})
+            _log.error("store_hot_commit_failed", error=str(exc))
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             return 0, failed + pending

@@ -1,0 +1,32 @@
+"""The kit's one logging style: event names with key-value fields, through stdlib logging."""
+
+from __future__ import annotations
+
+import logging
+
+from robot_mcp_kit._log import get_logger
+
+
+def test_event_renders_with_fields_and_carries_them_as_extra(caplog):
+    """``_log.warning("poster_retry", server="x", attempt=2)`` renders structlog-style and
+    puts the event name and each field on the record (a reserved name gets a ``_``)."""
+    caplog.set_level(logging.DEBUG, logger="robot_mcp_kit.test")
+    get_logger("robot_mcp_kit.test").warning("poster_retry", server="x", attempt=2, name="n")
+    [record] = caplog.records
+    assert record.getMessage() == "poster_retry server='x' attempt=2 name='n'"
+    assert record.event == "poster_retry"
+    assert (record.server, record.attempt, record.name_) == ("x", 2, "n")
+    assert record.name == "robot_mcp_kit.test"
+    assert record.filename == "test_kit_logging.py"  # the caller's line, not the helper's
+
+
+def test_the_kit_configures_no_logging():
+    """Importing the kit adds no handler and sets no level on its loggers."""
+    import robot_mcp_kit
+    import robot_mcp_kit.events
+    import robot_mcp_kit.store  # noqa: F401
+
+    for name in ("robot_mcp_kit.events", "robot_mcp_kit.tasks", "robot_mcp_kit.store"):
+        logger = logging.getLogger(name)
+        assert logger.handlers == []
+        assert logger.level == logging.NOTSET
