@@ -67,7 +67,8 @@ from typing import Any
 from robot_mcp_kit.testing import ServiceProcess, free_port
 from robot_mcp_memory.db import open_index
 from robot_mcp_memory.docmodel import ProcessDoc
-from robot_mcp_memory.store import ProcessStore, _match_expression, search_terms
+from robot_mcp_memory.search import match_expression, search_terms
+from robot_mcp_memory.store import ProcessStore
 
 TARGET_FIND_VS_RAW = 3.0
 TARGET_SSE_VS_PING = 2.0
@@ -263,7 +264,7 @@ def measure_local(
             store.find(q, k=3)
             terms = search_terms(q)
             if terms:
-                raw.execute(raw_sql, (_match_expression(terms),)).fetchall()
+                raw.execute(raw_sql, (match_expression(terms),)).fetchall()
         for n, q in enumerate(queries):
             for side in ("find", "raw") if n % 2 == 0 else ("raw", "find"):
                 if side == "find":
@@ -276,12 +277,12 @@ def measure_local(
                     # The raw side gets the same MATCH expression find builds.
                     terms = search_terms(q)
                     if terms:
-                        raw.execute(raw_sql, (_match_expression(terms),)).fetchall()
+                        raw.execute(raw_sql, (match_expression(terms),)).fetchall()
                     raw_ms.append((time.perf_counter_ns() - t0) / 1e6)
         matches = [
             raw.execute(
                 "SELECT count(*) FROM processes_fts WHERE processes_fts MATCH ?",
-                (_match_expression(search_terms(q)),),
+                (match_expression(search_terms(q)),),
             ).fetchone()[0]
             if search_terms(q)
             else 0
