@@ -41,15 +41,13 @@ loads none), only inside the functions, from what it is given.
 
 from __future__ import annotations
 
-import functools
 import inspect
-import json
-import typing
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, cast
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
+from robot_mcp_kit._frameworks import Framework, add_tool, as_object, detect_framework
 from robot_mcp_kit._version import __version__
 from robot_mcp_kit.models import (
     TASK_EVENTS_TOOL_NAME,
@@ -70,10 +68,6 @@ __all__ = [
     "register_task_tools",
     "set_server_version",
 ]
-
-
-Framework = Literal["mcp1", "mcp2", "fastmcp"]
-"""``mcp1``: mcp 1.x ``FastMCP``; ``mcp2``: mcp 2.x ``MCPServer``; ``fastmcp``: standalone."""
 
 _VALID_STATES: tuple[str, ...] = tuple(state.value for state in TaskState)
 _GET_TASK, _CANCEL_TASK, _LIST_TASKS = TASK_TOOL_NAMES
@@ -182,148 +176,6 @@ def _error(code: str, detail: str) -> dict[str, Any]:
     return ToolErrorReply(error=code, detail=detail).model_dump(mode="json")
 
 
-def detect_framework(server: Any) -> Framework:
-    """Which framework built ``server``, from its class (no import of any framework).
-
-    Raises:
-        ImportError: no framework is installed at all (the ``mcp`` extra is missing).
-        TypeError: ``server`` is none of mcp 1.x ``FastMCP``, mcp 2.x ``MCPServer`` or
-            standalone ``fastmcp.FastMCP``.
-    """
-    for cls in type(server).__mro__:
-        module = cls.__module__ or ""
-        if module == "fastmcp" or module.startswith("fastmcp."):
-            return "fastmcp"
-        if module.startswith("mcp.server.mcpserver"):
-            return "mcp2"
-        if module.startswith("mcp.server.fastmcp"):
-            return "mcp1"
-    import importlib.util
-
-    if importlib.util.find_spec("mcp") is None and importlib.util.find_spec("fastmcp") is None:
-        raise ImportError(
-            "register_task_tools needs an MCP framework: pip install 'robot-mcp-kit[mcp]' "
-            "(or fastmcp)."
-        )
-    raise TypeError(
-        f"register_task_tools needs an mcp.server.fastmcp.FastMCP (mcp 1.x), an "
-        f"mcp.server.mcpserver.MCPServer (mcp 2.x) or a fastmcp.FastMCP, got "
-        f"{type(server).__module__}.{type(server).__qualname__}."
-    )
-
-
-def _output_model(name: str, schema: dict[str, Any]) -> type[BaseModel]:
-    """A pydantic model the mcp SDK takes as the output type: ``schema``, any object valid.
-
-    The mcp SDK (1.x and 2.x) derives a tool's output schema from the model in
-    ``Annotated[CallToolResult, Model]`` and validates the returned structured content
-    with it; the content is already checked here (it is a ``TaskInfo`` or an error), so the
-    model admits any object and only lends its schema.
-    """
-
-    def replace_schema(target: dict[str, Any]) -> None:
-        target.clear()
-        target.update(schema)
-
-    config = ConfigDict(extra="allow", json_schema_extra=replace_schema)
-    model = type(name, (BaseModel,), {"model_config": config, "__module__": __name__})
-    return cast("type[BaseModel]", model)
-
-
-def _resolved_signature(fn: Callable[..., Any]) -> inspect.Signature:
-    """``fn``'s signature with its string annotations resolved in ``fn``'s own globals."""
-    hints = typing.get_type_hints(fn, include_extras=True)
-    sig = inspect.signature(fn)
-    params = [
-        p.replace(annotation=hints.get(p.name, p.annotation)) for p in sig.parameters.values()
-    ]
-    return sig.replace(parameters=params)
-
-
-def _as_object(value: Any) -> dict[str, Any]:
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    if isinstance(value, dict):
-        return value
-    raise TypeError(
-        f"a task tool must answer a pydantic model or a dict, got {type(value).__name__}"
-    )
-
-
-def _add_tool(
-    server: Any,
-    fn: Callable[..., Any],
-    *,
-    name: str,
-    description: str | None,
-    annotations: dict[str, Any] | None,
-    output_schema: dict[str, Any],
-) -> None:
-    """Register ``fn`` (sync or async, answering a model or a dict) on ``server``.
-
-    The client sees ``output_schema`` and, for each call, structured content equal to the
-    answer's JSON object plus one text content holding the same object as JSON.
-    """
-    framework = detect_framework(server)
-    sig = _resolved_signature(fn)
-
-    async def run(**kwargs: Any) -> dict[str, Any]:
-        value = fn(**kwargs)
-        if inspect.isawaitable(value):
-            value = await value
-        return _as_object(value)
-
-    if framework == "fastmcp":
-
-        @functools.wraps(fn)
-        async def fastmcp_tool(**kwargs: Any) -> dict[str, Any]:
-            return await run(**kwargs)
-
-        returns: Any = dict[str, Any]
-        tool: Callable[..., Any] = fastmcp_tool
-    else:
-        from mcp.types import CallToolResult, TextContent
-
-        @functools.wraps(fn)
-        async def sdk_tool(**kwargs: Any) -> Any:
-            value = await run(**kwargs)
-            return CallToolResult(
-                content=[TextContent(type="text", text=json.dumps(value))],
-                structuredContent=value,
-            )
-
-        returns = Annotated[CallToolResult, _output_model(f"{name}_output", output_schema)]
-        tool = sdk_tool
-
-    # The frameworks read the parameters (and the output type) from the signature and the
-    # annotations, resolved already: the wrapper's globals are this module's, not fn's.
-    del tool.__wrapped__  # type: ignore[attr-defined]
-    tool.__signature__ = sig.replace(return_annotation=returns)  # type: ignore[attr-defined]
-    tool.__annotations__ = {
-        **{p.name: p.annotation for p in sig.parameters.values()},
-        "return": returns,
-    }
-    tool.__name__ = name
-
-    if framework == "fastmcp":
-        server.tool(
-            tool,
-            name=name,
-            description=description,
-            annotations=annotations,
-            output_schema=output_schema,
-        )
-    else:
-        from mcp.types import ToolAnnotations
-
-        server.add_tool(
-            tool,
-            name=name,
-            description=description,
-            annotations=None if annotations is None else ToolAnnotations(**annotations),
-        )
-
-
 def add_start_tool(
     server: Any,
     fn: Callable[..., TaskInfo | ToolErrorReply | dict[str, Any]]
@@ -343,7 +195,7 @@ def add_start_tool(
     Raises:
         TypeError: ``server`` is not a supported framework (see :func:`detect_framework`).
     """
-    _add_tool(
+    add_tool(
         server,
         fn,
         name=name or fn.__name__,
@@ -390,7 +242,7 @@ def register_task_tools(server: Any, manager: TaskManager, *, events: bool = Tru
                 f"No task with id {task_id!r} on server {manager.server_name!r}; it never "
                 "existed, was forgotten after finishing, or the server restarted.",
             )
-        return _as_object(info)
+        return as_object(info)
 
     async def cancel_task(task_id: _TaskIdArg) -> dict[str, Any]:
         info = await manager.cancel(task_id)
@@ -400,7 +252,7 @@ def register_task_tools(server: Any, manager: TaskManager, *, events: bool = Tru
                 f"No task with id {task_id!r} on server {manager.server_name!r}; nothing "
                 "was cancelled.",
             )
-        return _as_object(info)
+        return as_object(info)
 
     async def list_tasks(states: _StatesArg = None) -> dict[str, Any]:
         if states is not None:
@@ -412,7 +264,7 @@ def register_task_tools(server: Any, manager: TaskManager, *, events: bool = Tru
                     f"{list(_VALID_STATES)!r}, or omit states for all tasks.",
                 )
         infos = manager.list(cast("list[TaskState] | None", states))
-        return _as_object(TaskList(tasks=infos))
+        return as_object(TaskList(tasks=infos))
 
     async def get_task_events(task_id: _TaskIdArg, after_seq: _AfterSeqArg = 0) -> dict[str, Any]:
         page = manager.events(task_id, after_seq)
@@ -423,10 +275,10 @@ def register_task_tools(server: Any, manager: TaskManager, *, events: bool = Tru
                 "existed, was forgotten after finishing, or the server restarted without "
                 "its outbox.",
             )
-        return _as_object(page)
+        return as_object(page)
 
     read_only = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}
-    _add_tool(
+    add_tool(
         server,
         get_task,
         name=_GET_TASK,
@@ -434,7 +286,7 @@ def register_task_tools(server: Any, manager: TaskManager, *, events: bool = Tru
         annotations={"title": "Get task status", **read_only},
         output_schema=TASK_INFO_OUTPUT_SCHEMA,
     )
-    _add_tool(
+    add_tool(
         server,
         cancel_task,
         name=_CANCEL_TASK,
@@ -448,7 +300,7 @@ def register_task_tools(server: Any, manager: TaskManager, *, events: bool = Tru
         },
         output_schema=TASK_INFO_OUTPUT_SCHEMA,
     )
-    _add_tool(
+    add_tool(
         server,
         list_tasks,
         name=_LIST_TASKS,
@@ -457,7 +309,7 @@ def register_task_tools(server: Any, manager: TaskManager, *, events: bool = Tru
         output_schema=TASK_LIST_OUTPUT_SCHEMA,
     )
     if events:
-        _add_tool(
+        add_tool(
             server,
             get_task_events,
             name=TASK_EVENTS_TOOL_NAME,

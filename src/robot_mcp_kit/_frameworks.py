@@ -1,0 +1,168 @@
+"""The MCP frameworks the task tools run on: which one built a server, and how to add a tool.
+
+:func:`detect_framework` tells mcp 1.x ``FastMCP``, mcp 2.x ``MCPServer`` and standalone
+``fastmcp.FastMCP`` apart by the server's class; :func:`add_tool` registers a function
+(sync or async, answering a model or a dict) on any of them with a declared output schema,
+structured content and one text content holding the same object as JSON.
+
+Imports no framework at import time, only inside the functions, from what it is given.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import typing
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, cast
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["Framework", "add_tool", "as_object", "detect_framework"]
+
+
+Framework = Literal["mcp1", "mcp2", "fastmcp"]
+"""``mcp1``: mcp 1.x ``FastMCP``; ``mcp2``: mcp 2.x ``MCPServer``; ``fastmcp``: standalone."""
+
+
+def detect_framework(server: Any) -> Framework:
+    """Which framework built ``server``, from its class (no import of any framework).
+
+    Raises:
+        ImportError: no framework is installed at all (the ``mcp`` extra is missing).
+        TypeError: ``server`` is none of mcp 1.x ``FastMCP``, mcp 2.x ``MCPServer`` or
+            standalone ``fastmcp.FastMCP``.
+    """
+    for cls in type(server).__mro__:
+        module = cls.__module__ or ""
+        if module == "fastmcp" or module.startswith("fastmcp."):
+            return "fastmcp"
+        if module.startswith("mcp.server.mcpserver"):
+            return "mcp2"
+        if module.startswith("mcp.server.fastmcp"):
+            return "mcp1"
+    import importlib.util
+
+    if importlib.util.find_spec("mcp") is None and importlib.util.find_spec("fastmcp") is None:
+        raise ImportError(
+            "register_task_tools needs an MCP framework: pip install 'robot-mcp-kit[mcp]' "
+            "(or fastmcp)."
+        )
+    raise TypeError(
+        f"register_task_tools needs an mcp.server.fastmcp.FastMCP (mcp 1.x), an "
+        f"mcp.server.mcpserver.MCPServer (mcp 2.x) or a fastmcp.FastMCP, got "
+        f"{type(server).__module__}.{type(server).__qualname__}."
+    )
+
+
+def _output_model(name: str, schema: dict[str, Any]) -> type[BaseModel]:
+    """A pydantic model the mcp SDK takes as the output type: ``schema``, any object valid.
+
+    The mcp SDK (1.x and 2.x) derives a tool's output schema from the model in
+    ``Annotated[CallToolResult, Model]`` and validates the returned structured content
+    with it; the content is already checked here (it is a ``TaskInfo`` or an error), so the
+    model admits any object and only lends its schema.
+    """
+
+    def replace_schema(target: dict[str, Any]) -> None:
+        target.clear()
+        target.update(schema)
+
+    config = ConfigDict(extra="allow", json_schema_extra=replace_schema)
+    model = type(name, (BaseModel,), {"model_config": config, "__module__": __name__})
+    return cast("type[BaseModel]", model)
+
+
+def _resolved_signature(fn: Callable[..., Any]) -> inspect.Signature:
+    """``fn``'s signature with its string annotations resolved in ``fn``'s own globals."""
+    hints = typing.get_type_hints(fn, include_extras=True)
+    sig = inspect.signature(fn)
+    params = [
+        p.replace(annotation=hints.get(p.name, p.annotation)) for p in sig.parameters.values()
+    ]
+    return sig.replace(parameters=params)
+
+
+def as_object(value: Any) -> dict[str, Any]:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, dict):
+        return value
+    raise TypeError(
+        f"a task tool must answer a pydantic model or a dict, got {type(value).__name__}"
+    )
+
+
+def add_tool(
+    server: Any,
+    fn: Callable[..., Any],
+    *,
+    name: str,
+    description: str | None,
+    annotations: dict[str, Any] | None,
+    output_schema: dict[str, Any],
+) -> None:
+    """Register ``fn`` (sync or async, answering a model or a dict) on ``server``.
+
+    The client sees ``output_schema`` and, for each call, structured content equal to the
+    answer's JSON object plus one text content holding the same object as JSON.
+    """
+    framework = detect_framework(server)
+    sig = _resolved_signature(fn)
+
+    async def run(**kwargs: Any) -> dict[str, Any]:
+        value = fn(**kwargs)
+        if inspect.isawaitable(value):
+            value = await value
+        return as_object(value)
+
+    if framework == "fastmcp":
+
+        @functools.wraps(fn)
+        async def fastmcp_tool(**kwargs: Any) -> dict[str, Any]:
+            return await run(**kwargs)
+
+        returns: Any = dict[str, Any]
+        tool: Callable[..., Any] = fastmcp_tool
+    else:
+        from mcp.types import CallToolResult, TextContent
+
+        @functools.wraps(fn)
+        async def sdk_tool(**kwargs: Any) -> Any:
+            value = await run(**kwargs)
+            return CallToolResult(
+                content=[TextContent(type="text", text=json.dumps(value))],
+                structuredContent=value,
+            )
+
+        returns = Annotated[CallToolResult, _output_model(f"{name}_output", output_schema)]
+        tool = sdk_tool
+
+    # The frameworks read the parameters (and the output type) from the signature and the
+    # annotations, resolved already: the wrapper's globals are this module's, not fn's.
+    del tool.__wrapped__  # type: ignore[attr-defined]
+    tool.__signature__ = sig.replace(return_annotation=returns)  # type: ignore[attr-defined]
+    tool.__annotations__ = {
+        **{p.name: p.annotation for p in sig.parameters.values()},
+        "return": returns,
+    }
+    tool.__name__ = name
+
+    if framework == "fastmcp":
+        server.tool(
+            tool,
+            name=name,
+            description=description,
+            annotations=annotations,
+            output_schema=output_schema,
+        )
+    else:
+        from mcp.types import ToolAnnotations
+
+        server.add_tool(
+            tool,
+            name=name,
+            description=description,
+            annotations=None if annotations is None else ToolAnnotations(**annotations),
+        )
