@@ -46,6 +46,7 @@ from robot_mcp_kit.store import Kind, Schema, SqliteStore, Table
 
 __all__ = [
     "PARAMS_SCHEMA",
+    "ConfigurationError",
     "InvalidLessonParams",
     "Lesson",
     "LessonError",

@@ -1,8 +1,28 @@
-"""The public namespaces: sorted ``__all__`` whose every name resolves."""
+"""The public namespaces: sorted ``__all__`` whose every name resolves, and which is exactly
+the module's public names (encode/httpx ``tests/test_exported_members.py``).
+
+The public names of a module ``M`` are read from its source, top level only (the branches
+of ``if TYPE_CHECKING:`` / ``try:`` included, so a name served lazily by ``__getattr__``
+counts). A name ``N`` not starting with ``_`` is public when ``M``
+
+1. defines it: ``def N``, ``class N``, ``N = ...`` or ``N: T = ...``; or
+2. re-exports it: ``from X import N`` where ``X`` is a kit module (``robot_mcp_kit`` or
+   below) and either ``X`` is private (a dotted segment starts with ``_``: ``M`` is then
+   ``N``'s public home) or ``M`` is a package and ``X`` one of its submodules (the package
+   is the facade of its submodules).
+
+Not public: anything imported from outside the kit (stdlib, ``typing``, pydantic, httpx:
+helpers), a name a plain module imports from another *public* kit module (a use; its public
+home is that module), and module objects (``import X``, ``from pkg import submodule``).
+``__version__`` is public although it starts with ``_`` (as in httpx).
+"""
 
 from __future__ import annotations
 
+import ast
 import importlib
+import inspect
+import types
 
 import pytest
 
@@ -11,10 +31,22 @@ PUBLIC_MODULES = [
     "robot_mcp_kit.events",
     "robot_mcp_kit.fastmcp_ext",
     "robot_mcp_kit.models",
+    "robot_mcp_kit.params",
     "robot_mcp_kit.signing",
+    "robot_mcp_kit.store",
     "robot_mcp_kit.tasks",
     "robot_mcp_kit.testing",
 ]
+
+# The namespaces whose ``__all__`` is held to equal their public names (issue 13).
+GUARDED_MODULES = [
+    "robot_mcp_kit",
+    "robot_mcp_kit.params",
+    "robot_mcp_kit.store",
+    "robot_mcp_kit.testing",
+]
+
+INCLUDED_PRIVATE_NAMES = frozenset({"__version__"})
 
 
 def isort_key(name: str) -> tuple[int, str]:
@@ -24,6 +56,44 @@ def isort_key(name: str) -> tuple[int, str]:
     if name[0].isupper():
         return (1, name)
     return (2, name)
+
+
+def public_names(module_name: str) -> set[str]:
+    """The public names of ``module_name`` by the rule in this module's docstring."""
+    module = importlib.import_module(module_name)
+    is_package = hasattr(module, "__path__")
+    names: set[str] = set()
+
+    def is_reexport(source: str) -> bool:
+        if source != "robot_mcp_kit" and not source.startswith("robot_mcp_kit."):
+            return False
+        private = any(part.startswith("_") for part in source.split("."))
+        return private or (is_package and source.startswith(module_name + "."))
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                names.add(node.name)
+            elif isinstance(node, ast.Assign):
+                names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                names.add(node.target.id)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                if is_reexport(node.module):
+                    names.update(alias.asname or alias.name for alias in node.names)
+            elif isinstance(node, ast.If):
+                visit(node.body)
+                visit(node.orelse)
+            elif isinstance(node, ast.Try):
+                visit(node.body)
+
+    visit(ast.parse(inspect.getsource(module)).body)
+    return {
+        name
+        for name in names
+        if (not name.startswith("_") or name in INCLUDED_PRIVATE_NAMES)
+        and not isinstance(getattr(module, name, None), types.ModuleType)
+    }
 
 
 @pytest.mark.parametrize("module_name", PUBLIC_MODULES)
@@ -36,10 +106,34 @@ def test_all_is_sorted_and_unique(module_name):
 
 @pytest.mark.parametrize("module_name", PUBLIC_MODULES)
 def test_every_exported_name_resolves(module_name):
-    """Every name in ``__all__`` is an attribute of the module (lazy ones included)."""
+    """Every name in ``__all__`` is importable from the module (lazy ones included)."""
     module = importlib.import_module(module_name)
-    missing = [name for name in module.__all__ if getattr(module, name, None) is None]
+    missing = [name for name in module.__all__ if not hasattr(module, name)]
     assert missing == []
+    namespace: dict[str, object] = {}
+    exec(f"from {module_name} import *", namespace)  # noqa: S102 - the star import users write
+    assert set(module.__all__) <= set(namespace)
+
+
+@pytest.mark.parametrize("module_name", GUARDED_MODULES)
+def test_all_is_the_public_names(module_name):
+    """``__all__`` equals the module's public names: nothing public is left out of it, and
+    it lists nothing the module neither defines nor re-exports."""
+    module = importlib.import_module(module_name)
+    assert sorted(module.__all__, key=isort_key) == sorted(public_names(module_name), key=isort_key)
+
+
+def test_the_rule_sees_what_it_should():
+    """The rule itself: a definition, a re-export from a private module and a lazy name
+    count; a helper from outside the kit and a use of a public kit module do not."""
+    assert {"TaskManager", "RetryPolicy", "register_task_tools", "__version__"} <= public_names(
+        "robot_mcp_kit"
+    )
+    testing = public_names("robot_mcp_kit.testing")
+    assert {"FakeClock", "ServiceProcess"} <= testing
+    assert "TaskEvent" not in testing  # imported from the public models module: a use
+    assert "annotations" not in testing
+    assert "Any" not in public_names("robot_mcp_kit.params")
 
 
 def test_package_reexports_the_task_api():
