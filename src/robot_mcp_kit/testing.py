@@ -121,6 +121,14 @@ class RecordingPoster:
         """Mark the recorder closed (it keeps its events)."""
         self.closed = True
 
+    @property
+    def waiting(self) -> int:
+        """How many :meth:`wait_for` calls are waiting now (0 once each returned or timed out).
+
+        .. versionadded:: 0.1.0
+        """
+        return len(self._waiters)
+
     def events_for(self, task_id: str) -> list[TaskEvent]:
         """Return the events of one task, in the order they were posted."""
         return [e for e in self.events if e.task_id == task_id]

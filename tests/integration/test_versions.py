@@ -48,10 +48,12 @@ async def test_server_info_version_is_the_kits():
     from mcp.server.fastmcp import FastMCP
 
     server = FastMCP("navigation")
-    assert server._mcp_server.version is None  # the SDK would report its own version
+    async with create_connected_server_and_client_session(server) as client:
+        before = await client.initialize()
+    assert before.serverInfo.version != __version__  # the SDK reports its own version
     set_server_version(server)
     manager = TaskManager("navigation", RecordingPoster())
-    async with create_connected_server_and_client_session(server._mcp_server) as client:
+    async with create_connected_server_and_client_session(server) as client:
         init = await client.initialize()
     await manager.aclose()
     assert init.serverInfo.version == __version__

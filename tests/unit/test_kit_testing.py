@@ -1,14 +1,23 @@
-"""The public test helpers of ``robot_mcp_kit.testing``: FakeClock and ServiceProcess."""
+"""The public test helpers of ``robot_mcp_kit.testing``: FakeClock, RecordingPoster and
+ServiceProcess."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
+from datetime import UTC, datetime
 
 import pytest
 
-from robot_mcp_kit import Clock, RobotMcpKitError
-from robot_mcp_kit.testing import FakeClock, ServiceProcess, ServiceStartError, free_port
+from robot_mcp_kit import Clock, RobotMcpKitError, TaskEvent
+from robot_mcp_kit.testing import (
+    FakeClock,
+    RecordingPoster,
+    ServiceProcess,
+    ServiceStartError,
+    free_port,
+)
 
 HTTP_SERVER = (
     "import http.server, sys; "
@@ -28,6 +37,28 @@ class TestFakeClock:
         assert clock.sleeps == [0.5, 2.0]
         assert clock.monotonic() == 3.5
         assert clock.time() == 103.5
+
+
+class TestRecordingPoster:
+    async def test_waiting_counts_the_pending_waits(self):
+        """waiting is 1 while a wait_for is pending and 0 once the event arrived."""
+        poster = RecordingPoster()
+        waiter = asyncio.create_task(poster.wait_for("t-1", "task_done"))
+        await asyncio.sleep(0)
+        assert poster.waiting == 1
+        event = TaskEvent(
+            event_id="e-1",
+            task_id="t-1",
+            seq=1,
+            type="task_done",
+            server="s",
+            tool="x",
+            ts=datetime(2026, 1, 1, tzinfo=UTC),
+            payload={},
+        )
+        await poster.post(event)
+        assert await waiter is event
+        assert poster.waiting == 0
 
 
 class TestServiceProcess:
