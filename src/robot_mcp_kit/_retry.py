@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -94,15 +93,6 @@ class RetryPolicy:
                 "RetryPolicy.retry_after_cap_s must not be negative, "
                 f"got {self.retry_after_cap_s!r}"
             )
-
-    def delays(self) -> Iterator[float]:
-        """Yield the pauses of the schedule, forever: ``0.5, 2, 8, 30, 30, ...``.
-
-        The cap is not applied here; :meth:`next_delay` applies it.
-        """
-        yield from self.delays_s
-        while True:
-            yield self.then_every_s
 
     def delay_after(self, attempt: int) -> float:
         """Return the scheduled pause after failed attempt number ``attempt`` (1-based)."""

@@ -28,8 +28,8 @@ def run_schedule(policy: RetryPolicy, retry_after_s: float | None = None) -> lis
 
 class TestSchedule:
     def test_delays_follow_the_spec_then_repeat_forever(self):
-        """delays() yields 0.5, 2, 8, then 30 s for ever."""
-        assert list(itertools.islice(RetryPolicy().delays(), 8)) == [
+        """delay_after(n) is 0.5, 2, 8 s for the first three attempts, then 30 s for ever."""
+        assert [RetryPolicy().delay_after(n) for n in range(1, 9)] == [
             0.5,
             2.0,
             8.0,

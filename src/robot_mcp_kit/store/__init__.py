@@ -1,4 +1,4 @@
-"""The kit's SQLite store machinery (added in 0.12).
+"""The kit's SQLite store machinery.
 
 Declare each table once with its :class:`Kind`; open the file with :class:`SqliteStore`,
 which migrates it forward, refuses what it must not write through, and routes each write

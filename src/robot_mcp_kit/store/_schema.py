@@ -45,13 +45,17 @@ class MigrationStep(Protocol):
 
 @dataclass(frozen=True)
 class Schema:
-    """The declaration a :class:`SqliteStore` opens a file against (added in 0.12).
+    """The declaration a :class:`SqliteStore` opens a file against.
 
     Args:
         version: the version this code writes, ``>= 1``.
         tables: every table the file may hold (``store_meta`` is added if not declared).
         migrations: key N is the step from N-1 to N, for ``2 <= N <= version``.
-        pruned: the tables a retention sweep may prune; each must be a declared RECORD.
+        pruned: the RECORD tables this schema's owner prunes, by calling
+            :meth:`SqliteStore.prune` on its own schedule (the outbox declares
+            ``outbox_events``). A declaration for the reader, checked here: each name must be
+            a declared RECORD. The store does not read it — nothing is pruned at open, and
+            ``prune`` accepts any declared RECORD, listed or not.
 
     Raises:
         DeclarationError: at construction (a ``ValueError``) — a version below 1, a
