@@ -1,7 +1,7 @@
 """The MCP frameworks the task tools run on: which one built a server, and how to add a tool.
 
 :func:`detect_framework` tells mcp 1.x ``FastMCP``, mcp 2.x ``MCPServer`` and standalone
-``fastmcp.FastMCP`` apart by the server's class; :func:`add_tool` registers a function
+``fastmcp.FastMCP`` apart by the server's class; :func:`_add_tool` registers a function
 (sync or async, answering a model or a dict) on any of them with a declared output schema,
 structured content and one text content holding the same object as JSON.
 
@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["Framework", "add_tool", "as_object", "detect_framework"]
+__all__ = ["Framework", "detect_framework"]
 
 
 Framework = Literal["mcp1", "mcp2", "fastmcp"]
@@ -84,7 +84,7 @@ def _resolved_signature(fn: Callable[..., Any]) -> inspect.Signature:
     return sig.replace(parameters=params)
 
 
-def as_object(value: Any) -> dict[str, Any]:
+def _as_object(value: Any) -> dict[str, Any]:
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
     if isinstance(value, dict):
@@ -94,7 +94,7 @@ def as_object(value: Any) -> dict[str, Any]:
     )
 
 
-def add_tool(
+def _add_tool(
     server: Any,
     fn: Callable[..., Any],
     *,
@@ -115,7 +115,7 @@ def add_tool(
         value = fn(**kwargs)
         if inspect.isawaitable(value):
             value = await value
-        return as_object(value)
+        return _as_object(value)
 
     if framework == "fastmcp":
 

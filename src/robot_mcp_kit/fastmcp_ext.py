@@ -47,7 +47,7 @@ from typing import Annotated, Any, cast
 
 from pydantic import BaseModel, Field
 
-from robot_mcp_kit._frameworks import Framework, add_tool, as_object, detect_framework
+from robot_mcp_kit._frameworks import Framework, _add_tool, _as_object, detect_framework
 from robot_mcp_kit._version import __version__
 from robot_mcp_kit.models import (
     TASK_EVENTS_TOOL_NAME,
@@ -195,7 +195,7 @@ def add_start_tool(
     Raises:
         TypeError: ``server`` is not a supported framework (see :func:`detect_framework`).
     """
-    add_tool(
+    _add_tool(
         server,
         fn,
         name=name or fn.__name__,
@@ -242,7 +242,7 @@ def register_task_tools(server: Any, manager: TaskManager, *, events: bool = Tru
                 f"No task with id {task_id!r} on server {manager.server_name!r}; it never "
                 "existed, was forgotten after finishing, or the server restarted.",
             )
-        return as_object(info)
+        return _as_object(info)
 
     async def cancel_task(task_id: _TaskIdArg) -> dict[str, Any]:
         info = await manager.cancel(task_id)
@@ -252,7 +252,7 @@ def register_task_tools(server: Any, manager: TaskManager, *, events: bool = Tru
                 f"No task with id {task_id!r} on server {manager.server_name!r}; nothing "
                 "was cancelled.",
             )
-        return as_object(info)
+        return _as_object(info)
 
     async def list_tasks(states: _StatesArg = None) -> dict[str, Any]:
         if states is not None:
@@ -264,7 +264,7 @@ def register_task_tools(server: Any, manager: TaskManager, *, events: bool = Tru
                     f"{list(_VALID_STATES)!r}, or omit states for all tasks.",
                 )
         infos = manager.list(cast("list[TaskState] | None", states))
-        return as_object(TaskList(tasks=infos))
+        return _as_object(TaskList(tasks=infos))
 
     async def get_task_events(task_id: _TaskIdArg, after_seq: _AfterSeqArg = 0) -> dict[str, Any]:
         page = manager.events(task_id, after_seq)
@@ -275,10 +275,10 @@ def register_task_tools(server: Any, manager: TaskManager, *, events: bool = Tru
                 "existed, was forgotten after finishing, or the server restarted without "
                 "its outbox.",
             )
-        return as_object(page)
+        return _as_object(page)
 
     read_only = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}
-    add_tool(
+    _add_tool(
         server,
         get_task,
         name=_GET_TASK,
@@ -286,7 +286,7 @@ def register_task_tools(server: Any, manager: TaskManager, *, events: bool = Tru
         annotations={"title": "Get task status", **read_only},
         output_schema=TASK_INFO_OUTPUT_SCHEMA,
     )
-    add_tool(
+    _add_tool(
         server,
         cancel_task,
         name=_CANCEL_TASK,
@@ -300,7 +300,7 @@ def register_task_tools(server: Any, manager: TaskManager, *, events: bool = Tru
         },
         output_schema=TASK_INFO_OUTPUT_SCHEMA,
     )
-    add_tool(
+    _add_tool(
         server,
         list_tasks,
         name=_LIST_TASKS,
@@ -309,7 +309,7 @@ def register_task_tools(server: Any, manager: TaskManager, *, events: bool = Tru
         output_schema=TASK_LIST_OUTPUT_SCHEMA,
     )
     if events:
-        add_tool(
+        _add_tool(
             server,
             get_task_events,
             name=TASK_EVENTS_TOOL_NAME,
