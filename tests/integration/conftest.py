@@ -1,7 +1,8 @@
 """Fixtures of the integration tests: the memory server as a real child process.
 
 ``spawn(**kwargs)`` starts ``python -m robot_mcp_memory`` on a free loopback port with its
-data in the test's temp dir and stops it (SIGTERM, then SIGKILL) when the test ends.
+data in the test's temp dir (through ``robot_mcp_kit.testing.ServiceProcess``) and stops it
+(SIGTERM, then SIGKILL) when the test ends.
 ``ServerProcess.session(token)`` opens a real MCP client session over the server's own
 transport (SSE or streamable HTTP) with that bearer token. ``run_memory_server(env)`` runs
 the entry point to completion (for the refusals at startup); ``mcp_initialize`` and
@@ -17,16 +18,14 @@ from __future__ import annotations
 import copy
 import json
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, closing
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 import pytest
@@ -34,7 +33,7 @@ from mcp import ClientSession
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
-from robot_mcp_kit.testing import free_port
+from robot_mcp_kit.testing import ServiceProcess, ServiceStartError, free_port
 
 TOKEN = "integration-token-7f3a"
 READY_TIMEOUT_S = 20.0
@@ -73,7 +72,12 @@ def run_server(env_overrides: dict[str, str]) -> subprocess.CompletedProcess[str
 
 
 class ServerProcess:
-    """``python -m robot_mcp_memory`` as a child process with its stderr in a file."""
+    """``python -m robot_mcp_memory`` as a child process with its output in a file.
+
+    Started through :class:`robot_mcp_kit.testing.ServiceProcess` (ready once ``/healthz``
+    answers 2xx). ``proc`` keeps the last child's ``Popen`` after :meth:`stop` or
+    :meth:`kill9`, so a test can read its exit code.
+    """
 
     def __init__(
         self,
@@ -90,12 +94,14 @@ class ServerProcess:
         self.port = free_port()
         self.log_path = data_dir.parent / f"server-{self.port}.log"
         self.proc: subprocess.Popen[bytes] | None = None
+        self.service: ServiceProcess | None = None
+        self._log: IO[bytes] | None = None
 
     @property
     def base(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> ServerProcess:
+    def _service(self) -> ServiceProcess:
         env = _clean_env()
         env.update(
             MCP_TRANSPORT=self.transport,
@@ -106,45 +112,51 @@ class ServerProcess:
         if self.token:
             env["MEMORY_TOKEN"] = self.token
         env.update(self.extra_env)
-        with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "robot_mcp_memory"],
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-            )
-        self._wait_ready()
+        self._log = self.log_path.open("ab")  # closed in stop() / kill9()
+        return ServiceProcess(
+            "robot-mcp-memory",
+            [sys.executable, "-m", "robot_mcp_memory"],
+            self.port,
+            env=env,
+            inherit_env=False,
+            ready=f"{self.base}/healthz",
+            output=self._log,
+        )
+
+    def launch(self) -> ServerProcess:
+        """Start the child and return at once, without waiting for ``/healthz``."""
+        self.service = self._service().launch()
+        self.proc = self.service.proc
         return self
 
-    def _wait_ready(self) -> None:
-        assert self.proc is not None
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                pytest.fail(f"server exited {self.proc.returncode}: {self.log_text()}")
-            try:
-                if httpx.get(f"{self.base}/healthz", timeout=1.0).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            time.sleep(0.05)
-        pytest.fail(f"server not ready after {READY_TIMEOUT_S}s: {self.log_text()}")
+    def start(self) -> ServerProcess:
+        """Start the child and return once ``/healthz`` answers; fail the test otherwise."""
+        service = self.launch().service
+        assert service is not None
+        try:
+            service.wait_ready(READY_TIMEOUT_S)
+        except ServiceStartError as exc:
+            self._close_log()
+            pytest.fail(str(exc))
+        return self
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
+        """SIGTERM, SIGKILL after 10 s, reap. Idempotent."""
+        if self.service is not None:
+            self.service.stop(grace_s=10)
+        self._close_log()
 
     def kill9(self) -> None:
+        """kill -9: no shutdown code runs in the child; reap it."""
+        assert self.service is not None
         assert self.proc is not None
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=10)
+        self.service.kill()
+        self._close_log()
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
