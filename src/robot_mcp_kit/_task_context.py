@@ -1,0 +1,141 @@
+"""What a task body sees: its :class:`TaskContext`, :class:`TaskError` and :data:`TaskBody`.
+
+The body reports through the context (``progress``, ``fire_trigger``, ``emit``), raises
+:class:`TaskError` to fail with structured info, and has the :data:`TaskBody` shape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from robot_mcp_kit._triggers import _is_number, _trigger_key
+from robot_mcp_kit.models import TaskFailure, TaskState
+
+if TYPE_CHECKING:
+    from robot_mcp_kit._task_book import TaskBook, _Task
+
+__all__ = ["TaskBody", "TaskContext", "TaskError"]
+
+
+class TaskError(Exception):
+    """Raise from a task body to fail the task with structured info.
+
+    The attributes become the task's :class:`~robot_mcp_kit.models.TaskFailure`, which is
+    written for the planner LLM: a machine ``error_code`` (``"DOOR_CLOSED"``), a one or two
+    sentence ``message``, whether replanning can help (``recoverable``) and
+    ``suggestions`` (``["retry_after_s:300"]``).
+    """
+
+    def __init__(
+        self,
+        error_code: str,
+        message: str,
+        *,
+        recoverable: bool = True,
+        suggestions: list[str] | None = None,
+    ) -> None:
+        super().__init__(f"{error_code}: {message}")
+        self.error_code = error_code
+        self.message = message
+        self.recoverable = recoverable
+        self.suggestions: list[str] = list(suggestions or [])
+
+    def to_failure(self) -> TaskFailure:
+        """Return the :class:`TaskFailure` this error stands for."""
+        return TaskFailure(
+            error_code=self.error_code,
+            message=self.message,
+            recoverable=self.recoverable,
+            suggestions=list(self.suggestions),
+        )
+
+
+class TaskContext:
+    """Handed to every task body; the body's only channel to the outside.
+
+    All methods are coroutine-safe (call them from the body or from tasks the body
+    spawns). Once the task has reached a terminal state, reports are dropped with a
+    WARNING: nothing is emitted after ``task_done`` / ``task_failed``.
+    """
+
+    __slots__ = ("_manager", "_task", "task_id", "tool", "triggers")
+
+    def __init__(self, manager: TaskBook, task: _Task) -> None:
+        self._manager = manager
+        self._task = task
+        self.task_id: str = task.task_id
+        self.tool: str = task.tool
+        self.triggers: list[dict[str, Any]] = task.triggers
+        """The triggers the caller attached (malformed non-dict entries removed)."""
+
+    @property
+    def cancel_requested(self) -> bool:
+        """True once :meth:`TaskManager.cancel` (or ``aclose``) was called for this task."""
+        return self._task.cancel_requested
+
+    async def progress(self, payload: dict[str, Any]) -> None:
+        """Record ``payload`` as the task's progress and emit a ``progress`` event.
+
+        If ``payload`` holds a numeric ``percent``, each ``progress_above`` trigger with
+        ``percent >= trigger["percent"]`` is then fired (at most once unless it says
+        ``"repeat": true``), after the progress event.
+        """
+        if not isinstance(payload, dict):
+            raise TypeError(f"progress payload must be a dict, got {type(payload).__name__}.")
+        task = self._task
+        if task.state == TaskState.RUNNING:
+            task.progress = dict(payload)
+        await self._manager._emit(task, "progress", dict(payload))
+        percent = payload.get("percent")
+        if not _is_number(percent):
+            return
+        for trigger in task.triggers:
+            if trigger.get("type") != "progress_above":
+                continue
+            threshold = trigger.get("percent")
+            if _is_number(threshold) and percent >= threshold:
+                await self.fire_trigger(trigger, {"percent": percent})
+
+    async def fire_trigger(
+        self, trigger: dict[str, Any], extra: dict[str, Any] | None = None
+    ) -> None:
+        """Emit ``trigger_fired`` with payload ``{"trigger": trigger, **extra}``.
+
+        At most once per (task, trigger) — triggers are compared by content — unless the
+        trigger carries ``"repeat": true``. A repeated call for a non-repeating trigger
+        is a silent no-op, so bodies may call this on every tick while the condition holds.
+        """
+        if not isinstance(trigger, dict):
+            raise TypeError(f"trigger must be a dict, got {type(trigger).__name__}.")
+        task = self._task
+        if trigger.get("repeat") is not True:
+            key = _trigger_key(trigger)
+            if key in task.fired:
+                return
+            task.fired.add(key)
+        payload: dict[str, Any] = {"trigger": trigger}
+        for name, value in (extra or {}).items():
+            if name != "trigger":
+                payload[name] = value
+        await self._manager._emit(task, "trigger_fired", payload)
+
+    async def emit(self, payload: dict[str, Any]) -> None:
+        """Emit a ``watch_event`` carrying ``payload`` (for long-lived watcher tasks)."""
+        if not isinstance(payload, dict):
+            raise TypeError(f"watch_event payload must be a dict, got {type(payload).__name__}.")
+        await self._manager._emit(self._task, "watch_event", dict(payload))
+
+    def raise_if_cancelled(self) -> None:
+        """Cooperative cancellation checkpoint: raise ``CancelledError`` if cancel was asked.
+
+        asyncio also delivers the cancellation at the body's next ``await``; this lets a
+        body that computes without awaiting stop early.
+        """
+        if self._task.cancel_requested:
+            raise asyncio.CancelledError(f"task {self.task_id} was cancelled")
+
+
+TaskBody = Callable[[TaskContext], Awaitable[dict[str, Any]]]
+"""A task body: an async function taking the context and returning the result dict."""
