@@ -42,7 +42,8 @@ loads none), only inside the functions, from what it is given.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from types import MappingProxyType
 from typing import Annotated, Any, cast
 
 from pydantic import BaseModel, Field
@@ -60,8 +61,10 @@ from robot_mcp_kit.tasks import TaskManager
 
 __all__ = [
     "TASK_EVENTS_TOOL_NAME",
+    "TASK_TOOL_DESCRIPTIONS",
     "TASK_TOOL_NAMES",
     "Framework",
+    "TaskIdArg",
     "ToolErrorReply",
     "add_start_tool",
     "detect_framework",
@@ -104,9 +107,23 @@ unknown task. The server retains a bounded number of events per task (256 by def
 and in total (10 000). Read-only: this does NOT start any work; use the server's other
 tools to start tasks."""
 
-_TaskIdArg = Annotated[
+TASK_TOOL_DESCRIPTIONS: Mapping[str, str] = MappingProxyType(
+    {
+        _GET_TASK: _GET_TASK_DOC,
+        _CANCEL_TASK: _CANCEL_TASK_DOC,
+        _LIST_TASKS: _LIST_TASKS_DOC,
+        TASK_EVENTS_TOOL_NAME: _GET_TASK_EVENTS_DOC,
+    }
+)
+"""The description each task tool is registered with, by tool name (read-only).
+
+For a server that registers a variant of a task tool itself (a test double, a framework we
+do not adapt) and should describe it exactly as :func:`register_task_tools` does."""
+
+TaskIdArg = Annotated[
     str, Field(description="The task_id returned by the tool that started the task.")
 ]
+"""The ``task_id`` argument of the task tools, with the description clients see."""
 _StatesArg = Annotated[
     list[str] | None,
     Field(
@@ -234,7 +251,7 @@ def register_task_tools(server: Any, manager: TaskManager, *, events: bool = Tru
         ImportError: no MCP framework is installed (the ``mcp`` extra is missing).
     """
 
-    async def get_task(task_id: _TaskIdArg) -> dict[str, Any]:
+    async def get_task(task_id: TaskIdArg) -> dict[str, Any]:
         info = manager.get(task_id)
         if info is None:
             return _error(
@@ -244,7 +261,7 @@ def register_task_tools(server: Any, manager: TaskManager, *, events: bool = Tru
             )
         return _as_object(info)
 
-    async def cancel_task(task_id: _TaskIdArg) -> dict[str, Any]:
+    async def cancel_task(task_id: TaskIdArg) -> dict[str, Any]:
         info = await manager.cancel(task_id)
         if info is None:
             return _error(
@@ -266,7 +283,7 @@ def register_task_tools(server: Any, manager: TaskManager, *, events: bool = Tru
         infos = manager.list(cast("list[TaskState] | None", states))
         return _as_object(TaskList(tasks=infos))
 
-    async def get_task_events(task_id: _TaskIdArg, after_seq: _AfterSeqArg = 0) -> dict[str, Any]:
+    async def get_task_events(task_id: TaskIdArg, after_seq: _AfterSeqArg = 0) -> dict[str, Any]:
         page = manager.events(task_id, after_seq)
         if page is None:
             return _error(

@@ -10,7 +10,7 @@ from typing import Any
 
 from _base import build, serve
 
-from robot_mcp_kit.fastmcp_ext import _CANCEL_TASK_DOC, _GET_TASK_DOC, _LIST_TASKS_DOC
+from robot_mcp_kit.fastmcp_ext import TASK_TOOL_DESCRIPTIONS
 
 if __name__ == "__main__":
     mcp, manager, poster = build()
@@ -33,7 +33,7 @@ if __name__ == "__main__":
         infos: list[Any] = manager.list(states)  # type: ignore[arg-type]
         return json.dumps({"tasks": [i.model_dump(mode="json") for i in infos]})
 
-    mcp.add_tool(get_task, name="get_task", description=_GET_TASK_DOC)
-    mcp.add_tool(cancel_task, name="cancel_task", description=_CANCEL_TASK_DOC)
-    mcp.add_tool(list_tasks, name="list_tasks", description=_LIST_TASKS_DOC)
+    mcp.add_tool(get_task, name="get_task", description=TASK_TOOL_DESCRIPTIONS["get_task"])
+    mcp.add_tool(cancel_task, name="cancel_task", description=TASK_TOOL_DESCRIPTIONS["cancel_task"])
+    mcp.add_tool(list_tasks, name="list_tasks", description=TASK_TOOL_DESCRIPTIONS["list_tasks"])
     serve(mcp, manager, poster)
