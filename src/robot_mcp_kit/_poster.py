@@ -287,20 +287,7 @@ class EventPoster(PosterClosing, PosterAttempts, PosterOutbox):
             outbox.add(item.event_id, item.task_id, item.seq, item.body, self._clock.time())
         queue = self._queue
         if len(queue) >= self.queue_max:
-            old = queue.popleft()
-            self._dropped += 1
-            if outbox is not None:
-                outbox.mark(old.event_id, "dropped")
-            _log.error(
-                "event_dropped",
-                server=self.server_name,
-                event_id=old.event_id,
-                task_id=old.task_id,
-                seq=old.seq,
-                reason="the queue is full",
-                queue_max=self.queue_max,
-                covered_by="the brain's reconciliation poll",
-            )
+            self._drop_oldest(outbox, "the queue is full")
         queue.append(item)
         self._posted += 1
         idle.clear()

@@ -46,6 +46,27 @@ class PosterOutbox:
     _dropped: int
     _recovered: int
 
+    def _drop_oldest(self, outbox: Outbox | None, reason: str) -> None:
+        """Drop the oldest queued event (counted, its outbox row marked, one ERROR line).
+
+        The brain's reconciliation poll (``get_task`` / ``list_tasks``) is what covers a
+        dropped event; the log line says so.
+        """
+        old = self._queue.popleft()
+        self._dropped += 1
+        if outbox is not None:
+            outbox.mark(old.event_id, "dropped")
+        _log.error(
+            "event_dropped",
+            server=self.server_name,
+            event_id=old.event_id,
+            task_id=old.task_id,
+            seq=old.seq,
+            reason=reason,
+            queue_max=self.queue_max,
+            covered_by="the brain's reconciliation poll",
+        )
+
     def _load_outbox(self, outbox: Outbox) -> None:
         """Put the events a previous process left pending at the head of the queue (once)."""
         self._outbox_loaded = True
@@ -68,18 +89,7 @@ class PosterOutbox:
         for row in reversed(rows):
             self._queue.appendleft(self._recovered_item(row))
         while len(self._queue) > self.queue_max:
-            old = self._queue.popleft()
-            self._dropped += 1
-            outbox.mark(old.event_id, "dropped")
-            _log.error(
-                "event_dropped",
-                server=self.server_name,
-                event_id=old.event_id,
-                task_id=old.task_id,
-                seq=old.seq,
-                reason="the outbox holds more than queue_max events",
-                queue_max=self.queue_max,
-            )
+            self._drop_oldest(outbox, "the outbox holds more than queue_max events")
         self._posted += len(self._queue)
         try:
             outbox.trim(self.queue_max)

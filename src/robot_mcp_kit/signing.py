@@ -155,7 +155,7 @@ def check(
 
     Args:
         secret: the server's shared secret, or the list of its current secrets (any one
-            may match; rotation, added in 0.2.0).
+            may match; rotation).
         timestamp: the ``X-RVC-Timestamp`` value: the raw header string, which must
             fully match :data:`TIMESTAMP_PATTERN`, or an ``int`` from 0 to 10**12 - 1.
         body: the raw request body, byte for byte as received.
@@ -258,7 +258,7 @@ def standard_webhooks_secret(secret: str) -> str:
     """The secret as a Standard Webhooks library takes it: ``whsec_`` + base64(UTF-8).
 
     E.g. ``standardwebhooks.Webhook(standard_webhooks_secret(s))`` verifies what a poster
-    with secret ``s`` and ``standard_webhooks=True`` sends. Added in 0.2.0.
+    with secret ``s`` and ``standard_webhooks=True`` sends..
     """
     return "whsec_" + base64.b64encode(secret.encode()).decode()
 
@@ -271,7 +271,7 @@ def sign_standard(secret: str, msg_id: str, timestamp: int, body: bytes) -> str:
 
 
 def standard_headers(msg_id: str, secrets: Secrets, body: bytes, timestamp: int) -> dict[str, str]:
-    """The three Standard Webhooks headers, one ``v1`` signature per secret. Added in 0.2.0."""
+    """The three Standard Webhooks headers, one ``v1`` signature per secret.."""
     keys = [secrets] if isinstance(secrets, str) else list(secrets)
     return {
         HEADER_WEBHOOK_ID: msg_id,
@@ -348,7 +348,7 @@ def verify_standard(
     max_skew_s: int = DEFAULT_MAX_SKEW_S,
     now_s: float | None = None,
 ) -> bool:
-    """:func:`check_standard` as a bool; never raises. Added in 0.2.0."""
+    """:func:`check_standard` as a bool; never raises.."""
     try:
         check_standard(
             secret, msg_id, timestamp, body, signature_header, max_skew_s=max_skew_s, now_s=now_s

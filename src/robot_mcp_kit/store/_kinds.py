@@ -31,7 +31,7 @@ newline, issue 9 finding 5)."""
 
 
 class Kind(StrEnum):
-    """What elapsed time does to a table's rows (added in 0.12)."""
+    """What elapsed time does to a table's rows."""
 
     RECORD = "record"  # prunes by age or count; hot writes
     DEFINITION = "definition"  # never removed by elapsed time; cold writes
@@ -55,7 +55,7 @@ class Table:
             Also orders ``prune(keep_last=...)`` (rowid order without it).
         indexes: extra ``CREATE INDEX`` statements run with ``ddl`` on a fresh file.
         epoch_column: ``BELIEF`` only, and required there: the column holding the epoch
-            the row was observed in (added in 0.12; checked against the file at open).
+            the row was observed in (checked against the file at open).
 
     Raises:
         DeclarationError: at construction, for a declaration that contradicts its kind

@@ -35,7 +35,7 @@ _DROP_LOG_EVERY = 1000
 
 @dataclass(frozen=True)
 class StoreStats:
-    """A snapshot of the hot path's counters (added in 0.12).
+    """A snapshot of the hot path's counters.
 
     ``enqueued``: accepted by ``enqueue``; ``written``: committed; ``dropped``: refused
     because the queue was full; ``failed``: raised when executed (logged); ``queued``:
