@@ -1,17 +1,8 @@
 """Where lessons live: :class:`SqliteBackend` (one table, every scope) and :class:`MemoryBackend`.
 
-:class:`SqliteBackend` keeps all scopes in ONE table keyed ``(scope, key)``::
-
-    params(scope, key, value_json, success_count, failure_count, place, robot,
-           created, updated, note)
-
-and opens its file lazily: reads of a missing file answer "nothing" and create nothing; the
-first write creates it. So a service where nobody records a lesson leaves no file behind.
-Lesson writes are cold (synchronous, never dropped): they are rare and their caller wants
-the stored result back. :class:`MemoryBackend` is the same contract in a dict, for tests.
-
-Schema versions: 1 as above without ``note``; 2 adds ``note``, the last free-text note
-recorded with the lesson — a version-1 file migrates on open, its lessons kept.
+The storage contract — the one ``params`` table keyed ``(scope, key)``, the lazy file, cold
+writes, schema versions 1 and 2 (``note``) — is described once, in :mod:`robot_mcp_kit.params`,
+the public module that re-exports these classes.
 """
 
 from __future__ import annotations
