@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Literal
 
 import httpx
 
-from robot_mcp_kit._log import get_logger
 from robot_mcp_kit._retry import Clock, RetryPolicy
+from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.signing import signed_headers, standard_headers
 
 __all__ = ["PosterAttempts"]

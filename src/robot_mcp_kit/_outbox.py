@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from robot_mcp_kit._exceptions import ConfigurationError
-from robot_mcp_kit._log import get_logger
+from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.models import TaskEvent, TaskInfo
 from robot_mcp_kit.store import Kind, Schema, SqliteStore, Table
 

@@ -16,12 +16,12 @@ import httpx
 
 from robot_mcp_kit._attempt import PosterAttempts, _GraceExpired, _Item
 from robot_mcp_kit._exceptions import ConfigurationError
-from robot_mcp_kit._log import get_logger
 from robot_mcp_kit._outbox import ENV_OUTBOX, Outbox
 from robot_mcp_kit._poster_close import PosterClosing
 from robot_mcp_kit._poster_outbox import PosterOutbox
 from robot_mcp_kit._poster_stats import PosterStats
 from robot_mcp_kit._retry import Clock, RetryPolicy, SystemClock
+from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.models import TaskEvent
 
 __all__ = ["ENV_CALLBACK_URL", "ENV_EVENT_SECRET", "EventPoster"]

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 import httpx
 
 from robot_mcp_kit._attempt import _Item
-from robot_mcp_kit._log import get_logger
 from robot_mcp_kit._outbox import Outbox
 from robot_mcp_kit._retry import Clock
+from robot_mcp_kit.log import get_logger
 
 __all__ = ["PosterClosing"]
 

@@ -14,8 +14,8 @@ from collections import deque
 from typing import TYPE_CHECKING, Literal
 
 from robot_mcp_kit._attempt import _Item
-from robot_mcp_kit._log import get_logger
 from robot_mcp_kit._outbox import Outbox, OutboxRow
+from robot_mcp_kit.log import get_logger
 
 __all__ = ["PosterOutbox"]
 

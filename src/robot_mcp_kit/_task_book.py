@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
-from robot_mcp_kit._log import get_logger
 from robot_mcp_kit._outbox import Outbox
+from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.models import (
     EventType,
     TaskEvent,

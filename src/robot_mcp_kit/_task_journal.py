@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import builtins
 
-from robot_mcp_kit._log import get_logger
 from robot_mcp_kit._outbox import Outbox
 from robot_mcp_kit._task_book import TaskBook, _Task
+from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.models import TaskEvent, TaskFailure, TaskState, new_event_id
 
 __all__ = ["INTERRUPTED", "TaskJournal"]

@@ -16,12 +16,12 @@ from robot_mcp_kit._exceptions import (
     ManagerClosed,
     TaskManagerError,
 )
-from robot_mcp_kit._log import get_logger
 from robot_mcp_kit._outbox import Outbox
 from robot_mcp_kit._task_book import EventSink, _Task
 from robot_mcp_kit._task_context import TaskBody
 from robot_mcp_kit._task_runner import TaskRunner
 from robot_mcp_kit._triggers import GENERIC_TRIGGER_TYPES, _is_number
+from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.models import (
     TERMINAL_STATES,
     TaskEventPage,

@@ -9,10 +9,10 @@ from __future__ import annotations
 import asyncio
 import builtins
 
-from robot_mcp_kit._log import get_logger
 from robot_mcp_kit._task_book import _Task
 from robot_mcp_kit._task_context import TaskBody, TaskContext, TaskError
 from robot_mcp_kit._task_journal import TaskJournal
+from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.models import TaskFailure, TaskState
 
 __all__ = ["TaskRunner"]

@@ -30,6 +30,7 @@ PUBLIC_MODULES = [
     "robot_mcp_kit",
     "robot_mcp_kit.events",
     "robot_mcp_kit.fastmcp_ext",
+    "robot_mcp_kit.log",
     "robot_mcp_kit.models",
     "robot_mcp_kit.params",
     "robot_mcp_kit.signing",
@@ -41,6 +42,7 @@ PUBLIC_MODULES = [
 # The namespaces whose ``__all__`` is held to equal their public names (issue 13).
 GUARDED_MODULES = [
     "robot_mcp_kit",
+    "robot_mcp_kit.log",
     "robot_mcp_kit.params",
     "robot_mcp_kit.store",
     "robot_mcp_kit.testing",

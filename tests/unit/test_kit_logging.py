@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from robot_mcp_kit._log import get_logger
+from robot_mcp_kit.log import get_logger
 
 
 def test_event_renders_with_fields_and_carries_them_as_extra(caplog):

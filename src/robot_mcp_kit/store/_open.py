@@ -23,7 +23,7 @@ from robot_mcp_kit._exceptions import (
     SchemaTooNew,
     StoreUnreadable,
 )
-from robot_mcp_kit._log import get_logger
+from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.store._kinds import Table
 from robot_mcp_kit.store._schema import META_TABLE, MigrationStep, Schema
 

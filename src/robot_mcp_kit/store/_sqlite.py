@@ -35,7 +35,7 @@ from robot_mcp_kit._exceptions import (
     PruneRefused,
     StoreClosed,
 )
-from robot_mcp_kit._log import get_logger
+from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.models import format_ts
 from robot_mcp_kit.store._kinds import Kind, Table
 from robot_mcp_kit.store._open import VersionedFile, _q

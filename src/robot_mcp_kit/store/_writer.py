@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from robot_mcp_kit._exceptions import ConfigurationError, FlushTimeout
-from robot_mcp_kit._log import get_logger
+from robot_mcp_kit.log import get_logger
 
 __all__ = ["HotWriter", "Params", "StoreStats"]
 

@@ -1,4 +1,4 @@
-"""The kit's one logging style: an event name plus key-value fields, through stdlib logging.
+"""The kit's logging: an event name plus key-value fields, through stdlib logging (public).
 
 Every call reads like structlog's — ``_log.warning("poster_retry", server="nav",
 attempt=2)`` — and goes to a plain :mod:`logging` logger, so a library user sees it with
