@@ -66,8 +66,11 @@ from typing import Any
 
 from robot_mcp_kit.testing import ServiceProcess, free_port
 from robot_mcp_memory.db import open_index
-from robot_mcp_memory.docmodel import ProcessDoc
-from robot_mcp_memory.search import match_expression, search_terms
+from robot_mcp_memory.documents import ProcessDoc
+from robot_mcp_memory.search import (
+    match_expression,
+    search_terms,
+)
 from robot_mcp_memory.store import ProcessStore
 
 TARGET_FIND_VS_RAW = 3.0

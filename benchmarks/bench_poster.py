@@ -10,7 +10,7 @@ events (who goes first alternates too, so both sides see the same machine load):
           headers, bodies and headers prepared beforehand (the fastest honest baseline);
 - poster: C ``await poster.post(event)`` calls, then ``await poster.flush()``; the poster
           serializes, queues, signs at send time and delivers through its worker.
-- outbox: the same with ``EventPoster(..., outbox=<temp file>)`` (issue 14): each event is
+- outbox: the same with ``EventPoster(..., outbox=<temp file>)``: each event is
           also written to SQLite (hot writes, one flush per burst before sending) and
           marked delivered.
 

@@ -28,6 +28,7 @@ find p50 hybrid <= 1.5 x lexical; saves >= 300 docs/s; RSS <= 300 MiB.
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.util
 import statistics
 import sys
@@ -37,12 +38,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from robot_mcp_memory import search as search_module
 from robot_mcp_memory.db import open_index
-from robot_mcp_memory.docmodel import ProcessDoc
-from robot_mcp_memory.embedding import Embedder, load_default_embedder
-from robot_mcp_memory.search import ProcessSearch, match_expression
+from robot_mcp_memory.documents import ProcessDoc
+from robot_mcp_memory.search import (
+    Embedder,
+    ProcessSearch,
+    load_default_embedder,
+    match_expression,
+)
 from robot_mcp_memory.store import ProcessStore
+
+# The weight sweep sets the ranking module's knob in place: ProcessSearch reads it per query.
+_ranking = importlib.import_module("robot_mcp_memory.search._process_search")
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -162,11 +169,11 @@ def main() -> int:
                 print(f"{size:>11}  {name:<10} {r1:6.3f} {r3:6.3f} {mrr:7.3f} {wrong:>9}")
             if args.sweep:
                 for weight in (0.5, 0.6, 0.7, 0.8, 0.9):
-                    search_module.SEMANTIC_WEIGHT = weight
+                    _ranking.SEMANTIC_WEIGHT = weight
                     ranked = [[f.doc.id for f in store.find(q.query, 10)] for q in queries]
                     r1, r3, mrr = metrics(ranked, expected)
                     print(f"{size:>11}  {'w=' + str(weight):<10} {r1:6.3f} {r3:6.3f} {mrr:7.3f}")
-                search_module.SEMANTIC_WEIGHT = 0.7
+                _ranking.SEMANTIC_WEIGHT = 0.7
                 ranked = [rrf(store, lexical, q.query) for q in queries]
                 r1, r3, mrr = metrics(ranked, expected)
                 print(f"{size:>11}  {'rrf k=60':<10} {r1:6.3f} {r3:6.3f} {mrr:7.3f}")

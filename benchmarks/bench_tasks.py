@@ -2,7 +2,7 @@
 
 Run: ``uv run python benchmarks/bench_tasks.py``
 
-Targets (issue 2): ``start()`` at most 100 µs per task; a retained finished task at most
+Targets: ``start()`` at most 100 µs per task; a retained finished task at most
 4 KiB. Both are measured with a no-op event sink, so only the manager is counted.
 """
 

@@ -45,12 +45,12 @@ from typing import Any, Literal
 
 from robot_mcp_kit import (
     ConfigurationError,
-    EventPoster,
     ManagerClosed,
     TaskContext,
     TaskError,
     TaskInfo,
     TaskManager,
+    TaskRuntime,
     __version__,
     register_task_tools,
 )
@@ -232,25 +232,21 @@ async def serve(server: Any, transport: Transport, host: str, port: int) -> None
 
 
 async def _serve(transport: Transport, host: str, port: int) -> None:
-    poster = EventPoster(server_name=SERVER_NAME)
-    manager = TaskManager(SERVER_NAME, poster, known_trigger_types=KNOWN_TRIGGER_TYPES)
-    mcp = build_server(manager, host=host, port=port)
+    # The poster, then the manager (which reads the task journal of an outbox).
+    runtime = TaskRuntime(SERVER_NAME, known_trigger_types=KNOWN_TRIGGER_TYPES)
+    mcp = build_server(runtime.manager, host=host, port=port)
     logger.info(
         "sleeper starting: transport=%s host=%s port=%s events=%s",
         transport,
         host,
         port,
-        poster.callback_url or "off",
+        runtime.poster.callback_url or "off",
     )
-    # With an outbox, events a previous process left undelivered (and the INTERRUPTED
-    # reports of its running tasks) go out now, before anything new.
-    await poster.start()
-    try:
+    # Entering starts the poster: with an outbox, events a previous process left
+    # undelivered (and the INTERRUPTED reports of its running tasks) go out now, before
+    # anything new. Leaving cancels running tasks, then gives queued events a short grace.
+    async with runtime:
         await serve(mcp, transport, host, port)
-    finally:
-        # Cancel running tasks, then give queued events a short grace to go out.
-        await manager.aclose()
-        await poster.aclose()
 
 
 def main() -> None:

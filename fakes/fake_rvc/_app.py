@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
@@ -35,19 +34,19 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 
-from fake_rvc import _inspect, _page
 from fake_rvc._bodies import describe_errors, peek
 from fake_rvc._dependencies import (
     ERROR_RESPONSE,
-    Clock,
-    ClockDep,
     RecorderDep,
     SecretsDep,
+    UnixClock,
+    UnixClockDep,
     error_response,
 )
 from fake_rvc._exceptions import ConnectionDropped, SecretsError
 from fake_rvc._faults import Fault
-from fake_rvc._logging import log_event
+from fake_rvc._inspect import router as inspect_router
+from fake_rvc._page import router as page_router
 from fake_rvc._receive import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_JSON_DEPTH,
@@ -61,6 +60,7 @@ from fake_rvc._recorder import Recorder
 from fake_rvc._records import Attempt, Outcome
 from fake_rvc._repair import GapRepairer
 from robot_mcp_kit import TaskEvent
+from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.signing import (
     DEFAULT_MAX_SKEW_S,
     HEADER_SERVER,
@@ -70,6 +70,8 @@ from robot_mcp_kit.signing import (
 )
 
 __all__ = ["DROP_EXTENSION", "EVENTS_PATH", "create_app"]
+
+_log = get_logger("fake_rvc")
 
 EVENTS_PATH = "/api/agent/events"
 DROP_EXTENSION = "fake_rvc.close_connection"
@@ -94,7 +96,7 @@ def create_app(
     max_skew_s: int = DEFAULT_MAX_SKEW_S,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     max_json_depth: int = DEFAULT_MAX_JSON_DEPTH,
-    clock: Clock | None = None,
+    clock: UnixClock | None = None,
     state: Recorder | None = None,
     repair_urls: Mapping[str, str] | None = None,
 ) -> FastAPI:
@@ -114,7 +116,7 @@ def create_app(
         state: a :class:`Recorder` to share (e.g. with a test); a new one when None.
         repair_urls: repair mode — server name → that server's MCP URL; a gap in one of
             its tasks is filled through its ``get_task_events`` tool
-            (:mod:`fake_rvc._repair`). Added with issue 14.
+            (:mod:`fake_rvc._repair`).
 
     Raises:
         SecretsError: (a ``ValueError``) a server name or secret is empty or not a
@@ -152,7 +154,7 @@ def create_app(
         responses={status: ERROR_RESPONSE for status in (400, 401, 413, 422)},
     )
     async def receive_event(
-        request: Request, recorder: RecorderDep, secrets: SecretsDep, clock: ClockDep
+        request: Request, recorder: RecorderDep, secrets: SecretsDep, clock: UnixClockDep
     ) -> Response:
         post = _Post(recorder, time.monotonic(), clock(), recorder.next_attempt_number())
         head = read_headers(request.headers.items())
@@ -187,8 +189,8 @@ def create_app(
                 repairer.schedule(verdict.server, verdict.event.task_id, gap["expected"] - 1)
         return _stored_response(attempt)
 
-    app.include_router(_inspect.router)
-    app.include_router(_page.router)
+    app.include_router(inspect_router)
+    app.include_router(page_router)
     return app
 
 
@@ -260,8 +262,7 @@ class _Post:
     def reject(self, verdict: Verdict) -> JSONResponse:
         reason, detail = str(verdict.reason), verdict.detail or ""
         self._record(verdict.server, verdict.status, "rejected", reason, detail)
-        log_event(
-            logging.WARNING,
+        _log.warning(
             "post_rejected",
             status=verdict.status,
             reason=reason,
@@ -283,9 +284,9 @@ class _Post:
             server, fault.status, outcome, "injected_fault", f"Injected fault {fault.to_dict()}."
         )
         if fault.drop:
-            log_event(logging.WARNING, "fault_dropped_connection", server=server)
+            _log.warning("fault_dropped_connection", server=server)
             return await _drop(request)
-        log_event(logging.WARNING, "fault_answered", status=fault.status, server=server)
+        _log.warning("fault_answered", status=fault.status, server=server)
         assert fault.status is not None  # not a drop, so a status
         if fault.status in (204, 304):
             return Response(status_code=fault.status)
@@ -311,10 +312,10 @@ class _Post:
             "event_id": attempt.event_id,
         }
         if attempt.outcome == "duplicate":
-            log_event(logging.INFO, "post_duplicate", **fields)
+            _log.info("post_duplicate", **fields)
         else:
             anomalies = [a["kind"] for a in attempt.anomalies]
-            log_event(logging.INFO, "post_accepted", **fields, anomalies=anomalies)
+            _log.info("post_accepted", **fields, anomalies=anomalies)
         return attempt
 
 
@@ -335,8 +336,7 @@ async def _invalid_request(request: Request, exc: Exception) -> Response:
     """422 ``invalid_request`` naming the fields, instead of FastAPI's echo of the input."""
     errors = exc.errors() if isinstance(exc, RequestValidationError) else []
     detail = describe_errors(errors, "The request is invalid")
-    log_event(
-        logging.WARNING,
+    _log.warning(
         "invalid_request",
         method=request.method,
         path=request.url.path,
@@ -350,13 +350,11 @@ async def _internal_error(request: Request, exc: Exception) -> Response:
     if isinstance(exc, ConnectionDropped):  # in process: the drop already logged itself
         return Response(status_code=500)
     error_id = uuid.uuid4().hex[:8]
-    log_event(
-        logging.ERROR,
+    _log.exception(
         "internal_error",
         error_id=error_id,
         method=request.method,
         path=request.url.path,
-        exc_info=exc,
     )
     return error_response(
         500,

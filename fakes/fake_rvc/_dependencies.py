@@ -18,17 +18,17 @@ from robot_mcp_kit.signing import Secrets
 
 __all__ = [
     "ERROR_RESPONSE",
-    "Clock",
-    "ClockDep",
     "RecorderDep",
     "SecretsDep",
+    "UnixClock",
+    "UnixClockDep",
     "error_response",
     "get_clock",
     "get_recorder",
     "get_secrets",
 ]
 
-Clock = Callable[[], float]
+UnixClock = Callable[[], float]
 """Returns the current time in unix seconds."""
 
 
@@ -44,15 +44,15 @@ def get_secrets(request: Request) -> Mapping[str, Secrets]:
     return secrets
 
 
-def get_clock(request: Request) -> Clock:
+def get_clock(request: Request) -> UnixClock:
     """The clock that judges timestamps (``app.state.clock``, ``time.time`` by default)."""
-    clock: Clock = request.app.state.clock
+    clock: UnixClock = request.app.state.clock
     return clock
 
 
 RecorderDep = Annotated[Recorder, Depends(get_recorder)]
 SecretsDep = Annotated[Mapping[str, Secrets], Depends(get_secrets)]
-ClockDep = Annotated[Clock, Depends(get_clock)]
+UnixClockDep = Annotated[UnixClock, Depends(get_clock)]
 
 
 def error_response(status: int, code: str, detail: str, **extra: Any) -> JSONResponse:

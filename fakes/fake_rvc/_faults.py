@@ -33,6 +33,27 @@ class Fault:
     drop: bool = False
     remaining: int = 1
 
+    def __post_init__(self) -> None:
+        """A fault is valid by construction.
+
+        Raises:
+            FaultError: nothing to inject, both ``status`` and ``drop``, a status outside
+                100–599, a delay outside 0–3600 s, a count (``remaining``) below 1 or an
+                empty server.
+        """
+        if self.status is None and self.delay_s is None and not self.drop:
+            raise FaultError("A fault needs at least one of status, delay_s or drop=True.")
+        if self.status is not None and self.drop:
+            raise FaultError("A fault either answers with a status or drops; not both.")
+        if self.status is not None and not 100 <= self.status <= 599:
+            raise FaultError(f"Fault status must be 100-599, got {self.status}.")
+        if self.delay_s is not None and not 0 <= self.delay_s <= 3600:
+            raise FaultError(f"Fault delay_s must be 0-3600 seconds, got {self.delay_s}.")
+        if self.remaining < 1:
+            raise FaultError(f"Fault count must be at least 1, got {self.remaining}.")
+        if not self.server:
+            raise FaultError("Fault server must be a server name or '*'.")
+
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict of every field."""
         return asdict(self)
@@ -49,36 +70,10 @@ class FaultPlan:
         with self._lock:
             return sum(map(len, self._faults.values()))
 
-    def add(
-        self,
-        server: str,
-        *,
-        status: int | None = None,
-        delay_s: float | None = None,
-        drop: bool = False,
-        count: int = 1,
-    ) -> Fault:
-        """Queue a fault for the next ``count`` posts from ``server`` (a name, or ``"*"``).
-
-        Raises:
-            FaultError: nothing to inject, both ``status`` and ``drop``, a status outside
-                100–599, a delay outside 0–3600 s, a count below 1 or an empty server.
-        """
-        if status is None and delay_s is None and not drop:
-            raise FaultError("A fault needs at least one of status, delay_s or drop=True.")
-        if status is not None and drop:
-            raise FaultError("A fault either answers with a status or drops; not both.")
-        if status is not None and not 100 <= status <= 599:
-            raise FaultError(f"Fault status must be 100-599, got {status}.")
-        if delay_s is not None and not 0 <= delay_s <= 3600:
-            raise FaultError(f"Fault delay_s must be 0-3600 seconds, got {delay_s}.")
-        if count < 1:
-            raise FaultError(f"Fault count must be at least 1, got {count}.")
-        if not server:
-            raise FaultError("Fault server must be a server name or '*'.")
-        fault = Fault(server=server, status=status, delay_s=delay_s, drop=drop, remaining=count)
+    def add(self, fault: Fault) -> Fault:
+        """Queue ``fault`` after the ones already pending for its server; return it."""
         with self._lock:
-            self._faults.setdefault(server, []).append(fault)
+            self._faults.setdefault(fault.server, []).append(fault)
         return fault
 
     def take(self, server: str | None) -> Fault | None:

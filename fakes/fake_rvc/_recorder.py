@@ -2,17 +2,22 @@
 
 :class:`Recorder` is plain Python guarded by one re-entrant lock, so any thread may call
 it: the uvicorn thread that runs the app records into it while a test thread (or another
-event loop) reads it and waits on it (the waits are in :mod:`fake_rvc._waits`, the fault
-plan in :mod:`fake_rvc._faults`, the records in :mod:`fake_rvc._records`).
+event loop) reads it and waits on it. It composes two collaborators that own their state:
+a :class:`~fake_rvc._waits.Notifier` (condition, async waiters, live feeds, listeners; the
+wait methods here delegate to it) and a :class:`~fake_rvc._faults.FaultPlan`. The records
+are in :mod:`fake_rvc._records`.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Self, TypeVar
 
+from fake_rvc._exceptions import WaitTimeout
 from fake_rvc._faults import Fault, FaultPlan
 from fake_rvc._records import (
     ANOMALY_KINDS,
@@ -22,13 +27,15 @@ from fake_rvc._records import (
     duplicate_anomaly,
     stored_attempt,
 )
-from fake_rvc._waits import RecorderWaits
+from fake_rvc._waits import Listener, Notifier, Subscription
 from robot_mcp_kit.models import TaskEvent
 
 __all__ = ["Recorder"]
 
+T = TypeVar("T")
 
-class Recorder(RecorderWaits):
+
+class Recorder:
     """The receiver's state, shared by the app and the test that drives it.
 
     Thread-safe: every method takes one re-entrant lock. Sync waits block on a
@@ -40,7 +47,8 @@ class Recorder(RecorderWaits):
     """
 
     def __init__(self, *, max_attempts: int = 100_000) -> None:
-        self._init_waits(threading.RLock())
+        self._lock = threading.RLock()
+        self._notifier = Notifier(self._lock, describe=self.__repr__)
         self._attempts: collections.deque[Attempt] = collections.deque(maxlen=max_attempts)
         self._n = 0
         self._events: list[ReceivedEvent] = []
@@ -71,7 +79,7 @@ class Recorder(RecorderWaits):
         """Store one attempt that did not yield a new event (rejected, fault, dropped)."""
         with self._lock:
             self._store_attempt(attempt)
-        self._notify(attempt)
+        self._notifier.notify(attempt)
 
     def record_event(
         self,
@@ -121,7 +129,7 @@ class Recorder(RecorderWaits):
                     event, "accepted", tuple(anomalies), n, received_wall, received_mono, server
                 )
             self._store_attempt(attempt)
-        self._notify(attempt)
+        self._notifier.notify(attempt)
         return attempt
 
     def record_repaired(self, event: TaskEvent, *, server: str) -> Attempt | None:
@@ -160,7 +168,7 @@ class Recorder(RecorderWaits):
                 payload=event.payload,
             )
             self._store_attempt(attempt)
-        self._notify(attempt)
+        self._notifier.notify(attempt)
         return attempt
 
     def _keep(self, timeline: Timeline, received: ReceivedEvent) -> None:
@@ -277,7 +285,7 @@ class Recorder(RecorderWaits):
             self._faults.clear()
             self._counters.clear()
             self._rejections.clear()
-        self._notify(None)
+        self._notifier.notify(None)
 
     # ----------------------------------------------------------------- faults
 
@@ -300,7 +308,9 @@ class Recorder(RecorderWaits):
             FaultError: (a ``ValueError``) nothing to inject, both ``status`` and ``drop``,
                 a status outside 100–599, a negative delay or a count below 1.
         """
-        return self._faults.add(server, status=status, delay_s=delay_s, drop=drop, count=count)
+        return self._faults.add(
+            Fault(server=server, status=status, delay_s=delay_s, drop=drop, remaining=count)
+        )
 
     def take_fault(self, server: str | None) -> Fault | None:
         """Consume one fault for a post from ``server`` (its own first, then ``"*"``)."""
@@ -313,3 +323,111 @@ class Recorder(RecorderWaits):
     def clear_faults(self, server: str | None = None) -> None:
         """Remove pending faults for ``server``, or all of them when None."""
         self._faults.clear(server)
+
+    # ----------------------------------------------------------------- waiting
+
+    def wait_for(self, predicate: Callable[[Self], T | None], timeout_s: float) -> T:
+        """Block until ``predicate(self)`` returns something other than None or False.
+
+        Thread-safe; never call it on the loop that runs the app.
+
+        Raises:
+            WaitTimeout: the predicate still failed after ``timeout_s`` (a ``TimeoutError``).
+        """
+        return self._notifier.wait_for(lambda: predicate(self), timeout_s)
+
+    async def wait_for_async(self, predicate: Callable[[Self], T | None], timeout_s: float) -> T:
+        """Await until ``predicate(self)`` returns something other than None or False.
+
+        Works on any event loop, including the app's.
+
+        Raises:
+            WaitTimeout: the predicate still failed after ``timeout_s`` (a ``TimeoutError``).
+        """
+        return await self._notifier.wait_for_async(lambda: predicate(self), timeout_s)
+
+    def wait_for_event(
+        self,
+        task_id: str,
+        type: str | None = None,
+        timeout_s: float = 10.0,
+        *,
+        server: str | None = None,
+    ) -> ReceivedEvent:
+        """Block until task ``task_id`` has an event of ``type`` (any type when None).
+
+        Returns the first such event, even one that arrived before the call.
+
+        Raises:
+            WaitTimeout: no such event within ``timeout_s``; the message says what was seen.
+        """
+        try:
+            return self.wait_for(lambda r: r._find_event(task_id, type, server), timeout_s)
+        except WaitTimeout:
+            raise WaitTimeout(self._timeout_message(task_id, type, timeout_s)) from None
+
+    async def wait_for_event_async(
+        self,
+        task_id: str,
+        type: str | None = None,
+        timeout_s: float = 10.0,
+        *,
+        server: str | None = None,
+    ) -> ReceivedEvent:
+        """Async twin of :meth:`wait_for_event`, usable on any loop."""
+        try:
+            return await self.wait_for_async(
+                lambda r: r._find_event(task_id, type, server), timeout_s
+            )
+        except WaitTimeout:
+            raise WaitTimeout(self._timeout_message(task_id, type, timeout_s)) from None
+
+    def wait_for_attempts(
+        self, count: int, *, server: str | None = None, timeout_s: float = 10.0
+    ) -> list[Attempt]:
+        """Block until at least ``count`` attempts (from ``server``) were recorded."""
+
+        def enough(r: Self) -> list[Attempt] | None:
+            found = r.attempts(server)
+            return found if len(found) >= count else None
+
+        return self.wait_for(enough, timeout_s)
+
+    def _timeout_message(self, task_id: str, type: str | None, timeout_s: float) -> str:
+        seen = [f"#{e.seq} {e.type}" for e in self.events(task_id=task_id)]
+        return (
+            f"No {type or 'event'} for task {task_id!r} within {timeout_s} s; "
+            f"seen for it: {', '.join(seen) or 'nothing'}."
+        )
+
+    # ----------------------------------------------------------------- live feeds
+
+    def subscribe(self, backlog: int = 2000) -> tuple[list[Attempt], Subscription]:
+        """Return the last ``backlog`` attempts and a live feed of the ones after them.
+
+        Must be called on the loop that will read the subscription. The backlog and the
+        feed are taken under one lock, so no attempt falls between them.
+        """
+        with self._lock:
+            sub = self._notifier.subscribe()
+            past = self.attempts()[-backlog:] if backlog > 0 else []
+        return past, sub
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        """Stop feeding ``sub``."""
+        self._notifier.unsubscribe(sub)
+
+    def close_streams(self) -> None:
+        """End every live feed (used before shutting the server down)."""
+        self._notifier.close_streams()
+
+    def add_listener(self, listener: Listener) -> None:
+        """Call ``listener(attempt)`` after each recorded attempt, on the recording thread.
+
+        A listener must be quick and must not raise; the CLI prints one line with it.
+        """
+        self._notifier.add_listener(listener)
+
+    def listening(self, listener: Listener) -> contextlib.AbstractContextManager[None]:
+        """Register ``listener`` for the duration of a ``with`` block."""
+        return self._notifier.listening(listener)

@@ -17,16 +17,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 from collections.abc import Mapping
 from typing import Any
 
 from fake_rvc._exceptions import RepairError
-from fake_rvc._logging import log_event
 from fake_rvc._recorder import Recorder
 from robot_mcp_kit import TASK_EVENTS_TOOL_NAME, TaskEvent
+from robot_mcp_kit.log import get_logger
 
 __all__ = ["GapRepairer"]
+
+_log = get_logger("fake_rvc")
 
 _MAX_PAGES = 50
 _CALL_TIMEOUT_S = 30.0
@@ -53,11 +54,6 @@ class GapRepairer:
         task.add_done_callback(self._running.discard)
         return True
 
-    async def wait_idle(self) -> None:
-        """Wait for the repairs running now (tests)."""
-        while self._running:
-            await asyncio.wait(set(self._running))
-
     async def aclose(self) -> None:
         """Cancel the repairs still running."""
         for task in list(self._running):
@@ -73,8 +69,7 @@ class GapRepairer:
             raise
         except Exception as exc:  # logged: a repair never breaks the app
             self.failures += 1
-            log_event(
-                logging.WARNING,
+            _log.warning(
                 "repair_failed",
                 task_id=task_id,
                 server=server,
@@ -83,7 +78,7 @@ class GapRepairer:
                 error=f"{type(exc).__name__}: {exc}",
             )
             return
-        log_event(logging.INFO, "repaired", task_id=task_id, server=server, seqs=repaired)
+        _log.info("repaired", task_id=task_id, server=server, seqs=repaired)
 
     async def _fetch_and_record(
         self, url: str, server: str, task_id: str, after_seq: int

@@ -23,7 +23,7 @@ from fastapi import FastAPI
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from fake_rvc._app import DROP_EXTENSION, EVENTS_PATH, create_app
-from fake_rvc._dependencies import Clock
+from fake_rvc._dependencies import UnixClock
 from fake_rvc._exceptions import ServerError
 from fake_rvc._recorder import Recorder
 
@@ -97,7 +97,7 @@ class FakeRvcServer:
         host: str = "127.0.0.1",
         port: int = 0,
         state: Recorder | None = None,
-        clock: Clock | None = None,
+        clock: UnixClock | None = None,
         **app_options: Any,
     ) -> None:
         self.state = state if state is not None else Recorder()

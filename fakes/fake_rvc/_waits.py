@@ -1,16 +1,15 @@
 """How the recorder tells others that something changed: waits, live feeds and listeners.
 
-:class:`RecorderWaits` is the half of :class:`fake_rvc.Recorder` that other threads and
-loops block on. Waiting, two ways:
+:class:`Notifier` owns the condition, the async waiters, the subscriptions and the
+listeners; :class:`fake_rvc.Recorder` holds one, calls :meth:`Notifier.notify` after each
+change and delegates its public wait methods to it. Waiting, two ways:
 
-* **sync** — :meth:`~RecorderWaits.wait_for_event`, :meth:`~RecorderWaits.wait_for_attempts`
-  and :meth:`~RecorderWaits.wait_for` block the calling thread on a ``threading.Condition``.
-  Call them from a test thread, never from the loop that runs the app (it would stall the
-  app).
-* **async** — :meth:`~RecorderWaits.wait_for_event_async` and
-  :meth:`~RecorderWaits.wait_for_async` await an ``asyncio.Event`` that the recorder sets
-  with ``loop.call_soon_threadsafe``, so they work on any loop, including the app's own
-  (the long-poll endpoint uses them).
+* **sync** — :meth:`Notifier.wait_for` blocks the calling thread on a
+  ``threading.Condition``. Call it from a test thread, never from the loop that runs the
+  app (it would stall the app).
+* **async** — :meth:`Notifier.wait_for_async` awaits an ``asyncio.Event`` that
+  :meth:`Notifier.notify` sets with ``loop.call_soon_threadsafe``, so it works on any
+  loop, including the app's own (the long-poll endpoint uses it).
 
 The live page reads a :class:`Subscription`; the CLI prints through a listener.
 """
@@ -19,29 +18,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Self, TypeVar
+from typing import TypeVar
 
 from fake_rvc._exceptions import WaitTimeout
-from fake_rvc._logging import log_event
-from fake_rvc._records import Attempt, ReceivedEvent
+from fake_rvc._records import Attempt
+from robot_mcp_kit.log import get_logger
 
-__all__ = ["Listener", "RecorderWaits", "Subscription"]
+__all__ = ["Listener", "Notifier", "Subscription"]
 
 T = TypeVar("T")
 
 Listener = Callable[[Attempt], None]
 """Called with each recorded attempt, on the recording thread."""
 
+_log = get_logger("fake_rvc")
+
 
 class Subscription:
     """A live feed of attempts for one asyncio loop (the page's SSE stream uses it).
 
     Items are ``("attempt", Attempt)``, ``("reset", None)``, or ``None`` when the recorder
-    closes its streams. Unsubscribe with :meth:`RecorderWaits.unsubscribe`.
+    closes its streams. Unsubscribe with :meth:`fake_rvc.Recorder.unsubscribe`.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -54,43 +54,30 @@ class Subscription:
             self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
 
 
-class RecorderWaits:
-    """Waits, live feeds and listeners over the state of a :class:`fake_rvc.Recorder`.
+class Notifier:
+    """Waits, live feeds and listeners over some state guarded by ``lock``.
 
-    The recorder calls :meth:`_init_waits` with its lock and :meth:`_notify` after each
-    change; the rest reads the recorder through :meth:`events` and :meth:`attempts`, and
-    :meth:`_find_event`, which it provides.
+    Args:
+        lock: the lock that guards the watched state; the condition is built on it, so a
+            predicate runs while the state holds still.
+        describe: what a timeout message names (the recorder passes its ``repr``).
+
+    Thread-safe.
     """
 
-    _lock: threading.RLock
-    _cond: threading.Condition
-    _async_waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]
-    _subscriptions: set[Subscription]
-    _listeners: list[Listener]
-
-    def _init_waits(self, lock: threading.RLock) -> None:
+    def __init__(self, lock: threading.RLock, describe: Callable[[], str]) -> None:
         self._lock = lock
+        self._describe = describe
         self._cond = threading.Condition(lock)
-        self._async_waiters = set()
-        self._subscriptions = set()
-        self._listeners = []
+        self._async_waiters: set[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = set()
+        self._subscriptions: set[Subscription] = set()
+        self._listeners: list[Listener] = []
 
-    # Provided by the recorder.
-    def events(
-        self, server: str | None = None, task_id: str | None = None, type: str | None = None
-    ) -> list[ReceivedEvent]:
-        raise NotImplementedError
+    def notify(self, attempt: Attempt | None) -> None:
+        """Wake every waiter, feed every subscription, call every listener (None: reset).
 
-    def attempts(self, server: str | None = None) -> list[Attempt]:
-        raise NotImplementedError
-
-    def _find_event(
-        self, task_id: str, type: str | None, server: str | None = None
-    ) -> ReceivedEvent | None:
-        raise NotImplementedError
-
-    def _notify(self, attempt: Attempt | None) -> None:
-        """Wake every waiter, feed every subscription, call every listener (None: reset)."""
+        Call it without holding the lock, so listeners and feeds run outside it.
+        """
         with self._lock:
             self._cond.notify_all()
             waiters = list(self._async_waiters)
@@ -109,16 +96,12 @@ class RecorderWaits:
                 try:
                     listener(attempt)
                 except Exception:  # a broken printer must not break the receiver
-                    log_event(
-                        logging.ERROR, "listener_failed", listener=repr(listener), exc_info=True
-                    )
+                    _log.exception("listener_failed", listener=repr(listener))
 
     # ----------------------------------------------------------------- waiting
 
-    def wait_for(self, predicate: Callable[[Self], T | None], timeout_s: float) -> T:
-        """Block until ``predicate(self)`` returns something other than None or False.
-
-        Thread-safe; never call it on the loop that runs the app.
+    def wait_for(self, predicate: Callable[[], T | None], timeout_s: float) -> T:
+        """Block until ``predicate()`` returns something other than None or False.
 
         Raises:
             WaitTimeout: the predicate still failed after ``timeout_s`` (a ``TimeoutError``).
@@ -126,18 +109,16 @@ class RecorderWaits:
         deadline = time.monotonic() + timeout_s
         with self._cond:
             while True:
-                result = predicate(self)
+                result = predicate()
                 if result is not None and result is not False:
                     return result
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise WaitTimeout(f"Condition not met within {timeout_s} s: {self!r}.")
+                    raise self._timeout(timeout_s)
                 self._cond.wait(remaining)
 
-    async def wait_for_async(self, predicate: Callable[[Self], T | None], timeout_s: float) -> T:
-        """Await until ``predicate(self)`` returns something other than None or False.
-
-        Works on any event loop, including the app's.
+    async def wait_for_async(self, predicate: Callable[[], T | None], timeout_s: float) -> T:
+        """Await until ``predicate()`` returns something other than None or False.
 
         Raises:
             WaitTimeout: the predicate still failed after ``timeout_s`` (a ``TimeoutError``).
@@ -151,84 +132,29 @@ class RecorderWaits:
         try:
             while True:
                 flag.clear()
-                result = predicate(self)
+                result = predicate()
                 if result is not None and result is not False:
                     return result
                 remaining = deadline - loop.time()
                 if remaining <= 0:
-                    raise WaitTimeout(f"Condition not met within {timeout_s} s: {self!r}.")
+                    raise self._timeout(timeout_s)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(flag.wait(), remaining)
         finally:
             with self._lock:
                 self._async_waiters.discard(waiter)
 
-    def wait_for_event(
-        self,
-        task_id: str,
-        type: str | None = None,
-        timeout_s: float = 10.0,
-        *,
-        server: str | None = None,
-    ) -> ReceivedEvent:
-        """Block until task ``task_id`` has an event of ``type`` (any type when None).
-
-        Returns the first such event, even one that arrived before the call.
-
-        Raises:
-            WaitTimeout: no such event within ``timeout_s``; the message says what was seen.
-        """
-        try:
-            return self.wait_for(lambda r: r._find_event(task_id, type, server), timeout_s)
-        except WaitTimeout:
-            raise WaitTimeout(self._timeout_message(task_id, type, timeout_s)) from None
-
-    async def wait_for_event_async(
-        self,
-        task_id: str,
-        type: str | None = None,
-        timeout_s: float = 10.0,
-        *,
-        server: str | None = None,
-    ) -> ReceivedEvent:
-        """Async twin of :meth:`wait_for_event`, usable on any loop."""
-        try:
-            return await self.wait_for_async(
-                lambda r: r._find_event(task_id, type, server), timeout_s
-            )
-        except WaitTimeout:
-            raise WaitTimeout(self._timeout_message(task_id, type, timeout_s)) from None
-
-    def wait_for_attempts(
-        self, count: int, *, server: str | None = None, timeout_s: float = 10.0
-    ) -> list[Attempt]:
-        """Block until at least ``count`` attempts (from ``server``) were recorded."""
-
-        def enough(r: Self) -> list[Attempt] | None:
-            found = r.attempts(server)
-            return found if len(found) >= count else None
-
-        return self.wait_for(enough, timeout_s)
-
-    def _timeout_message(self, task_id: str, type: str | None, timeout_s: float) -> str:
-        seen = [f"#{e.seq} {e.type}" for e in self.events(task_id=task_id)]
-        return (
-            f"No {type or 'event'} for task {task_id!r} within {timeout_s} s; "
-            f"seen for it: {', '.join(seen) or 'nothing'}."
-        )
+    def _timeout(self, timeout_s: float) -> WaitTimeout:
+        return WaitTimeout(f"Condition not met within {timeout_s} s: {self._describe()}.")
 
     # ----------------------------------------------------------------- live feeds
 
-    def subscribe(self, backlog: int = 2000) -> tuple[list[Attempt], Subscription]:
-        """Return the last ``backlog`` attempts and a live feed of the ones after them.
-
-        Must be called on the loop that will read the subscription.
-        """
+    def subscribe(self) -> Subscription:
+        """A new live feed for the running loop (call it on the loop that will read it)."""
         sub = Subscription(asyncio.get_running_loop())
         with self._lock:
             self._subscriptions.add(sub)
-            past = self.attempts()[-backlog:] if backlog > 0 else []
-        return past, sub
+        return sub
 
     def unsubscribe(self, sub: Subscription) -> None:
         """Stop feeding ``sub``."""
@@ -236,7 +162,7 @@ class RecorderWaits:
             self._subscriptions.discard(sub)
 
     def close_streams(self) -> None:
-        """End every live feed (used before shutting the server down)."""
+        """End every live feed: each gets ``None``, then none is fed any more."""
         with self._lock:
             subs = list(self._subscriptions)
             self._subscriptions.clear()
@@ -244,12 +170,14 @@ class RecorderWaits:
             sub.push(None)
 
     def add_listener(self, listener: Listener) -> None:
-        """Call ``listener(attempt)`` after each recorded attempt, on the recording thread.
-
-        A listener must be quick and must not raise; the CLI prints one line with it.
-        """
+        """Call ``listener(attempt)`` at each :meth:`notify` with an attempt."""
         with self._lock:
             self._listeners.append(listener)
+
+    def remove_listener(self, listener: Listener) -> None:
+        """Stop calling ``listener``."""
+        with self._lock:
+            self._listeners.remove(listener)
 
     @contextlib.contextmanager
     def listening(self, listener: Listener) -> Iterator[None]:
@@ -258,5 +186,4 @@ class RecorderWaits:
         try:
             yield
         finally:
-            with self._lock:
-                self._listeners.remove(listener)
+            self.remove_listener(listener)

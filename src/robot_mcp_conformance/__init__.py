@@ -11,9 +11,10 @@ checks one clause of the contract (``docs/contract.md``) and, when it fails, nam
 clause and shows the offending event or response. :mod:`.plugin` holds the options (a
 ``pytest11`` plugin); :mod:`._fixtures` the fixtures; :mod:`._config` the options as a
 :class:`Config`; :mod:`._process` the server process the suite starts; :mod:`._client`
-transport detection and the MCP client; :mod:`._scenarios` the task runs the tests
-inspect; :mod:`._checks` the clause catalogue and the failure messages; :mod:`._cli` the
-console script; :mod:`._exceptions` the errors, all :class:`ConformanceError`.
+transport detection and the MCP client; :mod:`._runs` the task runs the tests inspect
+and :mod:`._harness` the harness that produces them; :mod:`._checks` the clause
+catalogue and the failure messages; :mod:`._cli` the console script; :mod:`._exceptions`
+the errors, all :class:`ConformanceError`.
 
 The names below are the suite's public API, for a harness that drives a server the way
 the suite does (``McpClient``, ``detect_transport``) or builds its command line.

@@ -17,13 +17,13 @@ import pytest
 from robot_mcp_conformance._client import McpClient, detect_transport
 from robot_mcp_conformance._config import Config, Transport
 from robot_mcp_conformance._exceptions import ServerStartError, TargetError
+from robot_mcp_conformance._harness import Harness
 from robot_mcp_conformance._process import ServerProcess
-from robot_mcp_conformance._scenarios import (
+from robot_mcp_conformance._runs import (
     PROGRESS_TRIGGER,
     UNKNOWN_TRIGGER,
     CancelRun,
     DeliveryRun,
-    Harness,
     Runs,
 )
 from robot_mcp_conformance.plugin import stashed_config

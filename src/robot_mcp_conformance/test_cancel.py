@@ -9,16 +9,10 @@ from typing import Any
 import pytest
 
 from robot_mcp_conformance._checks import clauses, violation
-from robot_mcp_conformance._scenarios import (
-    CANCEL_STOP_S,
-    CANCEL_TASK,
-    TERMINAL_EVENT_TYPES,
-    CancelRun,
-    Harness,
-    Runs,
-)
+from robot_mcp_conformance._harness import Harness
+from robot_mcp_conformance._runs import CANCEL_STOP_S, CANCEL_TASK, CancelRun, Runs
 from robot_mcp_kit import TaskState
-from robot_mcp_kit.models import format_ts
+from robot_mcp_kit.models import TERMINAL_EVENT_TYPES, format_ts
 
 
 def _cancelled_reply(reply: Any, task_id: str) -> bool:

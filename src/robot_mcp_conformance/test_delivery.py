@@ -12,7 +12,7 @@ import itertools
 from typing import Any
 
 from robot_mcp_conformance._checks import Clause, clauses, violation
-from robot_mcp_conformance._scenarios import DeliveryRun
+from robot_mcp_conformance._runs import DeliveryRun
 
 SCHEDULE_S = (0.5, 2.0, 8.0, 30.0)
 FAILED = ("fault", "dropped")

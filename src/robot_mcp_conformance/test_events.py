@@ -13,7 +13,8 @@ from pydantic import ValidationError
 
 from robot_mcp_conformance._checks import clauses, violation
 from robot_mcp_conformance._config import Config
-from robot_mcp_conformance._scenarios import Harness, Runs
+from robot_mcp_conformance._harness import Harness
+from robot_mcp_conformance._runs import Runs
 from robot_mcp_kit import SignatureReason
 from robot_mcp_kit.models import TaskFailure
 

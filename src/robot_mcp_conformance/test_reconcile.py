@@ -10,14 +10,8 @@ from pydantic import ValidationError
 
 from robot_mcp_conformance._checks import clauses, violation
 from robot_mcp_conformance._config import Config
-from robot_mcp_conformance._scenarios import (
-    CANCEL_TASK,
-    GET_TASK,
-    LIST_TASKS,
-    CancelRun,
-    Harness,
-    Runs,
-)
+from robot_mcp_conformance._harness import Harness
+from robot_mcp_conformance._runs import CANCEL_TASK, GET_TASK, LIST_TASKS, CancelRun, Runs
 from robot_mcp_kit import TaskInfo, TaskState
 
 STATES = tuple(state.value for state in TaskState)

@@ -8,7 +8,7 @@ from pydantic import ValidationError
 
 from robot_mcp_conformance._checks import clauses, violation
 from robot_mcp_conformance._config import CALL_BUDGET_S, Config
-from robot_mcp_conformance._scenarios import Runs
+from robot_mcp_conformance._runs import Runs
 from robot_mcp_kit import TaskInfo, TaskState
 
 _TASK_INFO_KEYS = frozenset(TaskInfo.model_fields)

@@ -15,7 +15,8 @@ import pytest
 from pydantic import ValidationError
 
 from robot_mcp_conformance._checks import Clause, violation
-from robot_mcp_conformance._scenarios import Harness, Runs, TaskRun
+from robot_mcp_conformance._harness import Harness
+from robot_mcp_conformance._runs import Runs, TaskRun
 from robot_mcp_kit import TASK_EVENTS_TOOL_NAME, TaskEvent
 
 TOOL = TASK_EVENTS_TOOL_NAME

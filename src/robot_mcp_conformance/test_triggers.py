@@ -11,7 +11,7 @@ import pytest
 
 from robot_mcp_conformance._checks import clauses, violation
 from robot_mcp_conformance._config import Config
-from robot_mcp_conformance._scenarios import PROGRESS_TRIGGER, UNKNOWN_TRIGGER, Runs
+from robot_mcp_conformance._runs import PROGRESS_TRIGGER, UNKNOWN_TRIGGER, Runs
 
 
 def _need_triggers(runs: Runs, conformance_config: Config) -> None:

@@ -37,6 +37,7 @@ from robot_mcp_kit.models import (
     TaskState,
     reliability,
 )
+from robot_mcp_kit.runtime import TaskRuntime
 from robot_mcp_kit.signing import SignatureReason, sign, verify
 from robot_mcp_kit.tasks import EventSink, TaskBody, TaskContext, TaskError, TaskManager
 
@@ -72,6 +73,7 @@ __all__ = [
     "TaskInfo",
     "TaskManager",
     "TaskManagerError",
+    "TaskRuntime",
     "TaskState",
     "__version__",
     "register_task_tools",

@@ -1,4 +1,4 @@
-"""The durable outbox and task journal: one SQLite file through the kit's store (issue 14).
+"""The durable outbox and task journal: one SQLite file through the kit's store.
 
 Opt-in: ``EventPoster(..., outbox=path)`` or ``RVC_OUTBOX=path``. The poster then keeps
 every event in the ``outbox_events`` table before it is sent, and a
@@ -40,7 +40,7 @@ See ``docs/decisions/0012-durable-outbox.md``.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -132,10 +132,8 @@ class Outbox:
     Raises:
         robot_mcp_kit.store.StoreError: the file cannot be opened (see the store).
 
-    Thread-safe like the store. Owned by the :class:`~robot_mcp_kit.events.EventPoster`
-    that opened it, which closes it.
-
-    .. versionadded:: 0.2.0
+    Thread-safe like the store. Owned by the poster's
+    :class:`~robot_mcp_kit._backlog.DurableBacklog`, which opens and closes it.
     """
 
     def __init__(
@@ -150,9 +148,6 @@ class Outbox:
         self.path = Path(path)
         self.delivered_tail = delivered_tail
         self.store = SqliteStore(self.path, OUTBOX_SCHEMA, hot_queue_max=hot_queue_max)
-        self.on_recovered_event: Callable[[OutboxRow], None] | None = None
-        """Set by the poster once it has loaded the pending rows: rows written after that
-        (the manager's ``INTERRUPTED`` events) are handed to it directly."""
         self.write_failures = 0
         """Hot writes the store refused (its queue was full); each is logged."""
 
@@ -245,8 +240,7 @@ class Outbox:
     def interrupt(self, event: TaskEvent, body: bytes, info: TaskInfo, enqueued_at: float) -> None:
         """Write an ``INTERRUPTED`` event (pending) and its task's new state, together.
 
-        A cold write: one transaction, committed before this returns. If the poster has
-        already loaded the pending rows, the event is handed to it as well.
+        A cold write: one transaction, committed before this returns.
         """
         with self.store.transaction() as conn:
             conn.execute(
@@ -261,10 +255,6 @@ class Outbox:
                     info.updated_at.isoformat(),
                     info.model_dump_json(),
                 ),
-            )
-        if self.on_recovered_event is not None:
-            self.on_recovered_event(
-                OutboxRow(event.event_id, event.task_id, event.seq, body, enqueued_at)
             )
 
     def keep_tasks(self, task_ids: Iterable[str]) -> int:

@@ -1,6 +1,9 @@
 """The :class:`EventPoster`: one bounded FIFO queue and one worker per poster.
 
-The contracts are in :mod:`robot_mcp_kit.events`.
+One class, its state set in its own ``__init__``. It composes a :class:`Delivery` (one
+event's signed attempts, the HTTP client) and a backlog strategy (:class:`MemoryBacklog`,
+or :class:`DurableBacklog`, the owner of the outbox file). The contracts are in
+:mod:`robot_mcp_kit.events`.
 """
 
 from __future__ import annotations
@@ -10,21 +13,22 @@ import logging
 import os
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Final, Literal
 
 import httpx
 
-from robot_mcp_kit._attempt import PosterAttempts, _GraceExpired, _Item
+from robot_mcp_kit._backlog import Backlog, DurableBacklog, MemoryBacklog, QueuedEvent
+from robot_mcp_kit._delivery import Delivery
 from robot_mcp_kit._exceptions import ConfigurationError
-from robot_mcp_kit._outbox import ENV_OUTBOX, Outbox
-from robot_mcp_kit._poster_close import PosterClosing
-from robot_mcp_kit._poster_outbox import PosterOutbox
-from robot_mcp_kit._poster_stats import PosterStats
+from robot_mcp_kit._outbox import ENV_OUTBOX
 from robot_mcp_kit._retry import Clock, RetryPolicy, SystemClock
+from robot_mcp_kit._task_journal import TaskJournal
 from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.models import TaskEvent
 
-__all__ = ["ENV_CALLBACK_URL", "ENV_EVENT_SECRET", "EventPoster"]
+__all__ = ["ENV_CALLBACK_URL", "ENV_EVENT_SECRET", "EventPoster", "PosterStats"]
 
 ENV_CALLBACK_URL: Final = "RVC_CALLBACK_URL"
 ENV_EVENT_SECRET: Final = "RVC_EVENT_SECRET"  # noqa: S105 - the variable's name, not a secret
@@ -32,7 +36,36 @@ ENV_EVENT_SECRET: Final = "RVC_EVENT_SECRET"  # noqa: S105 - the variable's name
 _log = get_logger("robot_mcp_kit.events")
 
 
-class EventPoster(PosterClosing, PosterAttempts, PosterOutbox):
+@dataclass(frozen=True)
+class PosterStats:
+    """Counters of one poster, read through :attr:`EventPoster.stats`.
+
+    Attributes:
+        posted: events accepted by ``post()`` onto the queue.
+        sent: events a receiver acknowledged with a 2xx.
+        retried: attempts beyond the first, over all events.
+        dropped: events lost without exhausting their retries: pushed out of a full
+            queue, posted after ``aclose()``, unserializable, or still undelivered when
+            the close grace ran out.
+        queued: events accepted and not yet acknowledged or lost (waiting + in flight).
+        given_up: events lost after the retry cap (10 minutes of failed attempts).
+        kept: events still undelivered when ``aclose()`` ended, left in the durable
+            outbox for the next start (always 0 without an outbox).
+        recovered: events a poster found pending in its outbox file at start, from a
+            previous process (always 0 without an outbox).
+    """
+
+    sent: int = 0
+    retried: int = 0
+    dropped: int = 0
+    queued: int = 0
+    given_up: int = 0
+    posted: int = 0
+    kept: int = 0
+    recovered: int = 0
+
+
+class EventPoster:
     """Posts :class:`~robot_mcp_kit.models.TaskEvent` s to ``RVC_CALLBACK_URL``, signed.
 
     Args:
@@ -52,8 +85,7 @@ class EventPoster(PosterClosing, PosterAttempts, PosterOutbox):
             64 KiB, 1 s) body read after them. An attempt that has no complete status
             and headers by then fails and is retried on the schedule; a 2xx status
             received in time is delivered whatever its body does. It is a wall-time
-            bound on the event loop, not on ``clock`` (issue 9: it used to bound each
-            network read, so a receiver trickling bytes held an attempt open forever).
+            bound on the event loop, not on ``clock``.
         outbox: the durable outbox's SQLite file (see :mod:`robot_mcp_kit.events`); defaults to
             ``$RVC_OUTBOX``; ``False`` turns it off whatever the environment says. Used
             only with a callback URL.
@@ -102,9 +134,8 @@ class EventPoster(PosterClosing, PosterAttempts, PosterOutbox):
         url = (url or "").strip()
         self.server_name: Final = server_name
         self.callback_url: Final[str | None] = url or None
-        self._secret = ""
-        self._secrets: tuple[str, ...] = ()
         self.standard_webhooks: Final = standard_webhooks
+        secrets: tuple[str, ...] = ()
         if self.callback_url is not None:
             _check_url(self.callback_url)
             key = os.environ.get(ENV_EVENT_SECRET) if secret is None else secret
@@ -116,42 +147,42 @@ class EventPoster(PosterClosing, PosterAttempts, PosterOutbox):
                     f"(or pass secret=) to the HMAC secret shared with the brain, or unset "
                     f"{ENV_CALLBACK_URL} to run without posting events."
                 )
-            self._secrets = keys  # type: ignore[assignment]
-            self._secret = self._secrets[0]
-        self._url = self.callback_url or ""
+            secrets = keys  # type: ignore[assignment]
 
         self.queue_max: Final = queue_max
         self.close_grace_s: Final = close_grace_s
         self.retry: Final = retry if retry is not None else RetryPolicy()
         self.timeout_s: Final = timeout_s
         self._clock: Clock = clock if clock is not None else SystemClock()
-        self._transport = transport
+        self._delivery = Delivery(
+            server_name,
+            self.callback_url or "",
+            secrets or ("",),
+            retry=self.retry,
+            clock=self._clock,
+            timeout_s=timeout_s,
+            standard_webhooks=standard_webhooks,
+            transport=transport,
+        )
 
-        self._queue: deque[_Item] = deque()
-        self._inflight: _Item | None = None
+        self._queue: deque[QueuedEvent] = deque()
+        self._inflight: QueuedEvent | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wakeup: asyncio.Event | None = None
         self._idle: asyncio.Event | None = None
         self._worker: asyncio.Task[None] | None = None
-        self._client: httpx.AsyncClient | None = None
         self._closed = False
         self._close_done: asyncio.Event | None = None
         self._close_deadline: float | None = None
+        self._recovery_done = False
 
-        self._sent = 0
-        self._retried = 0
-        self._dropped = 0
-        self._given_up = 0
         self._posted = 0
+        self._dropped = 0
+        self._given_up = 0  # by a bug in the worker; the Delivery counts the cap's
         self._kept = 0
         self._recovered = 0
 
-        # The durable outbox (issue 14): None unless asked for and a URL is set.
-        self.outbox: Outbox | None = None
-        self._outbox_loaded = False
-        self._accepted_n = 0  # items accepted so far (the outbox's numbering)
-        self._durable_n = 0  # items whose rows are known committed
-        self._settled_since_trim = 0
+        self._backlog: Backlog = MemoryBacklog()
         path = os.environ.get(ENV_OUTBOX) if outbox is None else outbox
         if path is not False and path is not None and str(path).strip():
             if self.callback_url is None:
@@ -162,7 +193,13 @@ class EventPoster(PosterClosing, PosterAttempts, PosterOutbox):
                     reason="no-op mode (no callback URL)",
                 )
             else:
-                self.outbox = Outbox(path, delivered_tail=outbox_delivered_tail)
+                self._backlog = DurableBacklog(
+                    path,
+                    server_name=server_name,
+                    queue_max=queue_max,
+                    delivered_tail=outbox_delivered_tail,
+                    adopt=self._adopt,
+                )
 
     # -- public API -------------------------------------------------------------------
 
@@ -172,14 +209,29 @@ class EventPoster(PosterClosing, PosterAttempts, PosterOutbox):
         return self.callback_url is not None
 
     @property
+    def outbox_path(self) -> Path | None:
+        """The durable outbox's file, or None without one (see :mod:`robot_mcp_kit.events`)."""
+        return self._backlog.path
+
+    @property
+    def journal(self) -> TaskJournal | None:
+        """The task journal in the outbox file, or None without an outbox.
+
+        A :class:`~robot_mcp_kit.tasks.TaskManager` built on this poster journals its
+        tasks here by default. The poster owns the file and closes it in :meth:`aclose`.
+        """
+        return self._backlog.journal
+
+    @property
     def stats(self) -> PosterStats:
         """A snapshot of the counters."""
+        delivery = self._delivery
         return PosterStats(
-            sent=self._sent,
-            retried=self._retried,
+            sent=delivery.sent,
+            retried=delivery.retried,
             dropped=self._dropped,
             queued=len(self._queue) + (self._inflight is not None),
-            given_up=self._given_up,
+            given_up=delivery.given_up + self._given_up,
             posted=self._posted,
             kept=self._kept,
             recovered=self._recovered,
@@ -235,6 +287,89 @@ class EventPoster(PosterClosing, PosterAttempts, PosterOutbox):
                 return
             await self._idle.wait()
 
+    async def aclose(self) -> None:
+        """Deliver what is queued for up to ``close_grace_s``, then stop. Idempotent.
+
+        Whatever is still undelivered after the grace is dropped, counted and logged at
+        WARNING; then the HTTP client is closed.
+        """
+        if self._closed:
+            if self._close_done is not None and self._loop is asyncio.get_running_loop():
+                await self._close_done.wait()
+            return
+        self._closed = True
+        if not self.enabled:
+            return
+        same_loop = self._loop is asyncio.get_running_loop()
+        self._close_done = asyncio.Event() if same_loop else None
+        try:
+            worker = self._worker
+            if worker is not None and not worker.done() and same_loop:
+                self._close_deadline = self._clock.monotonic() + self.close_grace_s
+                if self._wakeup is not None:
+                    self._wakeup.set()
+                try:
+                    async with asyncio.timeout(self.close_grace_s):
+                        await asyncio.shield(worker)
+                except TimeoutError:
+                    pass
+                finally:
+                    if not worker.done():
+                        worker.cancel()
+                        await asyncio.wait([worker])
+            if same_loop:
+                await self._delivery.aclose()
+            else:
+                self._delivery.reset()
+        finally:
+            self._drop_leftovers()
+            if same_loop:
+                await asyncio.to_thread(self._backlog.close)
+            else:
+                self._backlog.close()
+            if self._close_done is not None:
+                self._close_done.set()
+            if self._idle is not None and same_loop:
+                self._idle.set()
+
+    def _drop_leftovers(self) -> None:
+        left = list(self._queue)
+        if self._inflight is not None:
+            left.insert(0, self._inflight)
+        self._queue.clear()
+        self._inflight = None
+        sent = self._delivery.sent
+        path = self._backlog.path
+        if left and path is not None:
+            self._kept += len(left)
+            _log.warning(
+                "poster_closed",
+                server=self.server_name,
+                sent=sent,
+                kept=len(left),
+                outbox=str(path),
+                first_event_id=left[0].event_id,
+                first_task_id=left[0].task_id,
+                first_seq=left[0].seq,
+            )
+            return
+        if not left:
+            _log.info("poster_closed", server=self.server_name, sent=sent, undelivered=0)
+            return
+        self._dropped += len(left)
+        first = left[0]
+        _log.warning(
+            "poster_closed",
+            server=self.server_name,
+            sent=sent,
+            dropped=len(left),
+            grace_s=self.close_grace_s,
+            first_event_id=first.event_id,
+            first_task_id=first.task_id,
+            first_seq=first.seq,
+            covered_by="the brain's reconciliation poll",
+        )
+
     async def __aenter__(self) -> EventPoster:
         return self
 
@@ -278,17 +413,14 @@ class EventPoster(PosterClosing, PosterAttempts, PosterOutbox):
                 reason="posted after the poster was closed",
             )
             return
-        item = _Item(event.event_id, event.task_id, event.seq, event.model_dump_json().encode())
+        item = QueuedEvent(
+            event.event_id, event.task_id, event.seq, event.model_dump_json().encode()
+        )
         wakeup, idle = self._ensure_worker()
-        outbox = self.outbox
-        if outbox is not None:
-            self._accepted_n += 1
-            item.n = self._accepted_n
-            outbox.add(item.event_id, item.task_id, item.seq, item.body, self._clock.time())
-        queue = self._queue
-        if len(queue) >= self.queue_max:
-            self._drop_oldest(outbox, "the queue is full")
-        queue.append(item)
+        self._backlog.accept(item, self._clock.time())
+        if len(self._queue) >= self.queue_max:
+            self._drop_oldest("the queue is full")
+        self._queue.append(item)
         self._posted += 1
         idle.clear()
         wakeup.set()
@@ -309,11 +441,11 @@ class EventPoster(PosterClosing, PosterAttempts, PosterOutbox):
             self._wakeup = wakeup = asyncio.Event()
             self._idle = idle = asyncio.Event()
             self._worker = None
-            self._client = None
+            self._delivery.reset()
         if wakeup is None or idle is None:  # pragma: no cover - set together just above
             raise RuntimeError("EventPoster loop state is inconsistent")
-        if self.outbox is not None and not self._outbox_loaded:
-            self._load_outbox(self.outbox)
+        if not self._recovery_done:
+            self._recover()
         if self._worker is None or self._worker.done():
             if self._inflight is not None:  # the last worker was cancelled mid-send: resend
                 self._queue.appendleft(self._inflight)
@@ -335,11 +467,13 @@ class EventPoster(PosterClosing, PosterAttempts, PosterOutbox):
                 continue
             item = queue.popleft()
             self._inflight = item
+            outcome: Literal["delivered", "given_up"]
             try:
-                await self._make_durable(item)
-                outcome = await self._deliver(item)
-            except _GraceExpired:
-                return  # aclose() counts the in-flight event and the rest as dropped
+                await self._backlog.make_durable(item)
+                result = await self._delivery.deliver(item, self._stop_at)
+                if result.outcome == "grace_expired":
+                    return  # aclose() counts the in-flight event and the rest as left over
+                outcome = result.outcome
             except Exception:  # a bug here must not kill the worker and strand the queue
                 self._given_up += 1
                 outcome = "given_up"
@@ -352,7 +486,56 @@ class EventPoster(PosterClosing, PosterAttempts, PosterOutbox):
                     reason="unexpected error in the poster",
                 )
             self._inflight = None
-            await self._settle(item, outcome)
+            await self._backlog.settle(item, outcome)
+
+    def _stop_at(self) -> float | None:
+        """The monotonic time past which no retry pause may end (set by :meth:`aclose`)."""
+        return self._close_deadline
+
+    def _recover(self) -> None:
+        """Put the events a previous process left pending at the head of the queue (once)."""
+        self._recovery_done = True
+        items = self._backlog.recover()
+        self._recovered += len(items)
+        for item in reversed(items):
+            self._queue.appendleft(item)
+        while len(self._queue) > self.queue_max:
+            self._drop_oldest("the outbox holds more than queue_max events")
+        self._posted += len(self._queue)
+        self._backlog.trim()
+
+    def _adopt(self, item: QueuedEvent) -> None:
+        """Queue an event the task journal committed (an ``INTERRUPTED`` report)."""
+        if self._closed:
+            return  # it stays pending in the file for the next start
+        if len(self._queue) >= self.queue_max:
+            self._drop_oldest("the queue is full")
+        self._queue.append(item)
+        self._posted += 1
+        self._recovered += 1
+        if self._wakeup is not None and self._idle is not None:
+            self._idle.clear()
+            self._wakeup.set()
+
+    def _drop_oldest(self, reason: str) -> None:
+        """Drop the oldest queued event (counted, its backlog row marked, one ERROR line).
+
+        The brain's reconciliation poll (``get_task`` / ``list_tasks``) is what covers a
+        dropped event; the log line says so.
+        """
+        old = self._queue.popleft()
+        self._dropped += 1
+        self._backlog.drop(old)
+        _log.error(
+            "event_dropped",
+            server=self.server_name,
+            event_id=old.event_id,
+            task_id=old.task_id,
+            seq=old.seq,
+            reason=reason,
+            queue_max=self.queue_max,
+            covered_by="the brain's reconciliation poll",
+        )
 
 
 def _check_url(url: str) -> None:

@@ -10,13 +10,20 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from robot_mcp_kit._triggers import _is_number, _trigger_key
-from robot_mcp_kit.models import TaskFailure, TaskState
+from robot_mcp_kit._triggers import progress_triggers_due, trigger_key
+from robot_mcp_kit.models import EventType, TaskFailure, TaskState
 
 if TYPE_CHECKING:
-    from robot_mcp_kit._task_book import TaskBook, _Task
+    from robot_mcp_kit._task_state import TaskRecord
 
-__all__ = ["TaskBody", "TaskContext", "TaskError"]
+__all__ = ["Emit", "TaskBody", "TaskContext", "TaskError"]
+
+Emit = Callable[[EventType, dict[str, Any]], Awaitable[None]]
+"""Emits one event of the context's task: ``await emit(type, payload)``.
+
+The manager binds it to the task; it allocates the ``seq`` and hands the event on, and
+drops (with a WARNING) a non-terminal event of a task that already finished.
+"""
 
 
 class TaskError(Exception):
@@ -60,10 +67,10 @@ class TaskContext:
     WARNING: nothing is emitted after ``task_done`` / ``task_failed``.
     """
 
-    __slots__ = ("_manager", "_task", "task_id", "tool", "triggers")
+    __slots__ = ("_emit", "_task", "task_id", "tool", "triggers")
 
-    def __init__(self, manager: TaskBook, task: _Task) -> None:
-        self._manager = manager
+    def __init__(self, task: TaskRecord, emit: Emit) -> None:
+        self._emit = emit
         self._task = task
         self.task_id: str = task.task_id
         self.tool: str = task.tool
@@ -87,16 +94,9 @@ class TaskContext:
         task = self._task
         if task.state == TaskState.RUNNING:
             task.progress = dict(payload)
-        await self._manager._emit(task, "progress", dict(payload))
-        percent = payload.get("percent")
-        if not _is_number(percent):
-            return
-        for trigger in task.triggers:
-            if trigger.get("type") != "progress_above":
-                continue
-            threshold = trigger.get("percent")
-            if _is_number(threshold) and percent >= threshold:
-                await self.fire_trigger(trigger, {"percent": percent})
+        await self._emit("progress", dict(payload))
+        for trigger in progress_triggers_due(task.triggers, payload):
+            await self.fire_trigger(trigger, {"percent": payload["percent"]})
 
     async def fire_trigger(
         self, trigger: dict[str, Any], extra: dict[str, Any] | None = None
@@ -111,7 +111,7 @@ class TaskContext:
             raise TypeError(f"trigger must be a dict, got {type(trigger).__name__}.")
         task = self._task
         if trigger.get("repeat") is not True:
-            key = _trigger_key(trigger)
+            key = trigger_key(trigger)
             if key in task.fired:
                 return
             task.fired.add(key)
@@ -119,13 +119,13 @@ class TaskContext:
         for name, value in (extra or {}).items():
             if name != "trigger":
                 payload[name] = value
-        await self._manager._emit(task, "trigger_fired", payload)
+        await self._emit("trigger_fired", payload)
 
     async def emit(self, payload: dict[str, Any]) -> None:
         """Emit a ``watch_event`` carrying ``payload`` (for long-lived watcher tasks)."""
         if not isinstance(payload, dict):
             raise TypeError(f"watch_event payload must be a dict, got {type(payload).__name__}.")
-        await self._manager._emit(self._task, "watch_event", dict(payload))
+        await self._emit("watch_event", dict(payload))
 
     def raise_if_cancelled(self) -> None:
         """Cooperative cancellation checkpoint: raise ``CancelledError`` if cancel was asked.

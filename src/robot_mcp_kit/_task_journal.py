@@ -1,123 +1,114 @@
-"""The task journal (issue 14): tasks read back from the poster's durable outbox.
+"""The task journal: the ``tasks`` table of the durable outbox file, as the manager sees it.
 
-At construction the manager restores its tasks and their events from the journal, and
-reports each task the last process died under as ``INTERRUPTED``.
+A :class:`TaskJournal` is a view handed out by the poster's
+:class:`~robot_mcp_kit._backlog.DurableBacklog`, the one owner of the outbox file. The
+manager saves and forgets tasks through it and, at construction, reads it back with
+:meth:`TaskJournal.recover`, which returns plain data; the manager applies it itself.
 
 See the "Task journal" paragraph of :mod:`robot_mcp_kit.tasks` for the contract.
 """
 
 from __future__ import annotations
 
-import builtins
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 
-from robot_mcp_kit._outbox import Outbox
-from robot_mcp_kit._task_book import TaskBook, _Task
+from robot_mcp_kit._outbox import Outbox, OutboxRow
 from robot_mcp_kit.log import get_logger
-from robot_mcp_kit.models import TaskEvent, TaskFailure, TaskState, new_event_id
+from robot_mcp_kit.models import TaskEvent, TaskInfo, TaskState
 
-__all__ = ["INTERRUPTED", "TaskJournal"]
+__all__ = ["INTERRUPTED", "Recovered", "TaskJournal"]
 
 _log = get_logger("robot_mcp_kit.tasks")
 
 INTERRUPTED = "INTERRUPTED"
 """``error_code`` of a task the process died under, reported by the next start."""
-_INTERRUPTED_MESSAGE = (
-    "The server stopped (crash, kill or restart) while this task was running, so its work "
-    "did not finish; it may be started again."
-)
 
 
-class TaskJournal(TaskBook):
-    """The journal's part of a :class:`~robot_mcp_kit.tasks.TaskManager`."""
+@dataclass(frozen=True, slots=True)
+class Recovered:
+    """What a journal held at start, as plain data (see :meth:`TaskJournal.recover`)."""
 
-    def _recover(self, journal: Outbox) -> None:
-        """Read the journal back at construction (see :mod:`robot_mcp_kit.tasks`)."""
+    finished: list[tuple[TaskInfo, int]] = field(default_factory=list)
+    """Finished tasks with their last seq, oldest first, at most ``max_finished`` of them."""
+    running: list[tuple[TaskInfo, int]] = field(default_factory=list)
+    """Tasks journalled as running (the process died under them), with their last seq."""
+    events: list[TaskEvent] = field(default_factory=list)
+    """The newest journalled events of those tasks, oldest first."""
+
+
+class TaskJournal:
+    """The task journal in one outbox file.
+
+    Args:
+        outbox: the file, owned (opened and closed) by the backlog that makes this view.
+        on_pending: called with each event row :meth:`interrupt` committed, so the owner
+            can queue it when it has already read its pending rows.
+
+    Writes are hot (the store's writer thread) except :meth:`interrupt`, which commits.
+    """
+
+    def __init__(self, outbox: Outbox, on_pending: Callable[[OutboxRow], None]) -> None:
+        self._outbox = outbox
+        self._on_pending = on_pending
+
+    def __repr__(self) -> str:
+        return f"<TaskJournal {str(self.path)!r}>"
+
+    @property
+    def path(self) -> Path:
+        """The outbox file."""
+        return self._outbox.path
+
+    def save(self, info: TaskInfo, seq: int) -> None:
+        """Record a task's current state and last seq (hot write)."""
+        self._outbox.save_task(info, seq)
+
+    def forget(self, task_id: str) -> None:
+        """Forget a task the manager no longer remembers (hot write)."""
+        self._outbox.forget_task(task_id)
+
+    def recover(self, max_finished: int, max_events: int) -> Recovered:
+        """Read the journal back: finished tasks, running ones, their newest events.
+
+        Keeps the newest ``max_finished`` finished tasks and deletes the other task rows;
+        reads at most ``max_events`` events. An unreadable journal is logged and read as
+        empty. Never raises.
+        """
+        outbox = self._outbox
         try:
-            rows = journal.tasks()
+            rows = outbox.tasks()
         except Exception:
             _log.exception(
-                "task_journal_unreadable", journal=str(journal.path), then="starting without it"
+                "task_journal_unreadable", journal=str(outbox.path), then="starting without it"
             )
-            return
+            return Recovered()
         running = [(i, seq) for i, seq in rows if i.state == TaskState.RUNNING]
         finished = [(i, seq) for i, seq in rows if i.state != TaskState.RUNNING]
-        finished = finished[len(finished) - self.max_finished_retained :]
-        restored: builtins.list[_Task] = []
-        for info, seq in finished + running:
-            task = _Task(
-                task_id=info.task_id,
-                tool=info.tool,
-                created_at=info.created_at,
-                updated_at=info.updated_at,
-                triggers=[dict(t) for t in info.triggers],
-                est_duration_s=info.est_duration_s,
-                state=info.state,
-                progress=info.progress,
-                result=info.result,
-                failure=info.failure,
-                seq=seq,
-            )
-            self._tasks[task.task_id] = task
-            restored.append(task)
-        keep = self.max_events_retained
-        for event in journal.events(self._tasks, keep):
-            task = self._tasks[event.task_id]
-            if event.seq <= task.seq and (not task.events or task.events[-1][1].seq < event.seq):
-                self._retain(task, event)
-        for task in restored:
-            if task.state != TaskState.RUNNING:
-                self._finished.append(task.task_id)
+        finished = finished[len(finished) - max_finished :] if max_finished else []
+        kept = {info.task_id for info, _ in finished + running}
         try:
-            journal.keep_tasks(self._tasks)
+            events = outbox.events(kept, max_events)
         except Exception:
-            _log.exception("task_journal_trim_failed", journal=str(journal.path))
-        for task in restored:
-            if task.state == TaskState.RUNNING:
-                self._interrupt(journal, task)
-        if restored:
-            _log.warning(
-                "task_journal_restored",
-                journal=str(journal.path),
-                tasks=len(restored),
-                interrupted=len(running),
-            )
+            _log.exception("task_journal_unreadable", journal=str(outbox.path), then="no events")
+            events = []
+        try:
+            outbox.keep_tasks(kept)
+        except Exception:
+            _log.exception("task_journal_trim_failed", journal=str(outbox.path))
+        return Recovered(finished=finished, running=running, events=events)
 
-    def _interrupt(self, journal: Outbox, task: _Task) -> None:
-        """Report a task the last process died under: failed, ``INTERRUPTED``, next seq."""
-        failure = TaskFailure(
-            error_code=INTERRUPTED,
-            message=_INTERRUPTED_MESSAGE,
-            recoverable=True,
-            suggestions=["retry"],
-        )
-        now = self._clock()
-        task.state = TaskState.FAILED
-        task.failure = failure
-        task.updated_at = now
-        task.seq += 1
-        self._counts[TaskState.FAILED] += 1
-        event = TaskEvent(
-            event_id=new_event_id(),
-            task_id=task.task_id,
-            server=self.server_name,
-            tool=task.tool,
-            type="task_failed",
-            seq=task.seq,
-            ts=now,
-            payload=failure.model_dump(mode="json"),
-        )
+    def interrupt(self, event: TaskEvent, info: TaskInfo, enqueued_at: float) -> None:
+        """Commit an ``INTERRUPTED`` task's event (pending, to be sent) and its new state.
+
+        One transaction; then the event row is handed to the owner (``on_pending``).
+        A failed write is logged (``task_journal_write_failed``); never raises.
+        """
+        body = event.model_dump_json().encode()
         try:
-            journal.interrupt(
-                event, event.model_dump_json().encode(), self._info(task), now.timestamp()
-            )
+            self._outbox.interrupt(event, body, info, enqueued_at)
         except Exception:
-            _log.exception("task_journal_write_failed", task_id=task.task_id, type="task_failed")
-        self._retain(task, event)
-        self._remember_finished(task)
-        _log.warning(
-            "task_interrupted",
-            task_id=task.task_id,
-            tool=task.tool,
-            error_code=INTERRUPTED,
-            seq=task.seq,
-        )
+            _log.exception("task_journal_write_failed", task_id=event.task_id, type=event.type)
+            return
+        self._on_pending(OutboxRow(event.event_id, event.task_id, event.seq, body, enqueued_at))

@@ -1,14 +1,21 @@
-"""The :class:`TaskManager`: starts task bodies and answers for their state and events."""
+"""The :class:`TaskManager`: starts task bodies and answers for their state and events.
+
+One class, its state set in its own ``__init__``. It composes :class:`EventRetention`
+(the retained events), a :class:`TaskJournal` (the durable record, when the poster has an
+outbox) and the trigger rules of ``_triggers``; each task body gets a
+:class:`TaskContext` bound to :meth:`TaskManager._emit` for its task.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import builtins
+import functools
 import uuid
 from collections import deque
 from collections.abc import Callable, Collection
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from robot_mcp_kit._exceptions import (
     ConfigurationError,
@@ -16,17 +23,21 @@ from robot_mcp_kit._exceptions import (
     ManagerClosed,
     TaskManagerError,
 )
-from robot_mcp_kit._outbox import Outbox
-from robot_mcp_kit._task_book import EventSink, _Task
-from robot_mcp_kit._task_context import TaskBody
-from robot_mcp_kit._task_runner import TaskRunner
-from robot_mcp_kit._triggers import GENERIC_TRIGGER_TYPES, _is_number
+from robot_mcp_kit._poster import EventPoster
+from robot_mcp_kit._task_context import TaskBody, TaskContext, TaskError
+from robot_mcp_kit._task_journal import INTERRUPTED, TaskJournal
+from robot_mcp_kit._task_state import EventRetention, TaskRecord
+from robot_mcp_kit._triggers import accept_triggers
 from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.models import (
     TERMINAL_STATES,
+    EventType,
+    TaskEvent,
     TaskEventPage,
+    TaskFailure,
     TaskInfo,
     TaskState,
+    new_event_id,
     utc_now,
 )
 
@@ -36,6 +47,7 @@ __all__ = [
     "DEFAULT_MAX_EVENTS_RETAINED",
     "DEFAULT_MAX_FINISHED_RETAINED",
     "EVENTS_PAGE_MAX",
+    "EventSink",
     "TaskManager",
     "new_task_id",
 ]
@@ -53,6 +65,25 @@ EVENTS_PAGE_MAX = 200
 
 _ALL_STATES: frozenset[TaskState] = frozenset(TaskState)
 _MAX_ID_ATTEMPTS = 100
+_INTERRUPTED_MESSAGE = (
+    "The server stopped (crash, kill or restart) while this task was running, so its work "
+    "did not finish; it may be started again."
+)
+
+
+@runtime_checkable
+class EventSink(Protocol):
+    """Where a :class:`TaskManager` hands its events.
+
+    :class:`~robot_mcp_kit.events.EventPoster` is the production sink;
+    :class:`~robot_mcp_kit.testing.RecordingPoster` records them for tests. ``post`` must
+    enqueue quickly and must not raise: it is awaited under the manager's lock (that is how
+    per-task ``seq`` order is kept), so a slow sink slows every task of the server.
+    """
+
+    async def post(self, event: TaskEvent) -> None:
+        """Accept one event for delivery."""
+        ...
 
 
 def new_task_id(server_name: str) -> str:
@@ -64,7 +95,7 @@ def new_task_id(server_name: str) -> str:
     return f"{server_name[:4]}-{uuid.uuid4().hex[:6]}"
 
 
-class TaskManager(TaskRunner):
+class TaskManager:
     """Runs task bodies as asyncio tasks and keeps their state for ``get_task``.
 
     Args:
@@ -83,8 +114,9 @@ class TaskManager(TaskRunner):
             A drawn id already in use is drawn again, never overwritten.
         max_events_per_task: events retained per task for :meth:`events`.
         max_events_retained: events retained over all tasks.
-        journal: the task journal; by default the poster's durable outbox when it has
-            one (``poster.outbox``), else none. ``False``: none.
+        journal: the task journal; by default the poster's (:attr:`EventPoster.journal
+            <robot_mcp_kit.events.EventPoster.journal>`, set when the poster is an
+            ``EventPoster`` with a durable outbox), else none. ``False``: none.
 
     Not thread-safe: use it from the event loop that runs the server. The poster is the
     caller's to close.
@@ -102,7 +134,7 @@ class TaskManager(TaskRunner):
         id_factory: Callable[[str], str] | None = None,
         max_events_per_task: int = DEFAULT_MAX_EVENTS_PER_TASK,
         max_events_retained: int = DEFAULT_MAX_EVENTS_RETAINED,
-        journal: Outbox | Literal[False] | None = None,
+        journal: TaskJournal | Literal[False] | None = None,
     ) -> None:
         if not server_name:
             raise ConfigurationError("server_name must be a non-empty string.")
@@ -124,28 +156,24 @@ class TaskManager(TaskRunner):
             None if known_trigger_types is None else frozenset(known_trigger_types)
         )
         self.cancel_grace_s = cancel_grace_s
+        self.max_events_per_task = max_events_per_task
+        self.max_events_retained = max_events_retained
         self._clock = clock or utc_now
         self._new_id = id_factory or new_task_id
-        self._tasks: dict[str, _Task] = {}
+        self._tasks: dict[str, TaskRecord] = {}
         self._finished: deque[str] = deque()
+        self._retention = EventRetention(max_events_per_task, max_events_retained)
         self._lock = asyncio.Lock()
         self._closed = False
+        self._closing = False
+        """True while :meth:`aclose` cancels: those cancellations are not journalled."""
         self._counts: dict[str, int] = {
             "started": 0,
             **{state: 0 for state in TERMINAL_STATES},
         }
-        self.max_events_per_task = max_events_per_task
-        self.max_events_retained = max_events_retained
-        # One entry (number, task) per retained event, oldest first; entries of events the
-        # per-task bound already let go are stale and skipped (compacted when too many).
-        self._event_order: deque[tuple[int, _Task]] = deque()
-        self._events_total = 0
-        self._event_n = 0
-        self._closing = False
         if journal is None:
-            found = getattr(poster, "outbox", None)
-            journal = found if isinstance(found, Outbox) else False
-        self.journal: Outbox | None = journal or None
+            journal = poster.journal if isinstance(poster, EventPoster) else None
+        self.journal: TaskJournal | None = journal or None
         if self.journal is not None:
             self._recover(self.journal)
 
@@ -186,12 +214,18 @@ class TaskManager(TaskRunner):
             )
         task_id = self._new_unique_id()
         now = self._clock()
-        task = _Task(
+        task = TaskRecord(
             task_id=task_id,
             tool=tool,
             created_at=now,
             updated_at=now,
-            triggers=self._accept_triggers(task_id, triggers, known_trigger_types),
+            triggers=accept_triggers(
+                task_id,
+                triggers,
+                self.known_trigger_types
+                if known_trigger_types is None
+                else frozenset(known_trigger_types),
+            ),
             est_duration_s=est_duration_s,
         )
         self._tasks[task_id] = task
@@ -199,7 +233,7 @@ class TaskManager(TaskRunner):
         task.handle = loop.create_task(self._run(task, body), name=f"robot-mcp-task:{task_id}")
         info = self._info(task)
         if self.journal is not None:
-            self.journal.save_task(info, 0)
+            self.journal.save(info, 0)
         return info
 
     def get(self, task_id: str) -> TaskInfo | None:
@@ -237,14 +271,13 @@ class TaskManager(TaskRunner):
         task = self._tasks.get(task_id)
         if task is None:
             return None
-        limit = max(0, min(limit, EVENTS_PAGE_MAX))
-        after = [e for _, e in task.events if e.seq > after_seq]
+        page = self._retention.page(task_id, after_seq, min(limit, EVENTS_PAGE_MAX))
         return TaskEventPage(
             task_id=task_id,
-            events=after[:limit],
+            events=page.events,
             last_seq=task.seq,
-            first_retained_seq=task.events[0][1].seq if task.events else None,
-            more=len(after) > limit,
+            first_retained_seq=page.first_retained_seq,
+            more=page.more,
         )
 
     async def cancel(self, task_id: str) -> TaskInfo | None:
@@ -303,48 +336,240 @@ class TaskManager(TaskRunner):
             f"{_MAX_ID_ATTEMPTS} attempts; is the id factory returning a constant?"
         )
 
-    def _accept_triggers(
+    def _info(self, task: TaskRecord) -> TaskInfo:
+        return task.info(self.server_name)
+
+    def _next_event(self, task: TaskRecord, type_: EventType, payload: dict[str, Any]) -> TaskEvent:
+        """Allocate the task's next ``seq`` and build its event (the caller hands it on)."""
+        task.seq += 1
+        now = self._clock()
+        task.updated_at = now
+        return TaskEvent(
+            event_id=new_event_id(),
+            task_id=task.task_id,
+            server=self.server_name,
+            tool=task.tool,
+            type=type_,
+            seq=task.seq,
+            ts=now,
+            payload=payload,
+        )
+
+    def _recover(self, journal: TaskJournal) -> None:
+        """Apply what the journal held (see "Task journal" in :mod:`robot_mcp_kit.tasks`)."""
+        recovered = journal.recover(self.max_finished_retained, self.max_events_retained)
+        for info, seq in recovered.finished + recovered.running:
+            self._tasks[info.task_id] = TaskRecord.from_info(info, seq)
+        for event in recovered.events:
+            task = self._tasks[event.task_id]
+            last = self._retention.last_seq(task.task_id)
+            if event.seq <= task.seq and (last is None or last < event.seq):
+                self._retention.retain(task.task_id, event)
+        for info, _ in recovered.finished:
+            self._finished.append(info.task_id)
+        for info, _ in recovered.running:
+            self._interrupt(journal, self._tasks[info.task_id])
+        if recovered.finished or recovered.running:
+            _log.warning(
+                "task_journal_restored",
+                journal=str(journal.path),
+                tasks=len(recovered.finished) + len(recovered.running),
+                interrupted=len(recovered.running),
+            )
+
+    def _interrupt(self, journal: TaskJournal, task: TaskRecord) -> None:
+        """Finish a task the last process died under: failed, ``INTERRUPTED``, next seq.
+
+        Through :meth:`_finish` and :meth:`_next_event` like any failure; the event goes
+        to the journal (committed, pending), whose owner sends it before anything new.
+        """
+        failure = TaskFailure(
+            error_code=INTERRUPTED,
+            message=_INTERRUPTED_MESSAGE,
+            recoverable=True,
+            suggestions=["retry"],
+        )
+        self._finish(task, TaskState.FAILED, failure=failure, journal=False)
+        event = self._next_event(task, "task_failed", failure.model_dump(mode="json"))
+        if task.task_id in self._tasks:  # not already evicted (max_finished_retained=0)
+            self._retention.retain(task.task_id, event)
+        journal.interrupt(event, self._info(task), event.ts.timestamp())
+        _log.warning(
+            "task_interrupted",
+            task_id=task.task_id,
+            tool=task.tool,
+            error_code=INTERRUPTED,
+            seq=task.seq,
+        )
+
+    async def _emit(
         self,
-        task_id: str,
-        triggers: builtins.list[dict[str, Any]] | None,
-        known_override: Collection[str] | None,
-    ) -> builtins.list[dict[str, Any]]:
-        if not triggers:
-            return []
-        known = self.known_trigger_types if known_override is None else frozenset(known_override)
-        accepted: builtins.list[dict[str, Any]] = []
-        for trigger in triggers:
-            if not isinstance(trigger, dict):
+        task: TaskRecord,
+        type_: EventType,
+        payload: dict[str, Any],
+        *,
+        terminal: bool = False,
+    ) -> None:
+        """Emit one event of ``task``: the one path every report and terminal event takes.
+
+        Under the lock: allocate the next ``seq``, hand the event to the sink (so the sink
+        sees one task's events in ``seq`` order), retain it and journal the task. A
+        non-terminal event of a finished task is dropped (``late_event_dropped``).
+        """
+        async with self._lock:
+            if task.state != TaskState.RUNNING and not terminal:
                 _log.warning(
-                    "trigger_ignored",
-                    task_id=task_id,
-                    trigger=trigger,
-                    reason="a trigger must be a dict with a 'type'",
+                    "late_event_dropped",
+                    task_id=task.task_id,
+                    state=task.state.value,
+                    type=type_,
                 )
-                continue
-            accepted.append(dict(trigger))
-            kind = trigger.get("type")
-            if not isinstance(kind, str):
+                return
+            event = self._next_event(task, type_, payload)
+            # Still under the lock: the sink sees this task's events in seq order.
+            try:
+                await self.poster.post(event)
+            except Exception:
+                _log.exception(
+                    "event_sink_failed",
+                    task_id=task.task_id,
+                    type=type_,
+                    seq=event.seq,
+                    then="the event is lost",
+                )
+            self._retention.retain(task.task_id, event)
+            if self.journal is not None:
+                self.journal.save(self._info(task), task.seq)
+
+    def _finish(
+        self,
+        task: TaskRecord,
+        state: TaskState,
+        *,
+        result: dict[str, Any] | None = None,
+        failure: TaskFailure | None = None,
+        journal: bool = True,
+    ) -> bool:
+        """Move ``task`` to a terminal state; False if it already was terminal.
+
+        The new state is journalled unless ``journal`` is False or it is a cancellation
+        by :meth:`aclose` (those tasks stay ``running`` in the journal, see
+        :mod:`robot_mcp_kit.tasks`).
+        """
+        if task.state != TaskState.RUNNING:
+            return False
+        state = TaskState(state)
+        task.state = state
+        task.result = result
+        task.failure = failure
+        task.updated_at = self._clock()
+        self._counts[state] += 1
+        closing_cancel = state == TaskState.CANCELLED and self._closing
+        if journal and self.journal is not None and not closing_cancel:
+            self.journal.save(self._info(task), task.seq)
+        self._remember_finished(task)
+        return True
+
+    def _remember_finished(self, task: TaskRecord) -> None:
+        self._finished.append(task.task_id)
+        while len(self._finished) > self.max_finished_retained:
+            evicted = self._finished.popleft()
+            self._tasks.pop(evicted, None)
+            self._retention.forget(evicted)
+            if self.journal is not None:
+                self.journal.forget(evicted)
+
+    async def _run(self, task: TaskRecord, body: TaskBody) -> None:
+        try:
+            await self._run_body(task, body)
+        finally:
+            # Only now: while the terminal event is being handed over, the handle is the
+            # strong reference that keeps this asyncio task alive (the loop's is weak).
+            task.handle = None
+
+    async def _run_body(self, task: TaskRecord, body: TaskBody) -> None:
+        ctx = TaskContext(task, functools.partial(self._emit, task))
+        try:
+            outcome = await body(ctx)
+        except asyncio.CancelledError:
+            self._finish(task, TaskState.CANCELLED)
+            return
+        except TaskError as exc:
+            if task.cancel_requested:
+                self._finish_cancelled_anyway(task, f"raised TaskError {exc.error_code}")
+                return
+            if self._finish(task, TaskState.FAILED, failure=exc.to_failure()):
+                await self._emit(
+                    task, "task_failed", exc.to_failure().model_dump(mode="json"), terminal=True
+                )
+            return
+        except Exception as exc:
+            _log.exception(
+                "task_body_raised", task_id=task.task_id, tool=task.tool, error=type(exc).__name__
+            )
+            if task.cancel_requested:
+                self._finish_cancelled_anyway(task, f"raised {type(exc).__name__}")
+                return
+            await self._fail_internal(task, str(exc) or type(exc).__name__)
+            return
+        except BaseException:
+            # KeyboardInterrupt / SystemExit: leave a consistent record, then propagate.
+            self._finish(
+                task,
+                TaskState.FAILED,
+                failure=TaskFailure(
+                    error_code="INTERNAL",
+                    message="The server stopped while the task was running.",
+                    recoverable=False,
+                ),
+            )
+            raise
+        if task.cancel_requested:
+            self._finish_cancelled_anyway(task, "returned normally")
+            return
+        if not isinstance(outcome, dict):
+            _log.error(
+                "task_body_returned_non_dict",
+                task_id=task.task_id,
+                tool=task.tool,
+                returned=type(outcome).__name__,
+            )
+            await self._fail_internal(
+                task,
+                f"The task body for tool {task.tool!r} returned a {type(outcome).__name__}, "
+                "but a task result must be a dict; this is a bug in the server.",
+            )
+            return
+        result = dict(outcome)
+        if self._finish(task, TaskState.SUCCEEDED, result=result):
+            await self._emit(task, "task_done", {"result": result}, terminal=True)
+
+    async def _fail_internal(self, task: TaskRecord, message: str) -> None:
+        failure = TaskFailure(error_code="INTERNAL", message=message, recoverable=False)
+        if self._finish(task, TaskState.FAILED, failure=failure):
+            await self._emit(task, "task_failed", failure.model_dump(mode="json"), terminal=True)
+
+    def _finish_cancelled_anyway(self, task: TaskRecord, what: str) -> None:
+        if task.state == TaskState.RUNNING:
+            _log.warning(
+                "task_cancelled_anyway", task_id=task.task_id, body=what, state="cancelled"
+            )
+        self._finish(task, TaskState.CANCELLED)
+
+    async def _cancel_and_wait(self, tasks: builtins.list[TaskRecord]) -> None:
+        handles: set[asyncio.Task[None]] = set()
+        for task in tasks:
+            task.cancel_requested = True
+            if task.handle is not None and not task.handle.done():
+                task.handle.cancel()
+                handles.add(task.handle)
+        if handles:
+            _, pending = await asyncio.wait(handles, timeout=self.cancel_grace_s)
+            for handle in pending:
                 _log.warning(
-                    "trigger_ignored",
-                    task_id=task_id,
-                    trigger=trigger,
-                    reason="it has no string 'type'",
+                    "task_did_not_unwind", task=handle.get_name(), grace_s=self.cancel_grace_s
                 )
-            elif kind == "progress_above":
-                if not _is_number(trigger.get("percent")):
-                    _log.warning(
-                        "trigger_ignored",
-                        task_id=task_id,
-                        trigger=trigger,
-                        reason="'percent' must be a number",
-                    )
-            elif known is not None and kind not in known:
-                _log.warning(
-                    "trigger_ignored",
-                    task_id=task_id,
-                    type=kind,
-                    reason="unknown type",
-                    known=sorted(known | GENERIC_TRIGGER_TYPES),
-                )
-        return accepted
+        for task in tasks:
+            # Covers bodies that outlived the grace period and tasks whose asyncio task
+            # had not started yet (cancelled before their first step).
+            self._finish(task, TaskState.CANCELLED)

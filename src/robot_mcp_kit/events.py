@@ -18,7 +18,7 @@ Contracts:
 - One attempt lasts at most ``timeout_s`` (10 s) of real time, whatever the receiver
   does: connect, send, status line, headers and the little body read after them share
   that one deadline, so a receiver that trickles its answer a byte at a time cannot hold
-  the queue (issue 9, finding 3; docs/decisions/0005-poster-attempt-deadline.md).
+  the queue (docs/decisions/0005-poster-attempt-deadline.md).
 - A 2xx status is the acknowledgement. The body after it is read (and discarded) for at
   most 64 KiB and 1 s, so the connection can be reused; whatever the body then does
   (trickles, never ends, breaks), the event counts as delivered. A non-2xx answer whose
@@ -33,13 +33,13 @@ empty: no-op mode, events are logged at DEBUG), ``RVC_EVENT_SECRET`` (required w
 URL is set; construction raises :class:`~robot_mcp_kit.ConfigurationError` otherwise) and
 ``RVC_OUTBOX`` (the durable outbox's file; unset or empty: none).
 
-With a durable outbox (``outbox=path``, issue 14; ``docs/delivery.md``) each event is
+With a durable outbox (``outbox=path``; ``docs/delivery.md``) each event is
 also kept in a SQLite file before its first attempt, and settled there when acknowledged,
 given up or dropped. ``aclose()`` then drops nothing: what is undelivered stays in the file
 (counted as ``kept``), and the next poster on that file sends it first, in its original
 order with its original ``event_id``, its 10-minute budget counted from when it was first
 accepted. The size cap is ``queue_max``, as without an outbox. Without ``outbox`` nothing
-of this runs and the poster behaves as before.
+of this runs.
 
 The poster is bound to the event loop of its first ``post()``; construct it anywhere
 (at module import too), use it from one loop.
@@ -48,7 +48,6 @@ The poster is bound to the event loop of its first ``post()``; construct it anyw
 from __future__ import annotations
 
 from robot_mcp_kit._outbox import ENV_OUTBOX
-from robot_mcp_kit._poster import ENV_CALLBACK_URL, ENV_EVENT_SECRET, EventPoster
-from robot_mcp_kit._poster_stats import PosterStats
+from robot_mcp_kit._poster import ENV_CALLBACK_URL, ENV_EVENT_SECRET, EventPoster, PosterStats
 
 __all__ = ["ENV_CALLBACK_URL", "ENV_EVENT_SECRET", "ENV_OUTBOX", "EventPoster", "PosterStats"]

@@ -18,7 +18,7 @@ raises to the client, and declares an object output schema:
   state answers ``{"error": "invalid", "detail": ...}``.
 - ``get_task_events(task_id, after_seq=0)`` → a ``TaskEventPage``: the task's retained
   events with ``seq > after_seq``, oldest first, at most 200 per call (``more`` says
-  whether to ask again), for a receiver repairing a ``seq`` gap (issue 14). The manager
+  whether to ask again), for a receiver repairing a ``seq`` gap. The manager
   retains 256 events per task and 10 000 in total by default (``TaskManager``'s
   ``max_events_per_task`` / ``max_events_retained``); ``first_retained_seq`` says where
   its memory begins. Unknown task: ``not_found``. Left out with ``events=False``.
@@ -239,7 +239,7 @@ def set_server_version(server: Any, version: str = __version__) -> None:
 def register_task_tools(server: Any, manager: TaskManager, *, events: bool = True) -> None:
     """Add ``get_task`` / ``cancel_task`` / ``list_tasks`` (contract §6) to ``server``.
 
-    Also ``get_task_events`` (gap repair, issue 14) unless ``events=False``.
+    Also ``get_task_events`` (gap repair) unless ``events=False``.
 
     ``server`` is an mcp 1.x ``FastMCP``, an mcp 2.x ``MCPServer`` or a standalone
     ``fastmcp.FastMCP``. The tool descriptions tell the LLM these are for the status and

@@ -37,7 +37,7 @@ last ``max_events_per_task`` events (default 256) and at most ``max_events_retai
 (default 10 000) over all tasks, the oldest forgotten first; :meth:`TaskManager.events`
 answers them after a given ``seq``, at most ``limit`` (default and cap 200) per call.
 
-Task journal (issue 14): when the poster has a durable outbox
+Task journal: when the poster has a durable outbox
 (``EventPoster(outbox=...)``), the manager journals its tasks in the same file. At
 construction it reads the journal back: finished tasks answer ``get_task`` again (within
 ``max_finished_retained``), their retained events answer ``get_task_events``, and each
@@ -53,7 +53,6 @@ event names with key-value fields (``trigger_ignored task_id='nav-1a2b3c' ...``)
 
 from __future__ import annotations
 
-from robot_mcp_kit._task_book import EventSink
 from robot_mcp_kit._task_context import TaskBody, TaskContext, TaskError
 from robot_mcp_kit._task_journal import INTERRUPTED
 from robot_mcp_kit._task_manager import (
@@ -62,6 +61,7 @@ from robot_mcp_kit._task_manager import (
     DEFAULT_MAX_EVENTS_RETAINED,
     DEFAULT_MAX_FINISHED_RETAINED,
     EVENTS_PAGE_MAX,
+    EventSink,
     TaskManager,
     new_task_id,
 )

@@ -64,8 +64,6 @@ class FakeClock:
     (then yields to the loop once), so a 10-minute schedule runs in milliseconds and its
     pauses can be asserted exactly. ``time()`` is ``wall0`` plus the virtual seconds
     elapsed; ``monotonic()`` starts at 0. :meth:`advance` moves time without a sleep.
-
-    .. versionadded:: 0.1.0
     """
 
     def __init__(self, wall0: float = 1_765_532_000.0) -> None:
@@ -101,8 +99,9 @@ class RecordingPoster:
     """An :class:`~robot_mcp_kit.tasks.EventSink` that keeps every event in memory.
 
     ``events`` holds all events in the order they were posted. ``post`` never raises and
-    never blocks. ``aclose`` exists so the recorder can stand in for an ``EventPoster``
-    wherever one is closed; it only sets :attr:`closed`.
+    never blocks. ``start`` and ``aclose`` exist so the recorder can stand in for an
+    ``EventPoster`` wherever one is started and closed (a
+    :class:`~robot_mcp_kit.TaskRuntime` too); ``aclose`` only sets :attr:`closed`.
     """
 
     def __init__(self) -> None:
@@ -117,16 +116,16 @@ class RecordingPoster:
             if event.task_id == task_id and event.type == type_ and not future.done():
                 future.set_result(event)
 
+    async def start(self) -> None:
+        """Nothing to start (the recorder delivers nothing)."""
+
     async def aclose(self) -> None:
         """Mark the recorder closed (it keeps its events)."""
         self.closed = True
 
     @property
     def waiting(self) -> int:
-        """How many :meth:`wait_for` calls are waiting now (0 once each returned or timed out).
-
-        .. versionadded:: 0.1.0
-        """
+        """How many :meth:`wait_for` calls are waiting now (0 once each returned or timed out)."""
         return len(self._waiters)
 
     def events_for(self, task_id: str) -> list[TaskEvent]:

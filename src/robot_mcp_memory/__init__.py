@@ -1,9 +1,10 @@
 """robot_mcp_memory: the fleet's process memory as an MCP server named ``memory``.
 
 ``build_server(settings)`` makes the FastMCP server; ``load_settings()`` reads the
-environment; ``robot-mcp-memory`` (:mod:`robot_mcp_memory.__main__`) runs it. The services
-behind the tools (:class:`ProcessStore`, :class:`FleetRegistry`, :class:`ScopedParams`
-over :func:`open_index`) are exported for callers that embed them.
+environment; ``serve(settings)`` runs it over HTTP or stdio; ``robot-mcp-memory``
+(:mod:`robot_mcp_memory.__main__`) is the console script. ``open_memory(settings)`` opens the
+services behind the tools (:class:`Memory`), which a :class:`StoreHolder` keeps open while
+anyone uses them.
 
 The errors (:class:`MemoryServerError` and everything under it, see
 :mod:`robot_mcp_memory._exceptions`) need nothing beyond the standard library and are
@@ -11,16 +12,16 @@ imported at once; every other name is imported lazily, so that ``import robot_mc
 (and the console script's "install the memory extra" message) works without the
 ``memory`` extra.
 
-Public modules (each with a sorted ``__all__``, checked by
-``tests/unit/test_memory_exports.py``): :mod:`.app`, :mod:`.db`, :mod:`.docmodel`,
-:mod:`.embedding`, :mod:`.fleet`, :mod:`.limits`, :mod:`.logs`, :mod:`.params`,
-:mod:`.policy`, :mod:`.search`, :mod:`.server`, :mod:`.settings`, :mod:`.store`,
-:mod:`.tenancy`, :mod:`.vectors`. Modules whose name starts with ``_`` are private: the
-tools (``_tools_*``), the row reader (``_rows``), the argument checks (``_validation``),
-the write path (``_writes``, ``_vector_table``), the query words and typo repair
-(``_query_words``, ``_typo_repair``), the frontmatter format (``_frontmatter``), the
-fleet records (``_fleet_records``) and the HTTP guards (``_http_limits``,
-``_jsonrpc_guard``); their public names are re-exported by the modules above.
+The code is in concept folders, each package re-exporting its names in ``__init__``:
+:mod:`.documents` (what a process document is), :mod:`.search` (finding documents),
+:mod:`.store` (the process store), :mod:`.fleet` (the registry), :mod:`.tools` (the
+handlers and their runner), :mod:`.http` (the ASGI app and auth); beside them
+:mod:`.tenant`, :mod:`.policy` (the §6a rules), :mod:`.ports`, :mod:`.services`,
+:mod:`.params` (the lessons), :mod:`.server`, :mod:`.settings`, :mod:`.limits`, :mod:`.db`
+and :mod:`.logs`. The layers, checked by import-linter, run top to bottom: ``http`` >
+``server`` > ``tools`` > ``services`` > ``policy`` > ``ports`` > ``store`` | ``params`` >
+``search`` | ``fleet`` > ``documents`` > the shared bottom (``tenant``, ``settings``,
+``db``, ``logs``, ``_exceptions``, ``limits``).
 """
 
 from __future__ import annotations
@@ -41,13 +42,10 @@ from robot_mcp_memory._exceptions import (
 )
 
 if TYPE_CHECKING:
-    from robot_mcp_memory.db import open_index
-    from robot_mcp_memory.docmodel import ProcessDoc
-    from robot_mcp_memory.fleet import FleetRegistry
-    from robot_mcp_memory.params import ScopedParams
-    from robot_mcp_memory.server import StoreHolder, build_server
+    from robot_mcp_memory.http import serve
+    from robot_mcp_memory.server import build_server
+    from robot_mcp_memory.services import Memory, StoreHolder, open_memory
     from robot_mcp_memory.settings import SearchMode, Settings, Transport, load_settings
-    from robot_mcp_memory.store import ProcessStore
 
 __all__ = [
     "DamagedRow",
@@ -55,11 +53,8 @@ __all__ = [
     "DocTooLarge",
     "EmbedderUnavailable",
     "FleetError",
-    "FleetRegistry",
+    "Memory",
     "MemoryServerError",
-    "ProcessDoc",
-    "ProcessStore",
-    "ScopedParams",
     "SearchMode",
     "Settings",
     "SettingsError",
@@ -69,21 +64,20 @@ __all__ = [
     "Transport",
     "build_server",
     "load_settings",
-    "open_index",
+    "open_memory",
+    "serve",
 ]
 
 _LAZY = {
-    "FleetRegistry": "robot_mcp_memory.fleet",
-    "ProcessDoc": "robot_mcp_memory.docmodel",
-    "ProcessStore": "robot_mcp_memory.store",
-    "ScopedParams": "robot_mcp_memory.params",
+    "Memory": "robot_mcp_memory.services",
     "SearchMode": "robot_mcp_memory.settings",
     "Settings": "robot_mcp_memory.settings",
-    "StoreHolder": "robot_mcp_memory.server",
+    "StoreHolder": "robot_mcp_memory.services",
     "Transport": "robot_mcp_memory.settings",
     "build_server": "robot_mcp_memory.server",
     "load_settings": "robot_mcp_memory.settings",
-    "open_index": "robot_mcp_memory.db",
+    "open_memory": "robot_mcp_memory.services",
+    "serve": "robot_mcp_memory.http",
 }
 
 

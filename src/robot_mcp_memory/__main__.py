@@ -37,7 +37,7 @@ def _missing_extra() -> str | None:
 
 def _parser() -> argparse.ArgumentParser:
     from robot_mcp_kit import __version__
-    from robot_mcp_memory._http_limits import ACCEPT_BACKLOG, FD_RESERVE
+    from robot_mcp_memory.http import ACCEPT_BACKLOG, FD_RESERVE
     from robot_mcp_memory.settings import ENV_VARS
 
     width = max(len(name) for name in ENV_VARS)
@@ -90,9 +90,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     _parser().parse_args(argv)
 
     from robot_mcp_kit.store import StoreError
-    from robot_mcp_memory.app import serve
+    from robot_mcp_memory._exceptions import SettingsError
+    from robot_mcp_memory.http import serve
     from robot_mcp_memory.logs import configure_logging
-    from robot_mcp_memory.settings import SettingsError, load_settings
+    from robot_mcp_memory.settings import load_settings
 
     try:
         settings = load_settings()

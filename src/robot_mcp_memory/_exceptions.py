@@ -1,7 +1,7 @@
 """Every error the memory server raises on purpose, under one base.
 
-Each also subclasses the builtin it replaced, so code that caught ``ValueError`` (or
-``RuntimeError``) before keeps working::
+Each also subclasses the builtin it stands for, so ``except ValueError`` (or
+``RuntimeError``) catches it::
 
     MemoryServerError
     ├── DocError (ValueError)            a process document failed to parse or validate
@@ -13,9 +13,8 @@ Each also subclasses the builtin it replaced, so code that caught ``ValueError``
     ├── TokenMapError (ValueError)       MEMORY_ROBOT_TOKENS is malformed
     └── EmbedderUnavailable (RuntimeError)  the embedding model cannot be loaded
 
-The modules that raise them re-export them (``robot_mcp_memory.docmodel.DocError``,
-``robot_mcp_memory.fleet.FleetError``, ``robot_mcp_memory.settings.SettingsError``…), and
-the package exports them all. Each carries its context as attributes and says in its
+The package root exports them all; how each becomes a tool answer is
+:func:`robot_mcp_memory.tools.answer_for`. Each carries its context as attributes and says in its
 message what is wrong and what is valid. Programming errors (a bad argument to a
 constructor, say ``TokenAuth({"": ...})``) stay plain ``ValueError``: they are bugs, not
 answers.
@@ -38,7 +37,14 @@ __all__ = [
     "SettingsError",
     "TokenMapError",
     "ToolFailure",
+    "quote",
 ]
+
+
+def quote(text: str) -> str:
+    """``text`` quoted for a message: repr, cut to 80 characters."""
+    shown = repr(text)
+    return shown if len(shown) <= 80 else shown[:77] + "..."
 
 
 class MemoryServerError(Exception):
@@ -51,7 +57,7 @@ class DocError(MemoryServerError, ValueError):
     Attributes:
         field: the frontmatter field at fault, or ``"frontmatter"`` / ``"body"`` /
             ``"document"`` for the document's structure (``"id"`` for a save conflict).
-        reason: a short code (see :mod:`robot_mcp_memory.docmodel`), e.g. ``"invalid_slug"``.
+        reason: a short code (see :mod:`robot_mcp_memory.documents.model`), e.g. ``"invalid_slug"``.
 
     ``str(error)`` is a sentence naming the field, quoting the bad value and saying what
     is valid.
@@ -139,6 +145,32 @@ class ToolFailure(MemoryServerError):
     def payload(self) -> dict[str, Any]:
         """The JSON object the client receives."""
         return {"error": self.code, "detail": self.detail, **self.extra}
+
+    @classmethod
+    def forbidden(cls, detail: str) -> ToolFailure:
+        """The caller's tenant may not do this; ``detail`` says why."""
+        return cls("forbidden", detail)
+
+    @classmethod
+    def not_found(cls, id: str) -> ToolFailure:
+        """A process that is missing *or out of the caller's scope* (the same answer)."""
+        return cls("not_found", f"no process with id {quote(id)}")
+
+    @classmethod
+    def too_large(cls, field: str, size: int, limit: int) -> ToolFailure:
+        """The one ``too_large`` failure: the field, the size the client sent and the limit."""
+        return cls(
+            "too_large",
+            f"the {field} is {size} bytes; the limit is {limit} bytes",
+            field=field,
+            size=size,
+            limit=limit,
+        )
+
+    @classmethod
+    def invalid(cls, field: str, detail: str) -> ToolFailure:
+        """An argument is invalid; ``field`` names it."""
+        return cls("invalid", detail, field=field)
 
 
 class SettingsError(MemoryServerError, ValueError):

@@ -33,7 +33,7 @@ would be data loss, and a robot or group is there until an operator removes it.
 Versions: 1 held ``processes``, ``processes_fts`` and ``store_meta``; 2 adds the three
 ``fleet_*`` tables (:func:`_to_v2`, run by the kit when it opens a version-1 file, in one
 transaction with the version bump); 3 adds ``processes_vocab`` and ``processes_vectors``
-(:func:`_to_v3`, issue 11) — empty at first, the vectors are computed when a server with an
+(:func:`_to_v3`) — empty at first, the vectors are computed when a server with an
 embedder opens the file. ``fleet_robots.group_id`` references
 ``fleet_groups`` (the kit turns ``foreign_keys`` on), so a robot can never name a group
 that does not exist. :mod:`robot_mcp_memory.fleet` is the only writer of the fleet tables.

@@ -2,7 +2,7 @@
 
 The tools, the document model and the store read these names; nothing else defines a
 limit. Sizes are UTF-8 bytes of what the client *sent*, never of a re-rendered form, so a
-refusal always quotes a size the client can check (issue 9).
+refusal always quotes a size the client can check.
 
 =======================  ==========================================================
 limit                    what happens past it
@@ -24,6 +24,8 @@ limit                    what happens past it
 """
 
 from __future__ import annotations
+
+import re
 
 __all__ = [
     "MAX_COUNT",
@@ -77,7 +79,7 @@ MAX_COUNT = 2**31 - 1
 """Largest ``success_count`` / ``failure_count``.
 
 Far beyond any real history, well inside SQLite's 64-bit INTEGER: an increment can never
-overflow into a REAL (which broke every read of the row before issue 9), and the hot
+overflow into a REAL (a REAL counter would make the row unreadable), and the hot
 increment saturates here instead of growing.
 """
 
@@ -98,3 +100,7 @@ MAX_ID_LENGTH = 100
 def clamp(value: int, low: int, high: int) -> int:
     """``value`` limited to ``low..high``."""
     return max(low, min(high, int(value)))
+
+
+ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+"""A robot or group id, matched against the WHOLE string (``re.fullmatch``)."""

@@ -1,10 +1,14 @@
-"""Logging for the memory server: structlog, one pipeline for structlog and stdlib records.
+"""The memory server's logging configuration: one structlog pipeline for every stdlib record.
 
-Everything goes to one handler on the root logger whose formatter is structlog's
-``ProcessorFormatter``: our own structlog events and foreign stdlib records (the kit's
-``store_ready`` line, uvicorn, mcp) get the same timestamp / level / logger fields, and
-``ExtraAdder`` turns a stdlib record's ``extra={...}`` into fields instead of dropping it.
-JSON lines in production; the pretty console renderer when the stream is a terminal.
+The server's modules log through the kit's key-value logger
+(:func:`robot_mcp_kit.log.get_logger`: ``_log.info("tool_call", tool=..., outcome=...)``),
+which puts the event name in ``record.event`` and each field in the record's extras.
+:func:`configure_logging` installs one handler on the root logger whose formatter is
+structlog's ``ProcessorFormatter``: every record (ours, the kit's ``store_ready`` line,
+uvicorn, mcp) gets the same timestamp / level / logger fields, and ``ExtraAdder`` turns the
+extras into fields — ``event`` among them, so a line's ``event`` is the event name, not the
+rendered ``"tool_call tool='x' ..."`` message. JSON lines in production; the pretty console
+renderer when the stream is a terminal.
 
 Calling :func:`configure_logging` again replaces the handler it installed, so tests and a
 long-lived process never end up with two.
@@ -34,7 +38,6 @@ __all__ = [
     "RateLimitFilter",
     "RateLimiter",
     "configure_logging",
-    "get_logger",
 ]
 
 _HANDLER_NAME = "robot_mcp_memory"
@@ -188,17 +191,6 @@ def _noisy_key(record: logging.LogRecord) -> Hashable | None:
             if record.name == name and record.msg.startswith(prefix):
                 return (name, prefix)
     return None
-
-
-def get_logger(name: str) -> Any:
-    """A structlog logger writing through the stdlib logger ``name``.
-
-    Once :func:`configure_logging` ran, events go through its pipeline. Before that (the
-    services used as a library, a child process in a test) they still end at the stdlib
-    logger, not structlog's default of printing to stdout: stdout may carry MCP on stdio or
-    a caller's own protocol, and an unconfigured stdlib logger keeps INFO quiet.
-    """
-    return structlog.wrap_logger(logging.getLogger(name))
 
 
 def _drop_color_message(

@@ -27,7 +27,7 @@ the global one): when off they answer with ``reason: "self_improve_off"`` and to
 
 Thread-safe (the registry and the kit backend are); synchronous. Bad arguments raise
 :class:`~robot_mcp_memory.fleet.FleetError` (code ``invalid``) and nothing else. See
-decision 0007 (issue 10).
+decision 0007.
 """
 
 from __future__ import annotations
@@ -38,25 +38,25 @@ from pathlib import Path
 from typing import Any
 
 from robot_mcp_kit.params import Lesson, ParamStore, SqliteBackend
-from robot_mcp_memory._validation import (
-    FleetError,
+from robot_mcp_memory._exceptions import FleetError
+from robot_mcp_memory.fleet import (
+    FleetRegistry,
+    Resolution,
+)
+from robot_mcp_memory.fleet.validation import (
     check_bool,
     check_id,
     check_json_object,
     show,
 )
-from robot_mcp_memory.fleet import FleetRegistry, Resolution
 from robot_mcp_memory.limits import MAX_LESSON_NOTE_BYTES
 
-__all__ = ["MAX_NOTE_BYTES", "SKILL_PATTERN", "ScopedParams"]
+__all__ = ["SKILL_PATTERN", "ScopedParams"]
 
 SKILL_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/ -]{0,99}")
 """A skill or a place, matched against the whole string (no ``@``: the kit's row key is
 ``skill@place``), with no trailing space."""
 
-MAX_NOTE_BYTES = MAX_LESSON_NOTE_BYTES
-"""Longest lesson note (:data:`robot_mcp_memory.limits.MAX_LESSON_NOTE_BYTES`, under the
-name this module has always exported)."""
 
 _OFF = "self_improve_off"
 
@@ -89,10 +89,10 @@ def _check_note(value: object) -> str | None:
             "invalid", f"note {show(value)} must not hold control characters", field="note"
         )
     size = len(text.encode("utf-8"))
-    if size > MAX_NOTE_BYTES:
+    if size > MAX_LESSON_NOTE_BYTES:
         raise FleetError(
             "invalid",
-            f"note is {size} bytes long; at most {MAX_NOTE_BYTES} are allowed",
+            f"note is {size} bytes long; at most {MAX_LESSON_NOTE_BYTES} are allowed",
             field="note",
         )
     return text or None

@@ -1,4 +1,4 @@
-"""The tool answers' errors and the §6a rules: what each tenant may see and do.
+"""The §6a rules: what each tenant may see and do.
 
 Every rule of the memory spec's §6a table is one function here, so the tools read as
 "check, then act" and the table can be checked against one file:
@@ -22,59 +22,43 @@ recall/record_params, list_lessons          always as its own robot (:func:`acti
 
 An unscoped tenant (the admin token, stdio, an open server) may do everything; a ``robot``
 argument on its reads narrows them to what that robot would see.
+
+The rules speak domain types — :class:`~robot_mcp_memory.tenant.Tenant`, the registry port
+(:class:`~robot_mcp_memory.ports.FleetPort`), :class:`~robot_mcp_memory.documents.Owner`,
+:class:`~robot_mcp_memory.documents.ProcessDoc` — and refuse by raising
+:class:`~robot_mcp_memory.ToolFailure`; how a refusal becomes an answer is
+:func:`robot_mcp_memory.tools.answer_for`'s.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 
-from robot_mcp_memory._exceptions import ToolFailure
-from robot_mcp_memory.docmodel import ProcessDoc
-from robot_mcp_memory.fleet import FleetRegistry
-from robot_mcp_memory.tenancy import Tenant
+from robot_mcp_memory._exceptions import (
+    ToolFailure,
+    quote,
+)
+from robot_mcp_memory.documents import (
+    Owner,
+    ProcessDoc,
+)
+from robot_mcp_memory.ports import (
+    FleetPort,
+    ProcessesPort,
+)
+from robot_mcp_memory.tenant import Tenant
 
 __all__ = [
-    "ToolFailure",
     "acting_robot",
     "check_text",
-    "forbidden",
-    "not_found",
     "own_group",
     "pin_document",
-    "quote",
     "require_admin",
     "require_self",
-    "too_large",
     "update_guard",
+    "visible_owner",
     "visible_robots",
 ]
-
-
-def quote(text: str) -> str:
-    """``text`` quoted for a message: repr, cut to 80 characters."""
-    shown = repr(text)
-    return shown if len(shown) <= 80 else shown[:77] + "..."
-
-
-def forbidden(detail: str) -> ToolFailure:
-    return ToolFailure("forbidden", detail)
-
-
-def not_found(id: str) -> ToolFailure:
-    """The answer for a process that is missing *or out of the caller's scope* (the same)."""
-    return ToolFailure("not_found", f"no process with id {quote(id)}")
-
-
-def too_large(field: str, size: int, limit: int) -> ToolFailure:
-    """The one ``too_large`` answer: the field, the size the client sent and the limit."""
-    return ToolFailure(
-        "too_large",
-        f"the {field} is {size} bytes; the limit is {limit} bytes",
-        field=field,
-        size=size,
-        limit=limit,
-    )
 
 
 def check_text(field: str, text: str | None) -> None:
@@ -84,16 +68,15 @@ def check_text(field: str, text: str | None) -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise ToolFailure(
-            "invalid",
+        raise ToolFailure.invalid(
+            field,
             f"{field} contains a lone surrogate code point at character {exc.start}; "
             "send valid Unicode text",
-            field=field,
         ) from None
 
 
 def visible_robots(
-    fleet: FleetRegistry, robot: str | None, tenant: Tenant | None
+    fleet: FleetPort, robot: str | None, tenant: Tenant | None
 ) -> frozenset[str] | None:
     """The ``robot`` values whose documents a call may see; None means every document.
 
@@ -112,7 +95,7 @@ def visible_robots(
 def require_admin(tenant: Tenant | None, what: str) -> None:
     """Fleet administration: refused to a scoped tenant."""
     if tenant is not None and tenant.scoped:
-        raise forbidden(
+        raise ToolFailure.forbidden(
             f"{what} is fleet administration; this connection is scoped to "
             f"robot {tenant.robot!r} and only the admin token may do it"
         )
@@ -121,7 +104,7 @@ def require_admin(tenant: Tenant | None, what: str) -> None:
 def require_self(tenant: Tenant | None, robot_id: str, what: str) -> None:
     """A scoped tenant may change only its own registry entry."""
     if tenant is not None and tenant.robot is not None and robot_id != tenant.robot:
-        raise forbidden(
+        raise ToolFailure.forbidden(
             f"this connection is scoped to robot {tenant.robot!r}; it may not {what} "
             f"robot {quote(robot_id)}"
         )
@@ -134,7 +117,7 @@ def acting_robot(tenant: Tenant | None, robot: str | None) -> str | None:
     return robot
 
 
-def own_group(fleet: FleetRegistry, tenant: Tenant | None) -> tuple[bool, str | None]:
+def own_group(fleet: FleetPort, tenant: Tenant | None) -> tuple[bool, str | None]:
     """``(scoped, group)``: for a scoped tenant, its group (None when ungrouped)."""
     if tenant is None or tenant.robot is None:
         return False, None
@@ -145,35 +128,51 @@ def pin_document(doc: ProcessDoc, tenant: Tenant) -> ProcessDoc:
     """A scoped tenant saves as itself: ``robot: unknown`` becomes its id; others refused."""
     assert tenant.robot is not None
     if doc.shared:
-        raise forbidden("a scoped robot may not save a fleet-wide (shared: true) document")
+        raise ToolFailure.forbidden(
+            "a scoped robot may not save a fleet-wide (shared: true) document"
+        )
     if doc.robot == "unknown":
         return doc.model_copy(update={"robot": tenant.robot})
     if doc.robot != tenant.robot:
-        raise forbidden(
+        raise ToolFailure.forbidden(
             f"this connection is scoped to robot {tenant.robot!r}; "
             f"it may not save a document of robot {quote(doc.robot)}"
         )
     return doc
 
 
-def update_guard(
-    fleet: FleetRegistry, tenant: Tenant | None
-) -> Callable[[sqlite3.Row], None] | None:
-    """The check a scoped save runs on the row it is about to update, inside its transaction.
+def update_guard(fleet: FleetPort, tenant: Tenant | None) -> Callable[[Owner], None] | None:
+    """The check a scoped save runs on the document it is about to update, inside its
+    transaction.
 
-    The collision rule may move a save from ``id`` to ``id-2``, ``id-3``…; whichever row is
-    finally updated must be in the tenant's scope and not fleet-wide, checked on the save's
-    own connection (the registry read joins the transaction), so no concurrent regroup or
-    rename slips between check and write (closes the gap of decision 0004).
+    The collision rule may move a save from ``id`` to ``id-2``, ``id-3``…; whichever
+    document is finally updated must be in the tenant's scope and not fleet-wide, checked on
+    the save's own connection (the registry read joins the transaction), so no concurrent
+    regroup or rename slips between check and write (decision 0004).
     """
     if tenant is None or tenant.robot is None:
         return None
     robot = tenant.robot
 
-    def guard(row: sqlite3.Row) -> None:
-        if bool(row["shared"]) or row["robot"] not in fleet.visible_robots(robot):
-            raise forbidden(
-                f"process {quote(str(row['id']))} belongs to another scope; choose another id"
+    def guard(owner: Owner) -> None:
+        if owner.shared or owner.robot not in fleet.visible_robots(robot):
+            raise ToolFailure.forbidden(
+                f"process {quote(owner.id)} belongs to another scope; choose another id"
             )
 
     return guard
+
+
+def visible_owner(
+    processes: ProcessesPort, fleet: FleetPort, id: str, tenant: Tenant | None
+) -> Owner:
+    """Who owns ``id`` if it exists and ``tenant`` may see it; out of scope reads as absent
+    (``not_found``, the same answer as a missing process)."""
+    check_text("id", id)
+    owner = processes.owner(id)
+    if owner is None:
+        raise ToolFailure.not_found(id)
+    robots = visible_robots(fleet, None, tenant)
+    if robots is not None and not owner.shared and owner.robot not in robots:
+        raise ToolFailure.not_found(id)
+    return owner

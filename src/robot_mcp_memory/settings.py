@@ -23,10 +23,13 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from robot_mcp_memory._exceptions import SettingsError, TokenMapError
-from robot_mcp_memory.tenancy import parse_robot_tokens
+from robot_mcp_memory._exceptions import (
+    SettingsError,
+    TokenMapError,
+)
+from robot_mcp_memory.tenant import parse_robot_tokens
 
-__all__ = ["ENV_VARS", "SearchMode", "Settings", "SettingsError", "Transport", "load_settings"]
+__all__ = ["ENV_VARS", "SearchMode", "Settings", "Transport", "load_settings"]
 
 
 class Transport(StrEnum):
@@ -38,7 +41,7 @@ class Transport(StrEnum):
 
 
 class SearchMode(StrEnum):
-    """How ``find_processes`` ranks (issue 11, decision 0011)."""
+    """How ``find_processes`` ranks (decision 0011)."""
 
     HYBRID = "hybrid"  # bm25 fused with the offline embedding model's cosine (the default)
     LEXICAL = "lexical"  # bm25 alone; the embedding model is never loaded

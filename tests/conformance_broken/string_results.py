@@ -1,6 +1,6 @@
 """Defect: the task tools answer JSON strings, so structured clients get {"result": "<json>"}.
 
-This is what the kit itself did before issue 12 (contract §6.4): the mcp SDK wraps a
+This breaks contract §6.4: the mcp SDK wraps a
 ``-> str`` tool's answer as ``{"result": <the JSON text>}`` in ``structuredContent`` and
 declares ``{"result": string}`` as the output schema. Plain-text clients see no difference.
 """

@@ -4,26 +4,30 @@ Every script in ``tests/conformance_broken/`` is the same small kit-built server
 defect (``control.py`` has none). For each, the conformance suite runs in a subprocess
 with ``--server-cmd``, writing a JUnit report, and the set of conformance tests that
 failed must equal the set the defect breaks: no more (a sloppy check blaming the wrong
-clause), no less (a check that cannot fail). The runs happen in parallel, once per
-module, and each parametrized test asserts one server's verdict.
+clause), no less (a check that cannot fail). Each parametrized case runs its own server's
+suite, so ``pytest '...test_conformance_catches_broken_servers.py::
+test_conformance_fails_exactly_the_tests_the_defect_breaks[seq_gap]'`` runs one suite;
+the cases spread over the pytest-xdist workers, so at most one run per worker is going.
 """
 
 from __future__ import annotations
 
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-# Ten conformance runs, four at a time, each starting a server: about a minute on a
-# busy two-core machine, longer under coverage; give the module's first test room.
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+# One suite run takes about 15 s on a quiet two-core machine (under coverage). Both limits
+# are hang guards, scaled by ROBOT_MCP_TEST_TIMEOUT_SCALE: the child's (which reports the
+# run's output) fires first, pytest-timeout's only if the test hangs outside the child.
+SUITE_HANG_GUARD_S = 240.0
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(SUITE_HANG_GUARD_S + 60)]
 
 REPO = Path(__file__).resolve().parents[2]
 BROKEN = REPO / "tests" / "conformance_broken"
@@ -119,7 +123,7 @@ class Verdict:
     output: str
 
 
-def _run_suite(script: str, report: Path) -> Verdict:
+def _run_suite(script: str, report: Path, timeout_s: float) -> Verdict:
     server_cmd = shlex.join([sys.executable, str(BROKEN / f"{script}.py")])
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONFORMANCE_")}
     argv = [
@@ -135,12 +139,32 @@ def _run_suite(script: str, report: Path) -> Verdict:
         # The child must not run pytest-cov: it would erase and combine the parent's
         # coverage data files (coverage's subprocess patch still measures the child).
         "--no-cov",
+        # One process: the suite's session (one fake_rvc, one server) exists once.
+        "-n",
+        "0",
         "-q",
         f"--junitxml={report}",
     ]
-    proc = subprocess.run(
-        argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=240, check=False
-    )
+    # Its own session, so a hang guard that fires ends the child's server too.
+    with subprocess.Popen(
+        argv,
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    ) as proc:
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            stdout, stderr = proc.communicate()
+            pytest.fail(
+                f"{script}: the suite did not finish in {timeout_s:.0f} s\n"
+                f"{stdout[-6000:]}{stderr[-3000:]}"
+            )
     passed: set[str] = set()
     failed: set[str] = set()
     skipped: set[str] = set()
@@ -159,20 +183,8 @@ def _run_suite(script: str, report: Path) -> Verdict:
         frozenset(passed),
         frozenset(failed),
         frozenset(skipped),
-        proc.stdout[-6000:] + proc.stderr[-3000:],
+        stdout[-6000:] + stderr[-3000:],
     )
-
-
-@pytest.fixture(scope="module")
-def verdicts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Verdict]:
-    """Run the conformance suite against every broken server, a few at a time."""
-    reports = tmp_path_factory.mktemp("conformance-reports")
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        futures = {
-            name: pool.submit(_run_suite, name, reports / f"{name}.xml")
-            for name in EXPECTED_FAILURES
-        }
-        return {name: future.result() for name, future in futures.items()}
 
 
 def test_every_broken_server_script_is_covered():
@@ -182,9 +194,11 @@ def test_every_broken_server_script_is_covered():
 
 
 @pytest.mark.parametrize("server", sorted(EXPECTED_FAILURES))
-def test_conformance_fails_exactly_the_tests_the_defect_breaks(server, verdicts):
+def test_conformance_fails_exactly_the_tests_the_defect_breaks(
+    server: str, tmp_path: Path, timeout_scale: float
+) -> None:
     """The suite's failing tests against this server are exactly the expected ones."""
-    verdict = verdicts[server]
+    verdict = _run_suite(server, tmp_path / f"{server}.xml", SUITE_HANG_GUARD_S * timeout_scale)
     expected = EXPECTED_FAILURES[server]
     ran = verdict.passed | verdict.failed | verdict.skipped
     assert len(ran) >= 44, f"the suite collected only {len(ran)} tests:\n{verdict.output}"

@@ -27,7 +27,7 @@ from robot_mcp_kit.testing import ServiceProcess, ServiceStartError, free_port
 pytestmark = pytest.mark.slow
 
 TOKEN = "limits-token-5c1e"
-READY_TIMEOUT_S = 20.0
+READY_TIMEOUT_S = 60.0  # a hang guard: waiting polls, a long limit costs nothing
 
 ATTACK_SOCKETS = 300
 ATTACK_CAP = 32

@@ -285,7 +285,7 @@ class TestLogging:
         assert messages[0].startswith("post_accepted server='sleeper' task_id='slee-1a2b3c' seq=1")
         assert messages[1].startswith("post_duplicate ")
         assert messages[2].startswith("post_rejected status=401 reason='bad_signature'")
-        assert records[2].fields["reason"] == "bad_signature"
+        assert records[2].reason == "bad_signature"
 
 
 class TestTimeline:

@@ -33,6 +33,7 @@ PUBLIC_MODULES = [
     "robot_mcp_kit.log",
     "robot_mcp_kit.models",
     "robot_mcp_kit.params",
+    "robot_mcp_kit.runtime",
     "robot_mcp_kit.signing",
     "robot_mcp_kit.store",
     "robot_mcp_kit.tasks",
@@ -44,6 +45,7 @@ GUARDED_MODULES = [
     "robot_mcp_kit",
     "robot_mcp_kit.log",
     "robot_mcp_kit.params",
+    "robot_mcp_kit.runtime",
     "robot_mcp_kit.store",
     "robot_mcp_kit.testing",
 ]
@@ -128,9 +130,13 @@ def test_all_is_the_public_names(module_name):
 def test_the_rule_sees_what_it_should():
     """The rule itself: a definition, a re-export from a private module and a lazy name
     count; a helper from outside the kit and a use of a public kit module do not."""
-    assert {"TaskManager", "RetryPolicy", "register_task_tools", "__version__"} <= public_names(
-        "robot_mcp_kit"
-    )
+    assert {
+        "TaskManager",
+        "TaskRuntime",
+        "RetryPolicy",
+        "register_task_tools",
+        "__version__",
+    } <= public_names("robot_mcp_kit")
     testing = public_names("robot_mcp_kit.testing")
     assert {"FakeClock", "ServiceProcess"} <= testing
     assert "TaskEvent" not in testing  # imported from the public models module: a use
@@ -147,6 +153,9 @@ def test_package_reexports_the_task_api():
     for name in ("TaskBody", "TaskContext", "TaskError", "TaskManager"):
         assert getattr(robot_mcp_kit, name) is getattr(robot_mcp_kit.tasks, name)
     assert robot_mcp_kit.register_task_tools is robot_mcp_kit.fastmcp_ext.register_task_tools
+    import robot_mcp_kit.runtime
+
+    assert robot_mcp_kit.TaskRuntime is robot_mcp_kit.runtime.TaskRuntime
 
 
 class TestOneDefinitionPerFact:

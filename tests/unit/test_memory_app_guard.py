@@ -6,7 +6,10 @@ import json
 
 import pytest
 
-from robot_mcp_memory._jsonrpc_guard import JsonRpcBodyGuard, check_jsonrpc_body
+from robot_mcp_memory.http._jsonrpc_guard import (
+    JsonRpcBodyGuard,
+    check_jsonrpc_body,
+)
 
 PARSE = {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}}
 INVALID = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Invalid Request"}}

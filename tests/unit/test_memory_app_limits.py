@@ -19,15 +19,19 @@ import pytest
 from uvicorn.config import Config
 from uvicorn.server import ServerState
 
-from robot_mcp_memory._http_limits import (
+from robot_mcp_memory._exceptions import SettingsError
+from robot_mcp_memory.http._limits import (
     ACCEPT_BACKLOG,
     FD_RESERVE,
     ensure_fd_limit,
     fd_budget,
     limited_h11_protocol,
 )
-from robot_mcp_memory.logs import RateLimiter, RateLimitFilter, configure_logging
-from robot_mcp_memory.settings import SettingsError
+from robot_mcp_memory.logs import (
+    RateLimiter,
+    RateLimitFilter,
+    configure_logging,
+)
 
 HEAD = b"GET /fast HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 HALF_HEAD = b"GET /fast HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "

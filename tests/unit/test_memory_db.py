@@ -17,9 +17,9 @@ from robot_mcp_kit.store import (
     StoreUnreadable,
 )
 from robot_mcp_memory import db
-from robot_mcp_memory.docmodel import ProcessDoc
-from robot_mcp_memory.embedding import HashingEmbedder
+from robot_mcp_memory.documents import ProcessDoc
 from robot_mcp_memory.fleet import FleetRegistry
+from robot_mcp_memory.search import HashingEmbedder
 from robot_mcp_memory.store import ProcessStore
 
 

@@ -10,15 +10,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from robot_mcp_memory.docmodel import (
-    FIELDS,
-    MAX_DOC_BYTES,
-    SLUG_PATTERN,
+from robot_mcp_memory._exceptions import (
     DocError,
     DocTooLarge,
+)
+from robot_mcp_memory.documents import (
+    FIELDS,
+    SLUG_PATTERN,
     ProcessDoc,
 )
-from robot_mcp_memory.limits import MAX_COUNT
+from robot_mcp_memory.limits import MAX_COUNT, MAX_DOC_BYTES
 
 # The example document of memory spec §3, comments and all.
 MAILROOM = (Path(__file__).resolve().parents[2] / "examples" / "mailroom.md").read_text(

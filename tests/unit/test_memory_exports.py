@@ -19,22 +19,29 @@ import pytest
 import robot_mcp_memory
 
 PUBLIC_MODULES = (
-    "app",
     "db",
-    "docmodel",
-    "embedding",
-    "fleet",
+    "documents.model",
+    "documents.rows",
+    "fleet.validation",
+    "http.app",
+    "http.auth",
     "limits",
     "logs",
     "params",
     "policy",
-    "search",
+    "ports",
     "server",
+    "services",
     "settings",
-    "store",
-    "tenancy",
-    "vectors",
+    "tenant",
+    "tools.fleet",
+    "tools.lessons",
+    "tools.processes",
 )
+"""Modules without a leading underscore: each ``__all__`` lists what the module defines."""
+
+PACKAGES = ("documents", "fleet", "http", "search", "store", "tools")
+"""Subpackages: each ``__init__`` re-exports its private modules' public names."""
 
 _CONSTANT = re.compile(r"[A-Z0-9_]+")
 
@@ -124,22 +131,34 @@ def test_errors_share_one_base_and_keep_their_builtins() -> None:
         assert issubclass(error, builtin)
 
 
-def test_errors_are_reexported_where_they_always_were() -> None:
-    """Import paths from before the exceptions module keep working."""
-    from robot_mcp_memory import _exceptions, docmodel, embedding, fleet, settings, store
+@pytest.mark.parametrize("module_name", PUBLIC_MODULES)
+def test_module_all_names_only_what_it_defines(module_name: str) -> None:
+    """A public module re-exports nothing: every name in its __all__ is defined there
+    (a class or function by its __module__, anything else by not being imported)."""
+    module = _module(module_name)
+    source = inspect.getsource(module)
+    foreign = []
+    for name in module.__all__:
+        value = getattr(module, name)
+        home = getattr(value, "__module__", None)
+        imported = (inspect.isclass(value) or inspect.isfunction(value)) and (
+            home != module.__name__
+        )
+        if imported or not re.search(rf"^(class |def |async def )?{name}\b", source, re.M):
+            foreign.append(name)
+    assert foreign == []
 
-    assert docmodel.DocError is _exceptions.DocError
-    assert docmodel.DocTooLarge is _exceptions.DocTooLarge
-    assert fleet.FleetError is _exceptions.FleetError
-    assert store.DamagedRow is _exceptions.DamagedRow
-    assert settings.SettingsError is _exceptions.SettingsError
-    assert embedding.EmbedderUnavailable is _exceptions.EmbedderUnavailable
-    assert importlib.import_module("robot_mcp_memory.tenancy").TokenMapError is (
-        _exceptions.TokenMapError
-    )
-    assert importlib.import_module("robot_mcp_memory.policy").ToolFailure is (
-        _exceptions.ToolFailure
-    )
-    assert importlib.import_module("robot_mcp_memory.server").ToolFailure is (
-        _exceptions.ToolFailure
-    )
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_package_all_is_sorted_and_importable(package: str) -> None:
+    """A subpackage's __all__ is sorted, unique and importable."""
+    module = _module(package)
+    names = list(module.__all__)
+    assert names == sorted(names, key=_isort_key)
+    assert len(names) == len(set(names))
+    assert [n for n in names if not hasattr(module, n)] == []
+
+
+def test_root_surface_is_small() -> None:
+    """The package root offers the server, its settings, the services and the errors."""
+    assert len(robot_mcp_memory.__all__) <= 20

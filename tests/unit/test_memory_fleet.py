@@ -15,15 +15,19 @@ from hypothesis import strategies as st
 
 from robot_mcp_kit.store import SqliteStore
 from robot_mcp_memory import db
+from robot_mcp_memory._exceptions import FleetError
 from robot_mcp_memory.fleet import (
-    ID_PATTERN,
-    MAX_JSON_BYTES,
-    FleetError,
     FleetRegistry,
     Group,
     Robot,
+)
+from robot_mcp_memory.fleet.validation import (
     check_id,
     check_json_object,
+)
+from robot_mcp_memory.limits import (
+    ID_PATTERN,
+    MAX_JSON_BYTES,
 )
 
 T0 = datetime(2026, 7, 1, 12, 0, tzinfo=UTC)

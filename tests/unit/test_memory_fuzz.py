@@ -17,8 +17,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from robot_mcp_memory.docmodel import FIELDS
-from robot_mcp_memory.server import StoreHolder, build_server
+from robot_mcp_memory.documents import FIELDS
+from robot_mcp_memory.server import build_server
+from robot_mcp_memory.services import StoreHolder
 from robot_mcp_memory.settings import Settings
 
 _LIMIT_INTS = st.sampled_from(
@@ -91,7 +92,7 @@ def server(tmp_path_factory):
 def _call(server, tool: str, **args: Any) -> dict[str, Any]:
     async def run() -> dict[str, Any]:
         result = await server.call_tool(tool, args)
-        content = result[0] if isinstance(result, tuple) else result
+        content = result[0] if isinstance(result, tuple) else getattr(result, "content", result)
         return json.loads(content[0].text)  # type: ignore[no-any-return]
 
     return anyio.run(run)

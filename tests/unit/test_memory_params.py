@@ -13,8 +13,10 @@ from hypothesis import strategies as st
 
 from robot_mcp_kit.store import SqliteStore
 from robot_mcp_memory import db
-from robot_mcp_memory.fleet import FleetError, FleetRegistry
-from robot_mcp_memory.params import MAX_NOTE_BYTES, ScopedParams
+from robot_mcp_memory._exceptions import FleetError
+from robot_mcp_memory.fleet import FleetRegistry
+from robot_mcp_memory.limits import MAX_LESSON_NOTE_BYTES
+from robot_mcp_memory.params import ScopedParams
 
 
 @pytest.fixture
@@ -212,7 +214,7 @@ class TestRecord:
     @pytest.mark.parametrize(
         ("note", "needle"),
         [
-            ("x" * (MAX_NOTE_BYTES + 1), "at most 1024"),
+            ("x" * (MAX_LESSON_NOTE_BYTES + 1), "at most 1024"),
             ("é" * 513, "1026 bytes long"),
             ("bell\x07", "control characters"),
             ("\ud800", "control characters"),
@@ -225,7 +227,7 @@ class TestRecord:
             on.record("a1", "grasp", {"x": 1}, note=note)
         assert (info.value.code, info.value.field) == ("invalid", "note")
         assert needle in str(info.value)
-        assert on.record("a1", "grasp", {"x": 1}, note="x" * MAX_NOTE_BYTES)["recorded"]
+        assert on.record("a1", "grasp", {"x": 1}, note="x" * MAX_LESSON_NOTE_BYTES)["recorded"]
 
     def test_regrouping_moves_where_the_next_lesson_goes(
         self, fleet: FleetRegistry, on: ScopedParams

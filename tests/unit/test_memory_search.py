@@ -4,42 +4,73 @@ visibility of the semantic path, MEMORY_SEARCH and the missing-model fallback.""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import sqlite3
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
-import structlog
 from mcp.shared.memory import create_connected_server_and_client_session
 
 from robot_mcp_kit import reliability
-from robot_mcp_memory import server as server_module
+from robot_mcp_memory import services
+from robot_mcp_memory._exceptions import EmbedderUnavailable, SettingsError
 from robot_mcp_memory.db import open_index
-from robot_mcp_memory.docmodel import ProcessDoc
-from robot_mcp_memory.embedding import (
-    DEFAULT_MODEL,
-    EmbedderUnavailable,
-    FunctionEmbedder,
-    HashingEmbedder,
-    load_default_embedder,
-    normalise,
-)
+from robot_mcp_memory.documents import ProcessDoc
 from robot_mcp_memory.search import (
     ACTION_WORDS,
+    DEFAULT_MODEL,
     MAX_REPAIRED_WORDS,
     RELIABILITY_SQL,
     STOPWORDS,
+    FunctionEmbedder,
+    HashingEmbedder,
     ProcessSearch,
+    VectorIndex,
+    from_blob,
+    load_default_embedder,
+    normalise,
     search_terms,
+    to_blob,
 )
 from robot_mcp_memory.server import build_server
-from robot_mcp_memory.settings import SearchMode, Settings, SettingsError, load_settings
+from robot_mcp_memory.settings import (
+    SearchMode,
+    Settings,
+    load_settings,
+)
 from robot_mcp_memory.store import ProcessStore
-from robot_mcp_memory.vectors import VectorIndex, from_blob, to_blob
+
+_RECORD_KEYS = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
+
+
+@contextmanager
+def capture_logs() -> Iterator[list[dict[str, Any]]]:
+    """The kit logger's events logged inside the block, each as ``{"event": ..., **fields}``
+    (the shape structlog's ``capture_logs`` gives), read from the stdlib records."""
+    events: list[dict[str, Any]] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if isinstance(getattr(record, "event", None), str):
+                fields = {k: v for k, v in vars(record).items() if k not in _RECORD_KEYS}
+                events.append({**fields, "log_level": record.levelname.lower()})
+
+    root = logging.getLogger()
+    handler, level = Collect(logging.DEBUG), root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    try:
+        yield events
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
 
 
 def make_doc(id: str, title: str, body: str = "## Steps\n1. do it\n", **fields) -> ProcessDoc:
@@ -357,8 +388,10 @@ async def find(settings: Settings, query: str) -> dict:
 
 class TestServerModes:
     @pytest.fixture(autouse=True)
-    def _fresh_model_cache(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        monkeypatch.setattr(server_module, "_default_model", [])
+    def _fresh_model_cache(self) -> Iterator[None]:
+        services.default_embedder.cache_clear()
+        yield
+        services.default_embedder.cache_clear()
 
     async def test_hybrid_is_the_default(self, tmp_path: Path) -> None:
         """A default server answers with a semantic component, the right process first."""
@@ -376,7 +409,7 @@ class TestServerModes:
         def boom() -> None:
             raise AssertionError("the model was loaded in lexical mode")
 
-        monkeypatch.setattr(server_module, "load_default_embedder", boom)
+        monkeypatch.setattr(services, "load_default_embedder", boom)
         out = await find(Settings(data_dir=tmp_path, search="lexical"), "turn on the light")
         first = out["processes"][0]
         assert first["id"] == "light-on"
@@ -388,7 +421,7 @@ class TestServerModes:
     ) -> None:
         """No wordllama: one search_lexical_only warning for two servers, lexical answers."""
         monkeypatch.setitem(sys.modules, "wordllama", None)
-        with structlog.testing.capture_logs() as logs:
+        with capture_logs() as logs:
             out = await find(Settings(data_dir=tmp_path), "turn on the light")
             again = await find(Settings(data_dir=tmp_path / "b"), "turn off the light")
         assert out["processes"][0]["id"] == "light-on"

@@ -12,9 +12,8 @@ from types import ModuleType
 import pytest
 
 from robot_mcp_memory.db import open_index
-from robot_mcp_memory.docmodel import ProcessDoc
-from robot_mcp_memory.embedding import load_default_embedder
-from robot_mcp_memory.search import ProcessSearch
+from robot_mcp_memory.documents import ProcessDoc
+from robot_mcp_memory.search import ProcessSearch, load_default_embedder
 from robot_mcp_memory.store import ProcessStore
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "retrieval"

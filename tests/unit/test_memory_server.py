@@ -3,24 +3,57 @@
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import structlog
 from mcp.shared.memory import create_connected_server_and_client_session
-from structlog.testing import capture_logs
 
 from robot_mcp_memory.limits import MAX_DOC_BYTES
 from robot_mcp_memory.server import (
     INSTRUCTIONS,
-    Memory,
-    StoreHolder,
     build_server,
 )
+from robot_mcp_memory.services import (
+    Memory,
+    StoreHolder,
+)
 from robot_mcp_memory.settings import Settings
-from robot_mcp_memory.tenancy import Tenant, current_tenant
+from robot_mcp_memory.tenant import (
+    Tenant,
+    current_tenant,
+)
+
+_RECORD_KEYS = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
+
+
+@contextmanager
+def capture_logs() -> Iterator[list[dict[str, Any]]]:
+    """The kit logger's events logged inside the block, each as ``{"event": ..., **fields}``
+    (the shape structlog's ``capture_logs`` gives), read from the stdlib records."""
+    events: list[dict[str, Any]] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if isinstance(getattr(record, "event", None), str):
+                fields = {k: v for k, v in vars(record).items() if k not in _RECORD_KEYS}
+                events.append({**fields, "log_level": record.levelname.lower()})
+
+    root = logging.getLogger()
+    handler, level = Collect(logging.DEBUG), root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    try:
+        yield events
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+
 
 MAILROOM = (Path(__file__).resolve().parents[2] / "examples" / "mailroom.md").read_text(
     encoding="utf-8"

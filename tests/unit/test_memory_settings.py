@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from robot_mcp_memory.settings import ENV_VARS, Settings, SettingsError, Transport, load_settings
+from robot_mcp_memory._exceptions import SettingsError
+from robot_mcp_memory.settings import (
+    ENV_VARS,
+    Settings,
+    Transport,
+    load_settings,
+)
 
 
 @pytest.fixture(autouse=True)

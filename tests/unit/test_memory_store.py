@@ -11,16 +11,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from robot_mcp_memory._exceptions import DocTooLarge
 from robot_mcp_memory.db import open_index
-from robot_mcp_memory.docmodel import DocTooLarge, ProcessDoc
-from robot_mcp_memory.limits import MAX_QUERY_BYTES
-from robot_mcp_memory.store import (
-    MAX_K,
+from robot_mcp_memory.documents import ProcessDoc
+from robot_mcp_memory.limits import MAX_K, MAX_QUERY_BYTES
+from robot_mcp_memory.search import (
     MAX_TERMS,
-    ProcessStore,
-    append_outcome,
     search_terms,
     truncate_query,
+)
+from robot_mcp_memory.store import (
+    ProcessStore,
+    append_outcome,
 )
 
 MAILROOM = (Path(__file__).resolve().parents[2] / "examples" / "mailroom.md").read_text(

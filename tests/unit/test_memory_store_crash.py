@@ -18,7 +18,7 @@ CHILD = textwrap.dedent(
     """
     import sys
     from robot_mcp_memory.db import open_index
-    from robot_mcp_memory.docmodel import ProcessDoc
+    from robot_mcp_memory.documents import ProcessDoc
     from robot_mcp_memory.store import ProcessStore
 
     store = ProcessStore(open_index(sys.argv[1]))

@@ -6,13 +6,15 @@ import json
 
 import pytest
 
-from robot_mcp_memory.tenancy import (
+from robot_mcp_memory._exceptions import TokenMapError
+from robot_mcp_memory.http.auth import (
+    TenantAuthMiddleware,
+    TokenAuth,
+)
+from robot_mcp_memory.tenant import (
     ADMIN,
     TENANT_SCOPE_KEY,
     Tenant,
-    TenantAuthMiddleware,
-    TokenAuth,
-    TokenMapError,
     current_tenant,
     parse_robot_tokens,
 )

@@ -44,9 +44,14 @@ from hypothesis import Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from robot_mcp_memory.server import StoreHolder, build_server
+from robot_mcp_memory.server import build_server
+from robot_mcp_memory.services import StoreHolder
 from robot_mcp_memory.settings import Settings
-from robot_mcp_memory.tenancy import ADMIN, Tenant, current_tenant
+from robot_mcp_memory.tenant import (
+    ADMIN,
+    Tenant,
+    current_tenant,
+)
 
 ROBOTS = ("r1", "r2", "r3", "r4", "r5")
 GROUPS = ("g1", "g2")
@@ -75,7 +80,7 @@ def call_as(server: Any, tenant: Tenant | None, tool: str, args: dict[str, Any])
             result = await server.call_tool(tool, args)
         finally:
             current_tenant.reset(token)
-        content = result[0] if isinstance(result, tuple) else result
+        content = result[0] if isinstance(result, tuple) else getattr(result, "content", result)
         return json.loads(content[0].text)  # type: ignore[no-any-return]
 
     answer = anyio.run(go)

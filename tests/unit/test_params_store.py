@@ -7,7 +7,14 @@ import sqlite3
 import pytest
 
 import robot_mcp_kit.params as params_mod
-from robot_mcp_kit.params import MemoryBackend, ParamStore, SqliteBackend, lesson_key
+from robot_mcp_kit.params import (
+    Lesson,
+    LessonNotFound,
+    MemoryBackend,
+    ParamStore,
+    SqliteBackend,
+    lesson_key,
+)
 
 
 @pytest.fixture(params=["sqlite", "memory"])
@@ -207,3 +214,46 @@ def test_v1_lessons_file_migrates_and_keeps_its_lessons(tmp_path):
         assert version.fetchone()[0] == "2"
     finally:
         conn.close()
+
+
+class TestBackendUpdate:
+    """The backends' one write: ``update(scope, key, place, rule)``."""
+
+    def test_rule_sees_the_current_lesson_and_its_result_is_stored(self, backend):
+        """The rule gets None, then what it stored last; ``get`` returns its result."""
+        seen = []
+
+        def bump(old):
+            seen.append(old)
+            count = 0 if old is None else old.success_count + 1
+            return Lesson("group:a", "k", {"n": count}, success_count=count, place="p")
+
+        backend.update("group:a", "k", "p", bump)
+        stored = backend.update("group:a", "k", "p", bump)
+        assert seen[0] is None
+        assert seen[-1] is not None
+        assert seen[-1].success_count == 0
+        assert backend.get("group:a", "k", "p") == stored
+        assert stored.success_count == 1
+
+    def test_a_refusing_rule_stores_nothing(self, backend):
+        """If the rule raises, the error propagates and nothing is stored."""
+
+        def refuse(old):
+            raise LessonNotFound("no")
+
+        with pytest.raises(LessonNotFound):
+            backend.update("group:a", "k", None, refuse)
+        assert backend.lessons() == []
+        assert backend.scopes() == []
+
+    def test_sqlite_refused_first_write_creates_no_file(self, tmp_path):
+        path = tmp_path / "lessons.db"
+        backend = SqliteBackend(path)
+
+        def refuse(old):
+            raise LessonNotFound("no")
+
+        with pytest.raises(LessonNotFound):
+            backend.update("group:a", "k", None, refuse)
+        assert not path.exists()

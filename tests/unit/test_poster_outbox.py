@@ -118,7 +118,8 @@ class TestOutbox:
         await poster.post(event(1))
         await wait_until(lambda: len(down.seen) >= 1)
         await poster.aclose()
-        assert poster.outbox is None
+        assert poster.outbox_path is None
+        assert poster.journal is None
         assert (poster.stats.dropped, poster.stats.kept) == (1, 0)
         assert list(tmp_path.iterdir()) == []
 
@@ -127,9 +128,10 @@ class TestOutbox:
         monkeypatch.setenv("RVC_OUTBOX", str(tmp_path / "env.db"))
         on = EventPoster("navigation", URL, SECRET)
         off = EventPoster("navigation", URL, SECRET, outbox=False)
-        assert on.outbox is not None
-        assert on.outbox.path == tmp_path / "env.db"
-        assert off.outbox is None
+        assert on.outbox_path == tmp_path / "env.db"
+        assert on.journal is not None
+        assert on.journal.path == tmp_path / "env.db"
+        assert off.outbox_path is None
         await on.aclose()
         await off.aclose()
 
@@ -257,7 +259,8 @@ class TestTaskJournal:
         brain = Brain()
         poster = poster_on(path, brain)
         manager = TaskManager("navigation", poster)
-        assert manager.journal is poster.outbox
+        assert manager.journal is poster.journal
+        assert manager.journal is not None
         done = manager.start("navigate_to", _ok_body)
         running = manager.start("navigate_to", _task_body_forever)
         await wait_until(lambda: len([e for e in brain.acked if e["seq"] >= 3]) >= 2)
@@ -270,8 +273,7 @@ class TestTaskJournal:
         manager._closing = True  # the cancel above stands for the process dying
         await asyncio.sleep(0.05)
         last_seq = max(e["seq"] for e in brain.acked if e["task_id"] == running.task_id)
-        assert poster.outbox is not None
-        poster.outbox.close()
+        poster._backlog.close()
 
         brain2 = Brain()
         poster2 = poster_on(path, brain2)

@@ -13,9 +13,9 @@ Connections and threads (the contract callers rely on):
   killed (SIGKILL, OOM) — a test proves it — but the last commits before an OS crash or
   power loss may roll back; the file is never left corrupt.
 
-Opening (read-only inspection, creation, migration, the table check) lives in
-``_open.py``; this module is the open store: reads, transactions, hot writes, pruning and
-closing.
+Opening (read-only inspection, creation, migration, the table check) is the functions
+of ``_open.py``, which ``__init__`` calls in order; this module is the open store: reads,
+transactions, hot writes, pruning and closing.
 """
 
 from __future__ import annotations
@@ -37,8 +37,9 @@ from robot_mcp_kit._exceptions import (
 )
 from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.models import format_ts
+from robot_mcp_kit.store import _open
 from robot_mcp_kit.store._kinds import Kind, Table
-from robot_mcp_kit.store._open import VersionedFile, _q
+from robot_mcp_kit.store._open import quote as _q
 from robot_mcp_kit.store._schema import MigrationStep, Schema
 from robot_mcp_kit.store._writer import HotWriter, Params, StoreStats
 
@@ -47,7 +48,7 @@ __all__ = ["SqliteStore"]
 _log = get_logger("robot_mcp_kit.store")
 
 
-class SqliteStore(VersionedFile):
+class SqliteStore:
     """A SQLite file declared by a :class:`Schema`.
 
     Opens at construction: creates a missing file at ``schema.version``; migrates an older
@@ -83,7 +84,6 @@ class SqliteStore(VersionedFile):
     ) -> None:
         self.path = Path(path).absolute()
         self.schema = schema
-        self._migrations = dict(schema.migrations if migrations is None else migrations)
         self._busy_timeout_ms = busy_timeout_ms
         self._tables = schema.all_tables()
         self._closed = False
@@ -94,13 +94,21 @@ class SqliteStore(VersionedFile):
         self._readers_lock = threading.Lock()
 
         started = time.monotonic()
-        created, from_version = self._prepare_file()
-        self._conn = self._connect_rw()
+        created, from_version = _open.prepare_file(
+            self.path, schema, busy_timeout_ms=busy_timeout_ms
+        )
+        self._conn = _open.connect(self.path, busy_timeout_ms=busy_timeout_ms)
         try:
             if from_version < schema.version and not created:
-                self._migrate(from_version)
-            self._check_tables(self._conn)
-            counts = self._count(self._conn)
+                _open.migrate(
+                    self._conn,
+                    self.path,
+                    from_version=from_version,
+                    to_version=schema.version,
+                    steps=schema.migrations if migrations is None else migrations,
+                )
+            _open.check_tables(self._conn, self.path, schema)
+            counts = _open.count_rows(self._conn, self._tables)
         except BaseException:
             self._conn.close()
             raise
@@ -319,7 +327,7 @@ class SqliteStore(VersionedFile):
     def counts(self) -> dict[str, int]:
         """Rows per declared non-virtual table (committed rows only)."""
         self._ensure_open()
-        return self._count(self._reader())
+        return _open.count_rows(self._reader(), self._tables)
 
     # --- closing ---------------------------------------------------------------------
 

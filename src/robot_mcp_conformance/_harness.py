@@ -1,0 +1,251 @@
+"""The harness that starts tasks on the server under test and watches them through fake_rvc.
+
+Waiting never relies on a fixed sleep to make something happen: the harness waits on
+fake_rvc's recorder with deadlines. The only fixed waits are observation windows that
+prove an absence (nothing arrives after a terminal event, no ``task_failed`` and no
+further work after a cancel), and they are short.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import time
+from typing import TYPE_CHECKING, Any
+
+from robot_mcp_conformance._client import McpClient, ToolReply
+from robot_mcp_conformance._config import Config
+from robot_mcp_conformance._runs import (
+    CANCEL_STOP_S,
+    CANCEL_TASK,
+    GET_TASK,
+    CancelRun,
+    DeliveryRun,
+    TaskRun,
+)
+from robot_mcp_kit import TERMINAL_STATES, TaskState
+
+if TYPE_CHECKING:
+    from fake_rvc import Attempt, FakeRvcServer, ReceivedEvent
+
+__all__ = ["Harness"]
+
+QUIET_S = 0.4
+"""How long to keep listening after a terminal event, to catch anything sent after it."""
+CANCEL_WATCH_S = 1.5
+"""How long after the cancel reply the suite listens for the cancelled task's events."""
+SETTLE_S = 3.0
+"""How long after get_task reports a terminal state the terminal event may still take
+(covers the poster's first two retries, 0.5 s and 2 s)."""
+
+
+class Harness:
+    """Starts tasks on the server under test and watches them through fake_rvc.
+
+    Keeps the ids of every task it started, so it can cancel the ones still running
+    before a test that needs the server's event queue to itself.
+    """
+
+    def __init__(self, config: Config, client: McpClient, rvc: FakeRvcServer) -> None:
+        self.config = config
+        self.client = client
+        self.rvc = rvc
+        self.started: list[str] = []
+
+    # -- calls --------------------------------------------------------------------------
+
+    def call(self, tool: str, arguments: dict[str, Any] | None = None) -> ToolReply:
+        return self.client.call(tool, arguments)
+
+    def state_of(self, task_id: str) -> str | None:
+        """The state get_task reports, or None if it does not answer with a TaskInfo."""
+        reply = self.call(GET_TASK, {"task_id": task_id})
+        data = reply.data
+        if reply.answered and isinstance(data, dict) and isinstance(data.get("state"), str):
+            return str(data["state"])
+        return None
+
+    def start(self, arguments: dict[str, Any], label: str) -> TaskRun:
+        """Call the start tool with ``arguments``; return the run (not yet observed)."""
+        wall = time.time()
+        reply = self.call(self.config.start_tool, arguments)
+        data = reply.data
+        task_id = None
+        if reply.answered and isinstance(data, dict) and isinstance(data.get("task_id"), str):
+            task_id = data["task_id"]
+            self.started.append(task_id)
+        return TaskRun(label=label, start=reply, started_wall=wall, task_id=task_id)
+
+    # -- watching -----------------------------------------------------------------------
+
+    def events(self, task_id: str) -> list[ReceivedEvent]:
+        return self.rvc.state.events(task_id=task_id)
+
+    def attempts(self, task_id: str) -> list[Attempt]:
+        return [a for a in self.rvc.state.attempts() if a.task_id == task_id]
+
+    def _any_terminal(self, task_ids: tuple[str, ...], _recorder: object) -> bool | None:
+        return any(self._has_terminal(t) for t in task_ids) or None
+
+    def _has_terminal(self, task_id: str) -> bool:
+        timeline = self.rvc.state.timeline(task_id)
+        return timeline is not None and timeline.terminal is not None
+
+    def observe(
+        self,
+        run: TaskRun,
+        *,
+        timeout_s: float | None = None,
+        settle_s: float = SETTLE_S,
+        quiet_s: float = QUIET_S,
+    ) -> TaskRun:
+        """Wait for the run's terminal event, then listen ``quiet_s`` more; fill the run."""
+        self.observe_all([run], timeout_s=timeout_s, settle_s=settle_s, quiet_s=quiet_s)
+        return run
+
+    def observe_all(
+        self,
+        runs: list[TaskRun],
+        *,
+        timeout_s: float | None = None,
+        settle_s: float = SETTLE_S,
+        quiet_s: float = QUIET_S,
+    ) -> None:
+        """Wait for each run's terminal event, listen ``quiet_s`` more, fill the runs.
+
+        Gives up on a run when ``timeout_s`` passes, or ``settle_s`` after get_task first
+        reports a terminal state without the terminal event having arrived (it will not).
+        Runs that run side by side share the waiting and the one observation window.
+        """
+        recorder = self.rvc.state
+        timeout = timeout_s or self.config.task_timeout_s
+        deadline = time.monotonic() + timeout
+        pending = {run.task_id: run for run in runs if run.task_id is not None}
+        settled_since: dict[str, float] = {}
+        next_poll = 0.0
+        while True:
+            for task_id in [t for t in pending if self._has_terminal(t)]:
+                del pending[task_id]
+            if not pending:
+                break
+            now = time.monotonic()
+            if now >= deadline:
+                for run in pending.values():
+                    run.note = f"no terminal event within {timeout:g} s"
+                break
+            if now >= next_poll:
+                next_poll = now + 0.25
+                # fake_rvc rejects a POST every time (a bad signature stays bad), so once
+                # it has rejected one, waiting longer shows nothing new.
+                patience = 0.5 if self._rejections() else settle_s
+                for task_id, run in list(pending.items()):
+                    if self.state_of(task_id) not in TERMINAL_STATES:
+                        continue
+                    since = settled_since.setdefault(task_id, now)
+                    if now - since >= patience:
+                        run.note = (
+                            "get_task reported a terminal state but no terminal event "
+                            f"arrived within {patience:g} s"
+                        )
+                        del pending[task_id]
+                if not pending:
+                    break
+            with contextlib.suppress(TimeoutError):
+                recorder.wait_for(
+                    functools.partial(self._any_terminal, tuple(pending)),
+                    timeout_s=max(0.01, min(0.25, deadline - time.monotonic())),
+                )
+        # An observation window: anything sent after a terminal event shows up here.
+        time.sleep(quiet_s)
+        rejections = self._rejections()
+        for run in runs:
+            if run.task_id is None:
+                continue
+            run.events = self.events(run.task_id)
+            run.attempts = self.attempts(run.task_id)
+            run.final = self.call(GET_TASK, {"task_id": run.task_id})
+            run.rejections = rejections
+
+    def _rejections(self) -> dict[str, int]:
+        rejections: dict[str, int] = self.rvc.state.counters()["rejections"]
+        return rejections
+
+    def run(self, arguments: dict[str, Any], label: str, **observe: Any) -> TaskRun:
+        """Start a task and observe it to its end."""
+        return self.observe(self.start(arguments, label), **observe)
+
+    # -- scenarios ----------------------------------------------------------------------
+
+    def cancel_scenario(self) -> CancelRun:
+        """Start a long task, cancel it twice once it runs, listen, and read it back."""
+        run = self.start(self.config.long_args, "cancelled")
+        if run.task_id is None:
+            return CancelRun(run, None, None, None, None)
+        task_id = run.task_id
+        recorder = self.rvc.state
+        # The task surely runs once it has reported something (unless fake_rvc rejects
+        # the server's posts, and then no report will come).
+        with contextlib.suppress(TimeoutError):
+            recorder.wait_for(
+                lambda r: bool(r.events(task_id=task_id)) or bool(r.counters()["rejected"]),
+                timeout_s=3.0,
+            )
+        before = self.call(GET_TASK, {"task_id": task_id})
+        called = time.time()
+        first = self.call(CANCEL_TASK, {"task_id": task_id})
+        cancelled_wall = called + first.elapsed_s
+        second = self.call(CANCEL_TASK, {"task_id": task_id})
+        limit = cancelled_wall + CANCEL_STOP_S
+
+        def stamped_late(r: Any) -> bool:
+            return any(e.event.ts.timestamp() > limit for e in r.events(task_id=task_id))
+
+        # An observation window (CANCEL_WATCH_S after the cancel reply, bounded) for a
+        # terminal event after the cancel, or for work that goes on; it ends early once
+        # an event stamped after the limit has arrived.
+        watch = max(0.3, cancelled_wall + CANCEL_WATCH_S - time.time())
+        with contextlib.suppress(TimeoutError):
+            recorder.wait_for(stamped_late, timeout_s=min(watch, CANCEL_WATCH_S))
+        after = self.call(GET_TASK, {"task_id": task_id})
+        run.events = self.events(task_id)
+        run.attempts = self.attempts(task_id)
+        run.final = after
+        run.rejections = self._rejections()
+        return CancelRun(run, before, first, second, after, cancelled_wall)
+
+    def quiesce(self) -> None:
+        """Cancel every task this harness started that still runs, then flush events.
+
+        The flush is a barrier task: the contract's poster sends in FIFO order, so once
+        the barrier's terminal event has arrived, everything posted before it has too.
+        """
+        for task_id in list(self.started):
+            if self.state_of(task_id) == TaskState.RUNNING:
+                self.call(CANCEL_TASK, {"task_id": task_id})
+        self.run(self.config.start_args, "barrier")
+
+    def delivery_scenario(self) -> DeliveryRun:
+        """Answer the next POSTs 500, then drop the connection; run a task through it."""
+        self.quiesce()
+        recorder = self.rvc.state
+        name = self.config.server_name
+        seen = recorder.attempts()
+        first_n = (seen[-1].n if seen else 0) + 1
+        recorder.inject_fault(name, status=500, count=1)
+        recorder.inject_fault(name, drop=True, count=1)
+        run = self.start(self.config.start_args, "delivery")
+        # 0.5 s + 2 s of back-off before the first event gets through, then the rest.
+        self.observe(run, timeout_s=self.config.task_timeout_s + 10, settle_s=8.0)
+        faults_left = sum(f.remaining for f in recorder.faults() if f.server == name)
+        recorder.clear_faults(name)
+        since = [a for a in recorder.attempts() if a.n >= first_n]
+        # Only the delivery task's own attempts are judged: a post of another task that
+        # took a fault must not be blamed on (or credited to) this one.
+        own = [a for a in since if run.task_id is not None and a.task_id == run.task_id]
+        return DeliveryRun(
+            run=run,
+            attempts=own,
+            others=[a for a in since if a.n not in {o.n for o in own}],
+            faults=("500", "dropped connection"),
+            faults_left=faults_left,
+        )

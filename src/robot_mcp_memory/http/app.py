@@ -1,0 +1,151 @@
+"""Serving the memory server: the HTTP app (/healthz + the bearer gate) and the run loop.
+
+The HTTP transports use FastMCP's own Starlette apps (``sse_app()`` /
+``streamable_http_app()``) so its Host/Origin (DNS-rebinding) checks and, for streamable
+HTTP, the session manager's lifespan stay exactly as FastMCP wires them; this module adds
+the ``GET /healthz`` route to that app, puts :class:`JsonRpcBodyGuard` in front of the
+message endpoint (malformed JSON-RPC is a 400 with a JSON-RPC error, never the SDK's 500)
+and wraps it all in :class:`TenantAuthMiddleware` when a token is set. Uvicorn is
+started here rather than through ``FastMCP.run`` so that wrapping is possible, uvicorn logs
+through our structlog pipeline, and connections are limited (:mod:`._limits`: header
+timeout, connection cap, file-descriptor budget; docs/decisions/0006-http-limits.md).
+
+The store is opened by :func:`serve` *before* anything listens, so a corrupt ``index.db``
+surfaces as an exception the entry point turns into one line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import anyio
+import uvicorn
+from mcp.server.fastmcp import FastMCP
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp
+
+from robot_mcp_kit.log import get_logger
+from robot_mcp_memory.http._jsonrpc_guard import JsonRpcBodyGuard
+from robot_mcp_memory.http._limits import (
+    ACCEPT_BACKLOG,
+    ensure_fd_limit,
+    limited_h11_protocol,
+)
+from robot_mcp_memory.http.auth import (
+    TenantAuthMiddleware,
+    TokenAuth,
+)
+from robot_mcp_memory.server import build_server
+from robot_mcp_memory.services import StoreHolder
+from robot_mcp_memory.settings import (
+    Settings,
+    Transport,
+)
+
+__all__ = ["HEALTHZ_PATH", "build_http_app", "serve"]
+
+HEALTHZ_PATH = "/healthz"
+_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
+_log = get_logger("robot_mcp_memory.app")
+
+
+def build_http_app(settings: Settings, mcp: FastMCP, holder: StoreHolder) -> ASGIApp:
+    """The ASGI app of an HTTP transport: FastMCP's app + /healthz, gated when a token is set.
+
+    ``GET /healthz`` needs no token and answers ``{"status": "ok"}`` while the store is
+    open, 503 ``{"status": "unavailable"}`` otherwise. It says nothing countable and touches
+    no database (anyone who reaches the port may ask, whatever ``Host`` they name); the
+    document count is in the ``memory_server_starting`` log line (decision 0006).
+    """
+
+    async def healthz(_: Request) -> Response:
+        if holder.store is None:
+            return JSONResponse({"status": "unavailable"}, status_code=503)
+        return JSONResponse({"status": "ok"})
+
+    if settings.transport is Transport.SSE:
+        starlette_app = mcp.sse_app()
+        message_path = mcp.settings.message_path
+    elif settings.transport is Transport.STREAMABLE_HTTP:
+        starlette_app = mcp.streamable_http_app()  # its lifespan runs the session manager
+        message_path = mcp.settings.streamable_http_path
+    else:
+        raise ValueError(f"build_http_app: {settings.transport.value!r} is not an HTTP transport")
+    starlette_app.router.routes.append(
+        Route(HEALTHZ_PATH, healthz, methods=["GET"], include_in_schema=False)
+    )
+
+    app: ASGIApp = JsonRpcBodyGuard(
+        starlette_app, paths=[message_path], max_body_bytes=mcp.settings.max_request_body_size
+    )
+
+    robot_tokens = settings.robot_token_map
+    if settings.token is not None or robot_tokens:
+        admin = settings.token.get_secret_value() if settings.token is not None else None
+        app = TenantAuthMiddleware(
+            app,
+            TokenAuth.from_settings(admin, robot_tokens),
+            exempt_paths=frozenset({HEALTHZ_PATH}),
+            sse_path=mcp.settings.sse_path,
+            messages_path=mcp.settings.message_path,
+        )
+    return app
+
+
+def serve(settings: Settings) -> None:
+    """Open the store, serve ``settings.transport`` until stopped, then close the store.
+
+    Blocks. Store errors (``StoreUnreadable``, ``SchemaTooNew``…) are raised before
+    anything listens; closing flushes queued hot writes.
+    """
+    fd_raised = ensure_fd_limit(settings.max_connections) if settings.is_http else None
+    holder = StoreHolder.for_settings(settings)
+    store = holder.acquire()
+    try:
+        _log.info(
+            "memory_server_starting",
+            transport=settings.transport.value,
+            host=settings.host if settings.is_http else None,
+            port=settings.port if settings.is_http else None,
+            data_dir=str(settings.data_dir),
+            robot_id=settings.robot_id,
+            auth="bearer" if settings.token is not None else "none",
+            robot_tokens=len(settings.robot_token_map),
+            documents=store.count(),
+        )
+        if settings.is_http:
+            _log.info(
+                "http_limits",
+                max_connections=settings.max_connections,
+                header_timeout_s=settings.header_timeout_s,
+                fd_soft_limit_raised=list(fd_raised) if fd_raised else None,
+            )
+        if settings.is_http and settings.token is None and settings.host not in _LOOPBACK:
+            _log.warning(
+                "serving_without_auth",
+                host=settings.host,
+                detail="MEMORY_TOKEN is unset and the server binds a non-loopback address",
+            )
+        mcp = build_server(settings, holder=holder)
+        if settings.transport is Transport.STDIO:
+            anyio.run(mcp.run_stdio_async)
+        else:
+            config = uvicorn.Config(
+                build_http_app(settings, mcp, holder),
+                host=settings.host,
+                port=settings.port,
+                log_config=None,  # keep our structlog handler on the root logger
+                lifespan="on",
+                timeout_graceful_shutdown=5,  # open SSE streams must not block a SIGTERM
+                server_header=False,
+                # Header timeout + connection cap; not uvicorn's limit_concurrency, which
+                # counts half-open connections and would 503 real requests (0006).
+                http=limited_h11_protocol(settings.max_connections, settings.header_timeout_s),
+                ws="none",  # no websocket routes; an upgrade is answered as plain HTTP
+                backlog=ACCEPT_BACKLOG,  # also the size of one accept batch: in the fd budget
+            )
+            uvicorn.Server(config).run()
+    finally:
+        holder.release()
+        _log.info("memory_server_stopped")

@@ -1,0 +1,278 @@
+"""Finding the right process: robot-aware words, typo repair, bm25 fused with cosine.
+
+Issue 11, decision 0011. :class:`ProcessSearch` answers :meth:`ProcessStore.find
+<robot_mcp_memory.store.ProcessStore.find>`. The words a query is searched by are
+:mod:`._words`' (robot-aware stopwords, joined pairs, quoted terms), the repair of
+misspelt words :mod:`._typos`'s. This module ranks.
+
+**Lexical ranking** (no embedder, or ``MEMORY_SEARCH=lexical``): in SQL over every match::
+
+    score = relevance * (s + 1) / (s + f + 2)      relevance = -bm25(processes_fts, weights)
+    ORDER BY score DESC LIMIT k
+
+with column weights :data:`BM25_WEIGHTS` (title, task pattern, tags, body).
+
+**Hybrid ranking** (an embedder): the :data:`LEXICAL_POOL` best visible matches by bm25 and
+the :data:`SEMANTIC_POOL` best visible documents by cosine (the better of a document's
+title+task_pattern+tags vector and its whole-document vector) are fused, per query::
+
+    fused = SEMANTIC_WEIGHT * (cos - cos_min) / (cos_max - cos_min)
+            + (1 - SEMANTIC_WEIGHT) * relevance / relevance_max
+    score = fused * reliability
+
+(``cos_min``/``cos_max`` over every visible document; a document outside the lexical pool
+counts relevance 0). A document with no lexical match takes part only with a cosine of at
+least :data:`SEMANTIC_FLOOR`, so a query about nothing stored still finds nothing.
+Visibility: the vector index only preselects; the rows are read through the same SQL
+filter as the lexical path (:func:`robot_mcp_memory.documents.rows.scope_sql`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from robot_mcp_kit.store import SqliteStore
+from robot_mcp_memory.documents import ProcessDoc
+from robot_mcp_memory.documents.rows import (
+    COLUMNS,
+    readable,
+    scope_sql,
+)
+from robot_mcp_memory.limits import (
+    MAX_K,
+    clamp,
+)
+from robot_mcp_memory.search._typos import (
+    REPAIR_WEIGHT,
+    TypoRepair,
+)
+from robot_mcp_memory.search._words import (
+    content_words,
+    match_expression,
+    search_terms,
+    truncate_query,
+)
+
+if TYPE_CHECKING:
+    from robot_mcp_memory.search._embedding import Embedder
+    from robot_mcp_memory.search._vectors import VectorIndex
+
+__all__ = [
+    "BM25_WEIGHTS",
+    "LEXICAL_POOL",
+    "RELIABILITY_SQL",
+    "SEMANTIC_FLOOR",
+    "SEMANTIC_POOL",
+    "SEMANTIC_WEIGHT",
+    "Found",
+    "ProcessSearch",
+]
+
+BM25_WEIGHTS = (0.0, 4.0, 3.0, 2.0, 1.0)
+"""bm25 weights of ``processes_fts``'s columns: id (unindexed), title, task_pattern, tags, body."""
+
+SEMANTIC_WEIGHT = 0.7
+"""The cosine's share of the fused score; bm25 has the rest (chosen in decision 0011)."""
+
+SEMANTIC_FLOOR = 0.25
+"""Least cosine for a document with no lexical match to be returned at all."""
+
+LEXICAL_POOL = 100
+"""How many bm25 matches the hybrid fuses (the best, by relevance)."""
+
+SEMANTIC_POOL = 100
+"""How many documents by cosine the hybrid fuses (the best, visible ones)."""
+
+RELIABILITY_SQL = "(p.success_count + 1.0) / (p.success_count + p.failure_count + 2.0)"
+""":func:`robot_mcp_kit.reliability` as SQL over ``processes AS p``: the same Laplace-smoothed
+success rate, computed in the query so ranking and the top-k cut stay in SQLite. The one
+SQL copy of the formula; ``tests/unit/test_memory_search.py`` checks it against the
+function."""
+
+
+@dataclass(frozen=True)
+class Found:
+    """One search result.
+
+    ``bm25`` is the positive lexical relevance (``-bm25()``, higher is better; 0 when the
+    document matched no word), ``semantic`` the cosine of the query with the document (the
+    better of its two vectors; None when search is lexical), ``reliability`` the
+    Laplace-smoothed success rate and ``score`` what results are ranked by:
+    ``bm25 * reliability`` (lexical) or the fused relevance ``* reliability`` (hybrid).
+    """
+
+    doc: ProcessDoc
+    score: float
+    bm25: float
+    reliability: float
+    semantic: float | None = None
+
+
+def _matches_sql(repaired: bool) -> str:
+    weights = ", ".join(repr(float(w)) for w in BM25_WEIGHTS)
+    exact = (
+        f"SELECT rowid AS rid, -bm25(processes_fts, {weights}) AS relevance "  # noqa: S608
+        "FROM processes_fts WHERE processes_fts MATCH ?"
+    )
+    if not repaired:
+        return exact
+    return (
+        f"SELECT rid, sum(relevance) AS relevance FROM ({exact} UNION ALL "  # noqa: S608
+        f"SELECT rowid AS rid, {REPAIR_WEIGHT!r} * -bm25(processes_fts, {weights}) "
+        "FROM processes_fts WHERE processes_fts MATCH ?) GROUP BY rid"
+    )
+
+
+class ProcessSearch:
+    """The search side of a :class:`~robot_mcp_memory.store.ProcessStore`.
+
+    Args:
+        store: the kit store of ``index.db``.
+        embedder, vectors: both or neither; with them, :meth:`find` is hybrid.
+    """
+
+    def __init__(
+        self,
+        store: SqliteStore,
+        *,
+        embedder: Embedder | None = None,
+        vectors: VectorIndex | None = None,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.vectors = vectors
+        self.typos = TypoRepair(store)
+
+    @property
+    def mode(self) -> str:
+        """``"hybrid"`` with an embedder, else ``"lexical"``."""
+        return "lexical" if self.embedder is None or self.vectors is None else "hybrid"
+
+    def find(self, query: str, k: int = 3, *, robots: Collection[str] | None = None) -> list[Found]:
+        """See :meth:`robot_mcp_memory.store.ProcessStore.find`."""
+        text = truncate_query(query)[0]
+        terms = search_terms(text)
+        if not terms:
+            return []
+        repaired = self.typos.repair(list(dict.fromkeys(content_words(text))))
+        params: list[Any] = [match_expression(terms)]
+        if repaired:
+            params.append(match_expression(repaired))
+        k = clamp(k, 1, MAX_K)
+        if self.embedder is None or self.vectors is None:
+            return self._lexical(params, bool(repaired), k, robots)
+        return self._hybrid(text, params, bool(repaired), k, robots)
+
+    def _lexical(
+        self, params: list[Any], repaired: bool, k: int, robots: Collection[str] | None
+    ) -> list[Found]:
+        where, scope_params = scope_sql(robots, "p.")
+        # Two steps: score every match joining the index to the rows by rowid (the index
+        # row shares its document row's rowid), keep the top k by score, and only then
+        # read those k rows in full. Reading the fts `id` column, or carrying bodies
+        # through the sort, for every match would cost more than the search itself.
+        sql = (
+            f"SELECT {', '.join('p.' + c for c in COLUMNS.split(', '))}, "  # noqa: S608
+            "  top.relevance, top.reliability, top.score "
+            "FROM ("
+            "  SELECT m.rid, m.relevance, "
+            f"   {RELIABILITY_SQL} AS reliability, m.relevance * {RELIABILITY_SQL} AS score "
+            f"  FROM ({_matches_sql(repaired)}) AS m JOIN processes AS p ON p.rowid = m.rid "
+            f"  {'WHERE ' + where if where else ''} "
+            "  ORDER BY score DESC, m.rid LIMIT ?"
+            ") AS top JOIN processes AS p ON p.rowid = top.rid "
+            "ORDER BY top.score DESC, top.rid"
+        )
+        rows = self.store.query(sql, (*params, *scope_params, k))
+        found = []
+        for row in rows:
+            doc = readable(row)
+            if doc is not None:
+                found.append(
+                    Found(
+                        doc=doc,
+                        score=float(row["score"]),
+                        bm25=float(row["relevance"]),
+                        reliability=float(row["reliability"]),
+                    )
+                )
+        return found
+
+    def _hybrid(
+        self,
+        text: str,
+        params: list[Any],
+        repaired: bool,
+        k: int,
+        robots: Collection[str] | None,
+    ) -> list[Found]:
+        assert self.embedder is not None
+        assert self.vectors is not None
+        where, scope_params = scope_sql(robots, "p.")
+        lexical = self.store.query(
+            f"SELECT m.rid, m.relevance, {RELIABILITY_SQL} AS reliability "  # noqa: S608
+            f"FROM ({_matches_sql(repaired)}) AS m "
+            f"JOIN processes AS p ON p.rowid = m.rid {'WHERE ' + where if where else ''} "
+            "ORDER BY m.relevance DESC, m.rid LIMIT ?",
+            (*params, *scope_params, LEXICAL_POOL),
+        )
+        relevance = {int(r["rid"]): float(r["relevance"]) for r in lexical}
+        reliability = {int(r["rid"]): float(r["reliability"]) for r in lexical}
+        top_relevance = max(relevance.values(), default=0.0)
+        query_vector = self.embedder.embed([text])[0]
+        rowids, cosines, low, high = self.vectors.score(query_vector, robots, SEMANTIC_POOL)
+        cosine = dict(zip(rowids.tolist(), cosines.tolist(), strict=True))
+        for rowid, value in self.vectors.cosines(
+            [r for r in relevance if r not in cosine], query_vector
+        ).items():
+            cosine[rowid] = value
+        pool = set(relevance) | {r for r, c in cosine.items() if c >= SEMANTIC_FLOOR}
+        if not pool:
+            return []
+        span = high - low
+        fused: dict[int, float] = {}
+        for rowid in pool:
+            cos_part = (cosine.get(rowid, low) - low) / span if span > 0 else 1.0
+            lex_part = relevance.get(rowid, 0.0) / top_relevance if top_relevance > 0 else 0.0
+            fused[rowid] = SEMANTIC_WEIGHT * cos_part + (1 - SEMANTIC_WEIGHT) * lex_part
+        # The semantic candidates' reliability is read from the rows through the same
+        # visibility filter as every read (the vector index only preselected them).
+        unread = sorted(pool - reliability.keys())
+        if unread:
+            marks = ", ".join("?" for _ in unread)
+            for r in self.store.query(
+                f"SELECT p.rowid AS rid, {RELIABILITY_SQL} AS reliability "  # noqa: S608
+                f"FROM processes AS p WHERE p.rowid IN ({marks}) "
+                f"{'AND ' + where if where else ''}",
+                (*unread, *scope_params),
+            ):
+                reliability[int(r["rid"])] = float(r["reliability"])
+        visible = pool & reliability.keys()
+        ranked = sorted(visible, key=lambda r: (-fused[r] * reliability[r], r))[:k]
+        if not ranked:
+            return []
+        marks = ", ".join("?" for _ in ranked)
+        rows = self.store.query(
+            f"SELECT p.rowid AS rid, {', '.join('p.' + c for c in COLUMNS.split(', '))} "  # noqa: S608
+            f"FROM processes AS p WHERE p.rowid IN ({marks}) {'AND ' + where if where else ''}",
+            (*ranked, *scope_params),
+        )
+        by_rowid = {int(r["rid"]): r for r in rows}
+        found = []
+        for rowid in ranked:
+            row = by_rowid.get(rowid)
+            doc = None if row is None else readable(row)
+            if doc is None:
+                continue
+            found.append(
+                Found(
+                    doc=doc,
+                    score=fused[rowid] * reliability[rowid],
+                    bm25=relevance.get(rowid, 0.0),
+                    reliability=reliability[rowid],
+                    semantic=cosine.get(rowid),
+                )
+            )
+        return found

@@ -1,0 +1,308 @@
+"""ProcessStore: process documents as rows of ``index.db`` (memory spec §4, decision 0002).
+
+The row is the source of truth: a document's markdown is rendered from its row on the way
+out and nothing is ever written to a markdown file. Each document's row, its search
+index entry and its vectors are written in ONE cold transaction
+(:meth:`SqliteStore.transaction`), so they cannot disagree and a kill -9 leaves either the
+old or the new document. The cold writes are :mod:`._writes`'; the vectors
+:class:`~robot_mcp_memory.search.VectorTable`'s; this module holds the reads, the
+outcomes and the lifecycle.
+
+Which path a write takes follows its kind (DESIGN §4):
+
+- cold, on the caller's thread, never dropped: :meth:`ProcessStore.save`,
+  :meth:`~ProcessStore.delete`, :meth:`~ProcessStore.reindex`, and the note that
+  :meth:`~ProcessStore.record_outcome` appends to the body;
+- hot, on the kit's writer thread (``SqliteStore.enqueue``): the outcome counters and
+  ``last_used``, as *relative* updates (``n = n + 1``). A save never writes the counters of
+  an existing row, so the two paths never overwrite each other.
+
+With an embedder (decision 0011), each write also stores the document's two vectors in
+``processes_vectors`` in the same transaction, and keeps the in-memory
+:class:`~robot_mcp_memory.search.VectorIndex` in step after it commits; without one, a
+write drops the document's vectors, so they are recomputed when an embedder next opens
+the file (:meth:`ProcessStore.sync_vectors`).
+
+Search (:meth:`ProcessStore.find`) is :mod:`robot_mcp_memory.search`'s: robot-aware words,
+typo repair, bm25 ranked in SQL (lexical) or fused with the cosine (hybrid), x
+reliability. A query is never refused for its length: past 2 KiB it is searched by its
+first 2 KiB (:func:`truncate_query` says whether it was cut, DESIGN §5).
+
+Reads are tolerant of a damaged row: a counter or timestamp the document model
+would refuse (a REAL counter left by an overflow, a hand-edited date) is repaired on the
+way out and logged as ``process_row_repaired``; a row that cannot be read at all is left
+out of searches and lists (logged as ``process_row_damaged``) and raises
+:class:`DamagedRow` from :meth:`ProcessStore.get`. Nothing here ever fails a whole search
+because of one row, and :meth:`ProcessStore.delete` never reads the document, so any row
+can be deleted.
+
+All methods are thread-safe (the kit store is).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from robot_mcp_kit.log import get_logger
+from robot_mcp_kit.models import format_ts, utc_now
+from robot_mcp_kit.store import SqliteStore
+from robot_mcp_memory.documents import Owner, ProcessDoc
+from robot_mcp_memory.documents.rows import (
+    COLUMNS,
+    readable,
+    row_to_doc,
+    scope_sql,
+)
+from robot_mcp_memory.limits import (
+    MAX_COUNT,
+    MAX_LIMIT,
+    clamp,
+)
+from robot_mcp_memory.search import (
+    Found,
+    ProcessSearch,
+    VectorTable,
+)
+from robot_mcp_memory.store._writes import (
+    ProcessWriter,
+    Saved,
+    outcome_line,
+)
+
+if TYPE_CHECKING:
+    from robot_mcp_memory.search import Embedder
+
+__all__ = ["ProcessStore"]
+
+_log = get_logger("robot_mcp_memory.store")
+
+
+class ProcessStore:
+    """The process documents of one ``index.db`` (decision 0002).
+
+    Args:
+        store: the kit store opened on :data:`robot_mcp_memory.db.SCHEMA`
+            (:func:`robot_mcp_memory.db.open_index`). The ProcessStore owns it from here:
+            :meth:`close` closes it.
+        robot_id: written as a saved document's ``robot`` when the document says
+            ``unknown`` (the ``ROBOT_ID`` of the server).
+        clock: the time source (injected by tests).
+        embedder: with one, :meth:`find` is hybrid (bm25 fused with cosine, decision 0011)
+            and every write keeps the document's vectors beside its row; construction
+            then brings the stored vectors up to date (:meth:`sync_vectors`). Without
+            one, search is lexical and a write drops the document's stale vectors.
+    """
+
+    def __init__(
+        self,
+        store: SqliteStore,
+        *,
+        robot_id: str = "unknown",
+        clock: Callable[[], datetime] = utc_now,
+        embedder: Embedder | None = None,
+    ) -> None:
+        self.store = store
+        self._clock = clock
+        self._vector_table = VectorTable(store, embedder)
+        self.embedder = self._vector_table.embedder
+        self._vectors = self._vector_table.index
+        self._search = ProcessSearch(store, embedder=self.embedder, vectors=self._vectors)
+        self._writer = ProcessWriter(
+            store,
+            robot_id=robot_id,
+            clock=clock,
+            vectors=self._vector_table,
+            typos=self._search.typos,
+        )
+        if self.embedder is not None:
+            self.sync_vectors()
+
+    @property
+    def robot_id(self) -> str:
+        """The ``ROBOT_ID`` a saved document's ``robot: unknown`` becomes."""
+        return self._writer.robot_id
+
+    @property
+    def search_mode(self) -> str:
+        """``"hybrid"`` (bm25 fused with cosine) or ``"lexical"`` (bm25 alone)."""
+        return self._search.mode
+
+    # --- reads ---------------------------------------------------------------------
+
+    def get(self, id: str) -> ProcessDoc | None:
+        """The document with this id, or None. Sees committed rows (hot counter updates
+        still in the queue are not yet visible; ``store.flush()`` first if that matters)."""
+        row = self.store.query_one(
+            f"SELECT {COLUMNS} FROM processes WHERE id = ?",  # noqa: S608 - constant columns
+            (id,),
+        )
+        return None if row is None else row_to_doc(row)
+
+    def owner(self, id: str) -> Owner | None:
+        """Who the document ``id`` belongs to, or None; reads two columns, never the body.
+
+        For visibility checks: it works on a row too damaged to read as a document.
+        """
+        row = self.store.query_one("SELECT robot, shared FROM processes WHERE id = ?", (id,))
+        if row is None:
+            return None
+        return Owner(id=id, robot=str(row["robot"]), shared=bool(row["shared"]))
+
+    def find(self, query: str, k: int = 3, *, robots: Collection[str] | None = None) -> list[Found]:
+        """The ``k`` best documents for a natural-language ``query``, best first.
+
+        Words, typo repair and the lexical or hybrid ranking are
+        :mod:`robot_mcp_memory.search`'s. Never raises for the text of a query (operators,
+        quotes, emoji, control characters are all inert, any length is searched by its
+        first 2 KiB), and a damaged row is left out rather than failing the search.
+
+        Args:
+            query: any text.
+            k: clamped to ``1..MAX_K``.
+            robots: None for every document; otherwise only documents whose ``robot`` is
+                one of these, plus the ``shared`` ones (an empty collection: shared only).
+                Both signals obey it: the semantic one reads its rows through the same SQL
+                filter as the lexical one.
+        """
+        return self._search.find(query, k, robots=robots)
+
+    def list(
+        self, limit: int = 50, offset: int = 0, *, robots: Collection[str] | None = None
+    ) -> list[ProcessDoc]:
+        """Documents ordered by id; ``limit`` clamped to ``1..MAX_LIMIT``.
+
+        ``robots`` filters as in :meth:`find`. A damaged row is left out (logged).
+        """
+        where, scope_params = scope_sql(robots, "")
+        rows = self.store.query(
+            f"SELECT {COLUMNS} FROM processes "  # noqa: S608 - constant columns
+            f"{'WHERE ' + where if where else ''} ORDER BY id LIMIT ? OFFSET ?",
+            (*scope_params, clamp(limit, 1, MAX_LIMIT), max(0, int(offset))),
+        )
+        return [doc for doc in map(readable, rows) if doc is not None]
+
+    def count(self, *, robots: Collection[str] | None = None) -> int:
+        """How many documents there are (``robots`` filters as in :meth:`find`)."""
+        where, scope_params = scope_sql(robots, "")
+        row = self.store.query_one(
+            f"SELECT count(*) FROM processes {'WHERE ' + where if where else ''}",  # noqa: S608
+            scope_params,
+        )
+        return int(row[0]) if row is not None else 0
+
+    # --- cold writes (._writes) ---------------------------------------------------
+
+    def save(self, doc: ProcessDoc, *, guard: Callable[[Owner], None] | None = None) -> Saved:
+        """Insert or update a document; row and index in one transaction (cold).
+
+        Collision rules (memory spec §5): if a document with this id exists and comes from
+        the same teaching mission — equal ``source_mission_id``, or either one missing — it
+        is updated in place: content replaced, ``updated`` bumped, ``created``, the
+        counters and ``last_used`` kept. If it comes from a different mission, the document
+        goes to ``id-2``, then ``id-3``… (updating the first of those that is from its
+        mission). A new document keeps the counters and timestamps it carries (a copy
+        between deployments stays a copy); ``created`` defaults to now.
+
+        ``robot: unknown`` becomes this store's ``robot_id`` (on an update: the stored
+        robot, unless this store has a robot id).
+
+        ``guard``, when given, is called inside the save's transaction with the row it is
+        about to update (columns ``id``, ``robot``, ``shared``, ``source_mission_id``) — the
+        row the collision rule finally chose, not the id that was asked for — and may raise
+        to refuse the save; nothing is written then.
+
+        The size limit is the document model's (on the markdown the client sent, and on
+        the body), never on a re-rendered form the client did not write.
+
+        Raises:
+            DocError: ``reason="conflict"`` when ``id-2`` … ``id-1000`` are all taken.
+        """
+        return self._writer.save(doc, guard=guard)
+
+    def delete(self, id: str) -> bool:
+        """Remove the document, its index entry and its vectors in one transaction; False if
+        unknown. Never reads the document, so any row (even a damaged one) can be deleted."""
+        return self._writer.delete(id)
+
+    def reindex(self) -> int:
+        """Rebuild ``processes_fts`` (and, with an embedder, every document's vectors) from
+        the rows; return how many documents it indexed.
+
+        Flushes queued hot writes first, then deletes and refills the index in one
+        transaction; the vectors are then recomputed in batches (:meth:`sync_vectors`).
+        For a tokenizer, weight or model change — the index cannot drift from the rows,
+        since every write updates both in one transaction.
+        """
+        return self._writer.reindex()
+
+    def sync_vectors(self) -> int:
+        """Bring ``processes_vectors`` up to date with the rows and load it; return how many
+        documents were embedded.
+
+        Vectors of another model or dimension, and of deleted rows, are dropped; a row with
+        no vector of this embedder is embedded, a batch of rows per transaction (each batch
+        read and written inside its transaction, so a concurrent save is never overwritten
+        with a stale vector). Run at construction with an embedder and by :meth:`reindex`;
+        a no-op without an embedder.
+        """
+        return self._vector_table.sync()
+
+    # --- outcomes ------------------------------------------------------------------
+
+    def record_outcome(self, id: str, success: bool, note: str = "") -> ProcessDoc | None:
+        """Count one use of a process; None if the id is unknown.
+
+        The counter and ``last_used`` go through the hot path (``store.enqueue``: the
+        writer thread, never blocking the caller; dropped and counted if the queue is
+        full). A non-empty ``note`` is a cold write: one line
+        ``- <ts> success|failure: <note>`` (whitespace collapsed, cut to
+        :data:`MAX_NOTE_CHARS`) appended under ``## Outcome log`` — created at the end of
+        the body if missing — with the index entry, in one transaction. ``updated`` is not
+        bumped: an outcome is a record about the document, not an edit of it. A note that
+        would push the document over 256 KiB is not appended (logged).
+
+        Returns:
+            The document as it will be once the counter write lands (counters read before
+            the increment was queued, plus one).
+        """
+        row = self.store.query_one(
+            f"SELECT {COLUMNS} FROM processes WHERE id = ?",  # noqa: S608
+            (id,),
+        )
+        if row is None:
+            return None
+        when = self._clock()
+        stamp = format_ts(when)
+        column = "success_count" if success else "failure_count"
+        # Saturating: a counter stops at MAX_COUNT instead of overflowing SQLite's INTEGER
+        # into a REAL (and min() turns a REAL left by an older version back into one).
+        queued = self.store.enqueue(
+            f"UPDATE processes SET {column} = min({column} + 1, {MAX_COUNT}), "  # noqa: S608
+            "last_used = ? WHERE id = ?",
+            (stamp, id),
+        )
+        if not queued:
+            _log.warning("process_outcome_dropped", id=id, success=success)
+        doc = row_to_doc(row)
+        if note.strip():
+            body = self._writer.append_note(id, outcome_line(stamp, success, note))
+            if body is not None:
+                doc.body = body
+        if queued:
+            doc.last_used = when
+            if success:
+                doc.success_count = min(doc.success_count + 1, MAX_COUNT)
+            else:
+                doc.failure_count = min(doc.failure_count + 1, MAX_COUNT)
+        return doc
+
+    # --- lifecycle -----------------------------------------------------------------
+
+    def close(self) -> None:
+        """Write queued counters and close the underlying store. Idempotent."""
+        self.store.close()
+
+    def __repr__(self) -> str:
+        return f"<ProcessStore {str(self.store.path)!r} robot_id={self.robot_id!r}>"

@@ -1,0 +1,108 @@
+"""Settings of the whole run: how long a test may hang, and which tests share a worker.
+
+The suite runs on pytest-xdist workers (``-n auto --dist loadgroup`` in ``addopts``).
+
+Hang guards. Every test has a pytest-timeout limit (``timeout`` in ``pyproject.toml``, or
+its own ``timeout`` marker). A limit is a guard against a hang, not a speed check: each is
+several times what the test takes on a busy two-core machine. ``ROBOT_MCP_TEST_TIMEOUT_SCALE``
+(a positive number, default 1) multiplies every limit, for a machine slower still; the
+``timeout_scale`` fixture hands the same factor to a test that sets a wall-clock limit of
+its own (a child process's ``timeout=``, a wait for a server to answer).
+
+Worker groups. ``--dist loadgroup`` sends each test to whichever worker is free, except the
+tests that share an expensive fixture: a test that uses a module- or session-scoped fixture
+defined in this repository gets the ``xdist_group`` of the module or folder that defines it,
+so that fixture is built once, on one worker, and a module's tests that rely on running in
+order (the conformance suite runs its delivery tests first) keep that order.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+TIMEOUT_SCALE_ENV = "ROBOT_MCP_TEST_TIMEOUT_SCALE"
+
+
+def _timeout_scale() -> float:
+    raw = os.environ.get(TIMEOUT_SCALE_ENV, "").strip()
+    if not raw:
+        return 1.0
+    try:
+        value = float(raw)
+    except ValueError:
+        raise pytest.UsageError(f"{TIMEOUT_SCALE_ENV}={raw!r} is not a number") from None
+    if not value > 0:
+        raise pytest.UsageError(f"{TIMEOUT_SCALE_ENV}={raw!r} must be positive")
+    return value
+
+
+@pytest.fixture(scope="session")
+def timeout_scale() -> float:
+    """The factor ``ROBOT_MCP_TEST_TIMEOUT_SCALE`` puts on every hang guard (default 1)."""
+    return _timeout_scale()
+
+
+def _marker_timeout(marker: pytest.Mark) -> float | None:
+    value = marker.args[0] if marker.args else marker.kwargs.get("timeout")
+    return None if value is None else float(value)
+
+
+def _default_timeout(config: pytest.Config) -> float | None:
+    """The run's own limit: ``--timeout``, else ``PYTEST_TIMEOUT``, else the ini value."""
+    for value in (
+        config.getoption("timeout", None),
+        os.environ.get("PYTEST_TIMEOUT"),
+        config.getini("timeout"),
+    ):
+        if value not in (None, ""):
+            return float(value)
+    return None
+
+
+def _scale_timeouts(config: pytest.Config, items: list[pytest.Item]) -> None:
+    scale = _timeout_scale()
+    if scale == 1.0:
+        return
+    default = _default_timeout(config)
+    for item in items:
+        marker = item.get_closest_marker("timeout")
+        base = _marker_timeout(marker) if marker is not None else default
+        if not base:  # no limit, or 0 (off): nothing to scale
+            continue
+        kwargs = dict(marker.kwargs) if marker is not None else {}
+        kwargs["timeout"] = base * scale
+        item.add_marker(pytest.mark.timeout(**kwargs), append=False)
+
+
+def _shared_fixture_group(item: pytest.Item) -> str | None:
+    """The module or folder of the first repository fixture broader than a function."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    for name in info.names_closure:
+        defs = info.name2fixturedefs.get(name)
+        if not defs:
+            continue
+        fixturedef = defs[-1]  # the definition in effect for this test
+        # baseid "" is a plugin's fixture (tmp_path_factory, ...): cheap, or not ours.
+        if fixturedef.scope in ("module", "package", "session") and fixturedef.baseid:
+            return str(fixturedef.baseid)
+    return None
+
+
+def _group_shared_fixtures(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        group = _shared_fixture_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+# tryfirst: the markers must be in place before pytest-xdist reads xdist_group.
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _scale_timeouts(config, items)
+    _group_shared_fixtures(items)

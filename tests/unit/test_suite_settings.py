@@ -1,0 +1,142 @@
+"""The run's own settings (tests/conftest.py, conftest.py): hang guards, worker groups, -n auto.
+
+Each test runs pytest in a subprocess on a small generated project that carries a copy of
+the repository's conftest file under test, so the behaviour is the real hook's.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+SCALED = """
+import pytest
+
+def limit(request):
+    marker = request.node.get_closest_marker("timeout")
+    if marker is None:
+        return None
+    return marker.args[0] if marker.args else marker.kwargs["timeout"]
+
+@pytest.mark.timeout(2)
+def test_marked(request):
+    assert limit(request) == EXPECTED_MARKED
+
+def test_unmarked(request):
+    assert limit(request) == EXPECTED_UNMARKED
+
+def test_fixture(timeout_scale):
+    assert timeout_scale == EXPECTED_SCALE
+"""
+
+GROUPED = """
+import pytest
+
+@pytest.fixture(scope="module")
+def shared():
+    return object()
+
+def test_uses_the_module_fixture(request, shared):
+    (group,) = request.node.get_closest_marker("xdist_group").args
+    assert group == "test_grouped.py"
+
+def test_uses_function_fixtures_only(request, tmp_path):
+    assert request.node.get_closest_marker("xdist_group") is None
+"""
+
+
+def _pytest(root: Path, *args: str, scale: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("PYTEST_", "COV_", "ROBOT_MCP_TEST_"))
+    }
+    if scale is not None:
+        env["ROBOT_MCP_TEST_TIMEOUT_SCALE"] = scale
+    # Only the plugins the hooks work with: a child pytest starts in about a second.
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    plugins = ["-p", "pytest_timeout", "-p", "xdist.plugin", "-p", "no:cacheprovider"]
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", *plugins, *args],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _project(tmp_path: Path, source: Path, files: dict[str, str]) -> Path:
+    (tmp_path / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    (tmp_path / "conftest.py").write_text(source.read_text(encoding="utf-8"), encoding="utf-8")
+    for name, text in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return tmp_path
+
+
+def _scaled(marked: float, unmarked: float | None, scale: float) -> str:
+    return (
+        f"EXPECTED_MARKED = {marked!r}\nEXPECTED_UNMARKED = {unmarked!r}\n"
+        f"EXPECTED_SCALE = {scale!r}\n" + SCALED
+    )
+
+
+def test_the_scale_multiplies_marked_and_default_limits(tmp_path):
+    """ROBOT_MCP_TEST_TIMEOUT_SCALE=3: a 2 s marker becomes 6 s, --timeout=5 becomes 15 s."""
+    root = _project(
+        tmp_path, REPO / "tests" / "conftest.py", {"test_scaled.py": _scaled(6.0, 15.0, 3.0)}
+    )
+    proc = _pytest(root, "--timeout=5", "-q", scale="3")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "3 passed" in proc.stdout
+
+
+def test_without_the_scale_the_limits_stay_as_written(tmp_path):
+    """No variable: the marker keeps its 2 s, an unmarked test gets no marker, the factor is 1."""
+    root = _project(
+        tmp_path, REPO / "tests" / "conftest.py", {"test_scaled.py": _scaled(2, None, 1.0)}
+    )
+    proc = _pytest(root, "--timeout=5", "-q")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "3 passed" in proc.stdout
+
+
+def test_a_scale_that_is_not_a_positive_number_is_a_usage_error(tmp_path):
+    """A bad factor stops the run before any test, naming the variable."""
+    root = _project(
+        tmp_path, REPO / "tests" / "conftest.py", {"test_scaled.py": _scaled(2, None, 1.0)}
+    )
+    for bad in ("fast", "-2"):
+        proc = _pytest(root, "-q", scale=bad)
+        assert proc.returncode == 4, (bad, proc.stdout + proc.stderr)
+        assert "ROBOT_MCP_TEST_TIMEOUT_SCALE" in proc.stderr
+
+
+def test_tests_sharing_a_module_fixture_share_an_xdist_group(tmp_path):
+    """A module-scoped fixture puts its users in the module's group; other tests go free."""
+    root = _project(tmp_path, REPO / "tests" / "conftest.py", {"test_grouped.py": GROUPED})
+    proc = _pytest(root, "-q")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "2 passed" in proc.stdout
+
+
+def test_auto_starts_no_workers_for_a_run_of_only_the_conformance_suite(tmp_path):
+    """`-n auto` over conformance/ alone runs in one process; other runs keep their workers."""
+    files = {
+        "conformance/test_suite.py": "def test_here():\n    pass\n",
+        "tests/test_own.py": "def test_here():\n    pass\n",
+    }
+    root = _project(tmp_path, REPO / "conftest.py", files)
+    suite = _pytest(root, "-n", "auto", "conformance")
+    assert suite.returncode == 0, suite.stdout + suite.stderr
+    assert "created:" not in suite.stdout
+    own = _pytest(root, "-n", "auto", "tests", "conformance")
+    assert own.returncode == 0, own.stdout + own.stderr
+    assert "created:" in own.stdout
