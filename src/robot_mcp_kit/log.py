@@ -45,18 +45,22 @@ class KeyValueLogger:
     def info(self, event: str, /, **fields: Any) -> None:
         self._log(logging.INFO, event, fields)
 
-    def warning(self, event: str, /, **fields: Any) -> None:
-        self._log(logging.WARNING, event, fields)
+    def warning(self, event: str, /, *, exc_info: bool | BaseException = False, **fields: Any) -> None:
+        """A WARNING; ``exc_info=True`` attaches the exception being handled
+        (or pass the exception itself)."""
+        self._log(logging.WARNING, event, fields, exc_info=exc_info)
 
-    def error(self, event: str, /, **fields: Any) -> None:
-        self._log(logging.ERROR, event, fields)
+    def error(self, event: str, /, *, exc_info: bool | BaseException = False, **fields: Any) -> None:
+        """An ERROR; ``exc_info=True`` attaches the exception being handled
+        (or pass the exception itself)."""
+        self._log(logging.ERROR, event, fields, exc_info=exc_info)
 
     def exception(self, event: str, /, **fields: Any) -> None:
         """An ERROR with the exception being handled attached (call it in ``except``)."""
         self._log(logging.ERROR, event, fields, exc_info=True)
 
     def _log(
-        self, level: int, event: str, fields: dict[str, Any], *, exc_info: bool = False
+        self, level: int, event: str, fields: dict[str, Any], *, exc_info: bool | BaseException = False
     ) -> None:
         if not self.logger.isEnabledFor(level):
             return

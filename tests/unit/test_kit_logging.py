@@ -30,3 +30,23 @@ def test_the_kit_configures_no_logging():
         logger = logging.getLogger(name)
         assert logger.handlers == []
         assert logger.level == logging.NOTSET
+
+
+def test_warning_and_error_attach_the_exception_when_asked(caplog):
+    """``exc_info=True`` (inside ``except``) or the exception itself puts its traceback on
+    the record; without it the record carries none, and ``exc_info`` is not a field."""
+    caplog.set_level(logging.DEBUG, logger="robot_mcp_kit.test")
+    log = get_logger("robot_mcp_kit.test")
+    try:
+        raise ValueError("boom")
+    except ValueError as exc:
+        log.warning("with_flag", exc_info=True, tool="t")
+        log.error("with_exception", exc_info=exc)
+        log.warning("without")
+    flagged, given, plain = caplog.records
+    assert flagged.exc_info is not None and flagged.exc_info[0] is ValueError
+    assert given.exc_info is not None and given.exc_info[1] is not None
+    assert str(given.exc_info[1]) == "boom"
+    assert not plain.exc_info
+    assert flagged.getMessage() == "with_flag tool='t'"
+    assert not hasattr(flagged, "exc_info_")

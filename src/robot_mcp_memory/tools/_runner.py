@@ -173,7 +173,7 @@ def answer_for(exc: Exception, tool: str) -> tuple[str, dict[str, Any]]:
         code = "conflict" if exc.reason == "conflict" else "invalid"
         return code, {"error": code, "detail": str(exc), "field": exc.field, "reason": exc.reason}
     if isinstance(exc, sqlite3.IntegrityError):
-        _log.warning("tool_conflict", tool=tool, error=str(exc))
+        _log.warning("tool_conflict", tool=tool, exc_info=exc)
         return "conflict", {
             "error": "conflict",
             "detail": "a concurrent write changed the same record; try the call again",
