@@ -103,7 +103,7 @@ class TaskJournal:
         """Commit an ``INTERRUPTED`` task's event (pending, to be sent) and its new state.
 
         One transaction; then the event row is handed to the owner (``on_pending``).
-        A failed write is logged (``task_journal_write_failed``); never raises.
+        A failed write or hand-over is logged (``task_journal_write_failed``); never raises.
         """
         body = event.model_dump_json().encode()
         try:
@@ -111,4 +111,13 @@ class TaskJournal:
         except Exception:
             _log.exception("task_journal_write_failed", task_id=event.task_id, type=event.type)
             return
-        self._on_pending(OutboxRow(event.event_id, event.task_id, event.seq, body, enqueued_at))
+        try:
+            self._on_pending(OutboxRow(event.event_id, event.task_id, event.seq, body, enqueued_at))
+        except Exception:
+            # Committed: the next start sends it even if the owner could not queue it now.
+            _log.exception(
+                "task_journal_write_failed",
+                task_id=event.task_id,
+                type=event.type,
+                then="the event is in the outbox and goes out on the next start",
+            )

@@ -389,11 +389,12 @@ class TaskManager:
             recoverable=True,
             suggestions=["retry"],
         )
-        self._finish(task, TaskState.FAILED, failure=failure, journal=False)
+        self._finish(task, TaskState.FAILED, failure=failure, journal=False, remember=False)
         event = self._next_event(task, "task_failed", failure.model_dump(mode="json"))
-        if task.task_id in self._tasks:  # not already evicted (max_finished_retained=0)
-            self._retention.retain(task.task_id, event)
+        self._retention.retain(task.task_id, event)
         journal.interrupt(event, self._info(task), event.ts.timestamp())
+        # Only after the commit: an eviction forgets the row interrupt() just wrote.
+        self._remember_finished(task)
         _log.warning(
             "task_interrupted",
             task_id=task.task_id,
@@ -437,6 +438,10 @@ class TaskManager:
                     seq=event.seq,
                     then="the event is lost",
                 )
+            if self._tasks.get(task.task_id) is not task:
+                # A terminal event of a task already evicted (max_finished_retained=0):
+                # sent, but neither retained nor journalled, or both would leak.
+                return
             self._retention.retain(task.task_id, event)
             if self.journal is not None:
                 self.journal.save(self._info(task), task.seq)
@@ -449,12 +454,14 @@ class TaskManager:
         result: dict[str, Any] | None = None,
         failure: TaskFailure | None = None,
         journal: bool = True,
+        remember: bool = True,
     ) -> bool:
         """Move ``task`` to a terminal state; False if it already was terminal.
 
         The new state is journalled unless ``journal`` is False or it is a cancellation
         by :meth:`aclose` (those tasks stay ``running`` in the journal, see
-        :mod:`robot_mcp_kit.tasks`).
+        :mod:`robot_mcp_kit.tasks`). ``remember=False`` leaves the finished-task bound
+        (and its evictions) to the caller.
         """
         if task.state != TaskState.RUNNING:
             return False
@@ -467,7 +474,10 @@ class TaskManager:
         closing_cancel = state == TaskState.CANCELLED and self._closing
         if journal and self.journal is not None and not closing_cancel:
             self.journal.save(self._info(task), task.seq)
-        self._remember_finished(task)
+        if remember and not closing_cancel:
+            # A closing cancel is not remembered either: an eviction would forget the
+            # journal row the next start reports INTERRUPTED from.
+            self._remember_finished(task)
         return True
 
     def _remember_finished(self, task: TaskRecord) -> None:

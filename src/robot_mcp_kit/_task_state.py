@@ -106,6 +106,10 @@ class EventRetention:
     def __len__(self) -> int:
         return self._count
 
+    def tasks(self) -> int:
+        """How many tasks have events retained (each with at least one)."""
+        return len(self._events)
+
     def retain(self, task_id: str, event: TaskEvent) -> None:
         """Keep ``event`` (the newest of its task), within the per-task and total bounds."""
         if self.per_task == 0 or self.total == 0:
@@ -125,6 +129,8 @@ class EventRetention:
             if oldest and oldest[0][0] == n:
                 oldest.popleft()
                 self._count -= 1
+                if not oldest:
+                    del self._events[oldest_id]
         if len(order) > 2 * self.total + 64:
             merged = sorted((n, tid) for tid, evs in self._events.items() for n, _ in evs)
             self._order = deque(merged)

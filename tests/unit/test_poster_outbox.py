@@ -324,6 +324,34 @@ class TestTaskJournal:
         await manager2.aclose()
         await poster2.aclose()
 
+    async def test_zero_retention_leaves_no_task_rows(self, tmp_path):
+        """max_finished_retained=0 with a journal: a finished task's row is forgotten, not
+        written back by its terminal event, and an interrupted one's goes after its commit."""
+        path = tmp_path / "outbox.db"
+        brain = Brain()
+        poster = poster_on(path, brain)
+        manager = TaskManager("navigation", poster, max_finished_retained=0)
+        for _ in range(3):
+            info = manager.start("navigate_to", _ok_body)
+            await wait_until(lambda: manager.get(info.task_id) is None)
+        manager.start("navigate_to", _task_body_forever)
+        await wait_until(lambda: len(brain.acked) >= 5)
+        await manager.aclose()
+        await poster.aclose()
+        with sqlite3.connect(path) as conn:
+            assert [r[0] for r in conn.execute("SELECT state FROM tasks")] == ["running"]
+
+        brain2 = Brain()
+        poster2 = poster_on(path, brain2)
+        manager2 = TaskManager("navigation", poster2, max_finished_retained=0)
+        await poster2.start()
+        await poster2.flush()
+        assert [e["payload"].get("error_code") for e in brain2.acked] == ["INTERRUPTED"]
+        await manager2.aclose()
+        await poster2.aclose()
+        with sqlite3.connect(path) as conn:
+            assert list(conn.execute("SELECT task_id FROM tasks")) == []
+
     async def test_without_an_outbox_a_restart_forgets_tasks(self, tmp_path):
         """The control: with no journal a new manager knows nothing (get → None)."""
         brain = Brain()

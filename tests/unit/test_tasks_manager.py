@@ -61,6 +61,15 @@ class TestRetention:
         assert manager.get(task_id) is None
         assert manager.list() == []
 
+    async def test_zero_retention_keeps_no_events_of_forgotten_tasks(self, poster):
+        """max_finished_retained=0: the terminal event of an evicted task is sent but not
+        retained, so a stream of short tasks holds no memory of them."""
+        manager = TaskManager("sleeper", poster, max_finished_retained=0)
+        ids = [await run_to_done(manager, poster) for _ in range(20)]
+        assert [e.type for e in poster.events_for(ids[-1])][-1] == "task_done"
+        assert all(manager.events(i) is None for i in ids)
+        assert (len(manager._retention), manager._retention.tasks()) == (0, 0)
+
 
 class TestTaskIds:
     async def test_colliding_id_is_redrawn_not_overwritten(self, poster):

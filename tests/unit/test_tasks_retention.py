@@ -101,3 +101,15 @@ def test_a_record_round_trips_through_task_info():
     record = TaskRecord.from_info(info, seq=4)
     assert record.seq == 4
     assert record.info("sleeper") == info
+
+
+def test_a_task_whose_events_all_aged_out_leaves_no_entry():
+    """The total bound taking a task's last event forgets the task too (no empty entry)."""
+    r = EventRetention(per_task=10, total=2)
+    r.retain("a", ev("a", 1))
+    r.retain("b", ev("b", 1))
+    r.retain("b", ev("b", 2))
+    assert seqs(r, "a") == []
+    assert r.page("a", 0, 200).first_retained_seq is None
+    assert r.tasks() == 1
+    assert len(r) == 2
