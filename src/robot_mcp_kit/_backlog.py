@@ -170,11 +170,6 @@ class DurableBacklog:
         """The task journal in this file (a view; this backlog owns the file)."""
         return self._journal
 
-    @property
-    def write_failures(self) -> int:
-        """Hot writes the store refused (its queue was full); each is logged."""
-        return self._outbox.write_failures
-
     def accept(self, item: QueuedEvent, now: float) -> None:
         """Number ``item`` and queue its pending row (a hot write)."""
         self._accepted_n += 1

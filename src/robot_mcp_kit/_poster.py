@@ -290,8 +290,9 @@ class EventPoster:
     async def aclose(self) -> None:
         """Deliver what is queued for up to ``close_grace_s``, then stop. Idempotent.
 
-        Whatever is still undelivered after the grace is dropped, counted and logged at
-        WARNING; then the HTTP client is closed.
+        Whatever is still undelivered after the grace is kept in the durable outbox (sent
+        by the next start) or, without one, dropped; either is counted and logged at
+        WARNING (``poster_closed``). Then the HTTP client and the outbox file are closed.
         """
         if self._closed:
             if self._close_done is not None and self._loop is asyncio.get_running_loop():
@@ -322,15 +323,30 @@ class EventPoster:
             else:
                 self._delivery.reset()
         finally:
-            self._drop_leftovers()
-            if same_loop:
-                await asyncio.to_thread(self._backlog.close)
-            else:
-                self._backlog.close()
-            if self._close_done is not None:
-                self._close_done.set()
-            if self._idle is not None and same_loop:
-                self._idle.set()
+            try:
+                self._drop_leftovers()
+                if same_loop and self._backlog.path is not None:
+                    await asyncio.to_thread(self._backlog.close)  # flushes the file
+                else:
+                    self._backlog.close()
+            finally:
+                # Even when cancelled above: a concurrent aclose() waits on this.
+                if self._close_done is not None:
+                    self._close_done.set()
+                if self._idle is not None and same_loop:
+                    self._idle.set()
+
+    def close_unstarted(self) -> None:
+        """Close the outbox file of a poster that never started (no loop needed).
+
+        For a builder whose next step failed (:class:`~robot_mcp_kit.runtime.TaskRuntime`
+        when its manager cannot be built). Nothing was posted, so nothing is dropped; the
+        poster is closed afterwards. A poster that started is closed with :meth:`aclose`.
+        """
+        if self._worker is not None:
+            raise RuntimeError("close_unstarted() on a started poster; await aclose()")
+        self._closed = True
+        self._backlog.close()
 
     def _drop_leftovers(self) -> None:
         left = list(self._queue)

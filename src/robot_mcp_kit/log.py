@@ -45,12 +45,16 @@ class KeyValueLogger:
     def info(self, event: str, /, **fields: Any) -> None:
         self._log(logging.INFO, event, fields)
 
-    def warning(self, event: str, /, *, exc_info: bool | BaseException = False, **fields: Any) -> None:
+    def warning(
+        self, event: str, /, *, exc_info: bool | BaseException = False, **fields: Any
+    ) -> None:
         """A WARNING; ``exc_info=True`` attaches the exception being handled
         (or pass the exception itself)."""
         self._log(logging.WARNING, event, fields, exc_info=exc_info)
 
-    def error(self, event: str, /, *, exc_info: bool | BaseException = False, **fields: Any) -> None:
+    def error(
+        self, event: str, /, *, exc_info: bool | BaseException = False, **fields: Any
+    ) -> None:
         """An ERROR; ``exc_info=True`` attaches the exception being handled
         (or pass the exception itself)."""
         self._log(logging.ERROR, event, fields, exc_info=exc_info)
@@ -60,7 +64,12 @@ class KeyValueLogger:
         self._log(logging.ERROR, event, fields, exc_info=True)
 
     def _log(
-        self, level: int, event: str, fields: dict[str, Any], *, exc_info: bool | BaseException = False
+        self,
+        level: int,
+        event: str,
+        fields: dict[str, Any],
+        *,
+        exc_info: bool | BaseException = False,
     ) -> None:
         if not self.logger.isEnabledFor(level):
             return

@@ -12,6 +12,10 @@
 
     runtime.run(main)                           # or asyncio.run(main()) yourself
 
+Wrap the call that serves (``mcp.run_*_async()``, ``uvicorn.Server.serve()``), not a
+framework's ``lifespan=``: some frameworks run a lifespan per session, and the runtime runs
+once per process.
+
 The order is the one the kit's contracts need: the poster is built before the manager (a
 manager built on a poster with a durable outbox reads its task journal at construction);
 on entry the poster starts (events a previous process left pending, and the
@@ -105,12 +109,17 @@ class TaskRuntime(Generic[_Sink]):
         self.server_name = server_name
         sink: Any = poster if poster is not None else EventPoster(server_name)
         self.poster: _Sink = sink
-        self.manager = TaskManager(
-            server_name,
-            self.poster,
-            known_trigger_types=known_trigger_types,
-            **dict(manager_options or {}),
-        )
+        try:
+            self.manager = TaskManager(
+                server_name,
+                self.poster,
+                known_trigger_types=known_trigger_types,
+                **dict(manager_options or {}),
+            )
+        except BaseException:
+            if poster is None:  # ours: do not leave its outbox file open
+                sink.close_unstarted()
+            raise
         self._entered = False
 
     def __repr__(self) -> str:

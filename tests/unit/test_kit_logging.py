@@ -44,8 +44,9 @@ def test_warning_and_error_attach_the_exception_when_asked(caplog):
         log.error("with_exception", exc_info=exc)
         log.warning("without")
     flagged, given, plain = caplog.records
-    assert flagged.exc_info is not None and flagged.exc_info[0] is ValueError
-    assert given.exc_info is not None and given.exc_info[1] is not None
+    assert flagged.exc_info
+    assert flagged.exc_info[0] is ValueError
+    assert given.exc_info
     assert str(given.exc_info[1]) == "boom"
     assert not plain.exc_info
     assert flagged.getMessage() == "with_flag tool='t'"

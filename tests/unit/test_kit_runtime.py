@@ -132,3 +132,40 @@ async def test_by_default_the_poster_is_an_event_poster_from_the_environment(mon
     async with rt:
         pass
     assert rt.manager.closed
+
+
+async def test_a_manager_that_cannot_be_built_leaves_no_outbox_open(monkeypatch, tmp_path):
+    """The runtime built the poster (with its outbox file and writer thread); when the
+    manager's options are invalid the error propagates and the poster's file is closed."""
+    import threading
+
+    from robot_mcp_kit import ConfigurationError
+
+    monkeypatch.setenv("RVC_CALLBACK_URL", "http://127.0.0.1:9/api/agent/events")
+    monkeypatch.setenv("RVC_EVENT_SECRET", "s" * 32)
+    monkeypatch.setenv("RVC_OUTBOX", str(tmp_path / "outbox.db"))
+
+    def writers() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name.startswith("store-writer")]
+
+    assert writers() == []
+    with pytest.raises(ConfigurationError, match="max_finished_retained"):
+        TaskRuntime("sleeper", manager_options={"max_finished_retained": -1})
+    assert writers() == []
+    # The control: a runtime that was built holds the file's writer thread until it closes.
+    rt = TaskRuntime("sleeper")
+    assert writers() != []
+    async with rt:
+        pass
+    assert writers() == []
+
+
+def test_close_unstarted_refuses_a_started_poster():
+    async def go() -> None:
+        poster = EventPoster("sleeper", "http://127.0.0.1:9/e", "s" * 32, outbox=False)
+        await poster.start()
+        with pytest.raises(RuntimeError, match="aclose"):
+            poster.close_unstarted()
+        await poster.aclose()
+
+    asyncio.run(go())

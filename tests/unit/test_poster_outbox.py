@@ -333,7 +333,7 @@ class TestTaskJournal:
         manager = TaskManager("navigation", poster, max_finished_retained=0)
         for _ in range(3):
             info = manager.start("navigate_to", _ok_body)
-            await wait_until(lambda: manager.get(info.task_id) is None)
+            await wait_until(lambda i=info.task_id: manager.get(i) is None)
         manager.start("navigate_to", _task_body_forever)
         await wait_until(lambda: len(brain.acked) >= 5)
         await manager.aclose()
