@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from pathlib import Path
@@ -469,6 +470,9 @@ _json = st.recursive(
 )
 
 
+_example_numbers = itertools.count()
+
+
 @given(params=_json)
 @settings(
     max_examples=150,
@@ -476,14 +480,19 @@ _json = st.recursive(
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 def test_record_params_raise_only_fleet_error(on: ScopedParams, params: object) -> None:
-    """Any params: recorded and recalled back equal, or FleetError invalid — nothing else."""
+    """Any params: recorded and recalled back equal, or FleetError invalid — nothing else.
+
+    The store outlives the examples (a function-scoped fixture), so each example records
+    under a skill of its own: a lesson an earlier example left must not answer the recall.
+    """
+    skill = f"prop-{next(_example_numbers)}"
     error: FleetError | None = None
     try:
-        got = on.record("a1", "prop", params)  # type: ignore[arg-type]
+        got = on.record("a1", skill, params)  # type: ignore[arg-type]
     except FleetError as exc:
         error = exc
     if error is not None:
         assert (error.code, error.field) == ("invalid", "params")
         return
     assert got["recorded"] is True
-    assert on.recall("a1", "prop")["lesson"]["params"] == json.loads(json.dumps(params))
+    assert on.recall("a1", skill)["lesson"]["params"] == json.loads(json.dumps(params))
