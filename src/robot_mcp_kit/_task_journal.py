@@ -13,12 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 from robot_mcp_kit._outbox import Outbox, OutboxRow
 from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.models import TaskEvent, TaskInfo, TaskState
 
-__all__ = ["INTERRUPTED", "Recovered", "TaskJournal"]
+__all__ = ["INTERRUPTED", "JournalOwner", "Recovered", "TaskJournal"]
 
 _log = get_logger("robot_mcp_kit.tasks")
 
@@ -121,3 +122,14 @@ class TaskJournal:
                 type=event.type,
                 then="the event is in the outbox and goes out on the next start",
             )
+
+
+@runtime_checkable
+class JournalOwner(Protocol):
+    """A sink that may own a task journal (an :class:`~robot_mcp_kit.events.EventPoster`
+    with a durable outbox does); a manager built on it takes that journal by default."""
+
+    @property
+    def journal(self) -> TaskJournal | None:
+        """The journal in the sink's outbox file, or None without one."""
+        ...

@@ -24,7 +24,7 @@ from robot_mcp_kit._exceptions import (
     TaskManagerError,
 )
 from robot_mcp_kit._task_context import TaskBody, TaskContext, TaskError
-from robot_mcp_kit._task_journal import INTERRUPTED, TaskJournal
+from robot_mcp_kit._task_journal import INTERRUPTED, JournalOwner, TaskJournal
 from robot_mcp_kit._task_state import EventRetention, TaskRecord
 from robot_mcp_kit._triggers import accept_triggers
 from robot_mcp_kit.log import get_logger
@@ -113,9 +113,9 @@ class TaskManager:
             A drawn id already in use is drawn again, never overwritten.
         max_events_per_task: events retained per task for :meth:`events`.
         max_events_retained: events retained over all tasks.
-        journal: the task journal; by default the sink's ``journal`` attribute when it
-            is one (:attr:`EventPoster.journal <robot_mcp_kit.events.EventPoster.journal>`,
-            set when the poster has a durable outbox), else none. ``False``: none.
+        journal: the task journal; by default the sink's when it is a journal owner
+            (:attr:`EventPoster.journal <robot_mcp_kit.events.EventPoster.journal>`, set
+            when the poster has a durable outbox), else none. ``False``: none.
 
     Not thread-safe: use it from the event loop that runs the server. The poster is the
     caller's to close.
@@ -170,9 +170,8 @@ class TaskManager:
             "started": 0,
             **{state: 0 for state in TERMINAL_STATES},
         }
-        if journal is None:  # the sink's, if it has one (an EventPoster with an outbox)
-            offered = getattr(poster, "journal", None)
-            journal = offered if isinstance(offered, TaskJournal) else None
+        if journal is None:
+            journal = poster.journal if isinstance(poster, JournalOwner) else None
         self.journal: TaskJournal | None = journal or None
         if self.journal is not None:
             self._recover(self.journal)
