@@ -107,6 +107,18 @@ class _Services:
             response = await client.get(path, params=params)
         return response.status_code, response.json()
 
+    async def wait_finished(self, server: str, task_id: str, timeout_s: float) -> dict[str, Any]:
+        """Poll ``get_task`` until the task is no longer running; its last ``TaskInfo``."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            info = await self.call(server, "get_task", {"task_id": task_id})
+            if info.get("state") != "running":
+                return info
+            if loop.time() > deadline:
+                raise DemoError(f"{task_id} is still running after {timeout_s:.0f} s")
+            await asyncio.sleep(0.2)
+
     async def wait_event(self, task_id: str, type_: str, timeout_s: float) -> dict[str, Any]:
         status, body = await self.fake(
             "/api/fake/wait", task_id=task_id, type=type_, timeout_s=timeout_s
@@ -134,7 +146,13 @@ async def _scenario_trigger(s: _Services) -> str:
     )
     task_id = started.get("task_id")
     _expect(started.get("state") == "running", f"sleep_task answered {started}")
-    await s.wait_event(str(task_id), "task_done", 20)
+    # Poll first: a task that failed is reported at once, not after a 20 s wait.
+    finished = await s.wait_finished("sleeper", str(task_id), 20)
+    _expect(
+        finished.get("state") == "succeeded",
+        f"{task_id} ended {finished.get('state')}: {finished.get('failure')}",
+    )
+    await s.wait_event(str(task_id), "task_done", 10)
     timeline = await s.timeline(str(task_id))
     types = [e["event"]["type"] for e in timeline["events"]]
     seqs = timeline["seqs"]
