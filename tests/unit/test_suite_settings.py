@@ -49,7 +49,10 @@ def test_uses_function_fixtures_only(request, tmp_path):
 """
 
 
-def _pytest(root: Path, *args: str, scale: str | None = None) -> subprocess.CompletedProcess[str]:
+def _pytest(
+    root: Path, *args: str, scale: str | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    extra = env or {}
     env = {
         k: v
         for k, v in os.environ.items()
@@ -57,6 +60,7 @@ def _pytest(root: Path, *args: str, scale: str | None = None) -> subprocess.Comp
     }
     if scale is not None:
         env["ROBOT_MCP_TEST_TIMEOUT_SCALE"] = scale
+    env.update(extra)
     # Only the plugins the hooks work with: a child pytest starts in about a second.
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     plugins = ["-p", "pytest_timeout", "-p", "xdist.plugin", "-p", "no:cacheprovider"]
@@ -140,3 +144,18 @@ def test_auto_starts_no_workers_for_a_run_of_only_the_conformance_suite(tmp_path
     own = _pytest(root, "-n", "auto", "tests", "conformance")
     assert own.returncode == 0, own.stdout + own.stderr
     assert "created:" in own.stdout
+
+
+def test_auto_starts_two_workers_per_core_unless_xdist_s_variable_says(tmp_path):
+    """The suite waits as much as it computes: `-n auto` is two workers per core (at most
+    16); PYTEST_XDIST_AUTO_NUM_WORKERS, xdist's own setting, still decides when set."""
+    files = {"tests/test_own.py": "def test_here():\n    pass\n"}
+    root = _project(tmp_path, REPO / "conftest.py", files)
+    expected = min(2 * len(os.sched_getaffinity(0)), 16)
+    own = _pytest(root, "-n", "auto", "tests")
+    assert own.returncode == 0, own.stdout + own.stderr
+    assert f"created: {expected}/{expected} workers" in own.stdout
+    env = {"PYTEST_XDIST_AUTO_NUM_WORKERS": "3"}
+    told = _pytest(root, "-n", "auto", "tests", env=env)
+    assert told.returncode == 0, told.stdout + told.stderr
+    assert "created: 3/3 workers" in told.stdout
