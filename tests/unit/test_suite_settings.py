@@ -56,7 +56,7 @@ def _pytest(
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("PYTEST_", "COV_", "ROBOT_MCP_TEST_"))
+        if not k.startswith(("PYTEST_", "COV_", "ROBOT_MCP_TEST_", "PYTHONPYCACHEPREFIX"))
     }
     if scale is not None:
         env["ROBOT_MCP_TEST_TIMEOUT_SCALE"] = scale
@@ -159,3 +159,30 @@ def test_auto_starts_two_workers_per_core_unless_xdist_s_variable_says(tmp_path)
     told = _pytest(root, "-n", "auto", "tests", env=env)
     assert told.returncode == 0, told.stdout + told.stderr
     assert "created: 3/3 workers" in told.stdout
+
+
+BYTECODE = """
+import os
+import subprocess
+import sys
+
+def test_bytecode_is_cached_here_and_in_children():
+    assert "PYTHONDONTWRITEBYTECODE" not in os.environ
+    assert sys.dont_write_bytecode is False
+    child = subprocess.run(
+        [sys.executable, "-c", "import sys; print(sys.dont_write_bytecode, sys.pycache_prefix)"],
+        capture_output=True, text=True, check=True,
+    )
+    assert child.stdout.split() == ["False", os.environ["PYTHONPYCACHEPREFIX"]]
+"""
+
+
+def test_under_dontwritebytecode_the_run_caches_bytecode_under_one_prefix(tmp_path):
+    """PYTHONDONTWRITEBYTECODE=1: the run and its children write bytecode, but only under
+    .pytest_cache/pycache (the rewritten test module's lands there too)."""
+    root = _project(tmp_path, REPO / "conftest.py", {"tests/test_bytecode.py": BYTECODE})
+    proc = _pytest(root, "-q", "-n", "0", "tests", env={"PYTHONDONTWRITEBYTECODE": "1"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    cached = list((root / ".pytest_cache" / "pycache").rglob("*.pyc"))
+    assert any("test_bytecode" in p.name for p in cached), cached
+    assert not list((root / "tests").rglob("__pycache__"))
