@@ -6,7 +6,9 @@ so what more than one of them needs lives here as a fixture.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import logging
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import pytest
@@ -52,3 +54,38 @@ def _make_event(
 def make_event() -> Callable[..., TaskEvent]:
     """The event factory ``make_event(seq=1, type="progress", task_id=..., **fields)``."""
     return _make_event
+
+
+CaptureLogs = Callable[[], AbstractContextManager[list[dict[str, Any]]]]
+"""The type of the ``capture_logs`` fixture."""
+
+_RECORD_KEYS = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
+
+
+@contextmanager
+def _capture_logs() -> Iterator[list[dict[str, Any]]]:
+    events: list[dict[str, Any]] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if isinstance(getattr(record, "event", None), str):
+                fields = {k: v for k, v in vars(record).items() if k not in _RECORD_KEYS}
+                events.append({**fields, "log_level": record.levelname.lower()})
+
+    root = logging.getLogger()
+    handler, level = Collect(logging.DEBUG), root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    try:
+        yield events
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+
+
+@pytest.fixture
+def capture_logs() -> CaptureLogs:
+    """``with capture_logs() as logs:``: the kit logger's events logged inside the block,
+    each as ``{"event": ..., **fields, "log_level": ...}`` (the shape structlog's
+    ``capture_logs`` gives), read from the stdlib records."""
+    return _capture_logs

@@ -4,15 +4,12 @@ visibility of the semantic path, MEMORY_SEARCH and the missing-model fallback.""
 from __future__ import annotations
 
 import json
-import logging
 import os
 import socket
 import sqlite3
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -46,31 +43,6 @@ from robot_mcp_memory.settings import (
     load_settings,
 )
 from robot_mcp_memory.store import ProcessStore
-
-_RECORD_KEYS = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
-
-
-@contextmanager
-def capture_logs() -> Iterator[list[dict[str, Any]]]:
-    """The kit logger's events logged inside the block, each as ``{"event": ..., **fields}``
-    (the shape structlog's ``capture_logs`` gives), read from the stdlib records."""
-    events: list[dict[str, Any]] = []
-
-    class Collect(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            if isinstance(getattr(record, "event", None), str):
-                fields = {k: v for k, v in vars(record).items() if k not in _RECORD_KEYS}
-                events.append({**fields, "log_level": record.levelname.lower()})
-
-    root = logging.getLogger()
-    handler, level = Collect(logging.DEBUG), root.level
-    root.addHandler(handler)
-    root.setLevel(logging.DEBUG)
-    try:
-        yield events
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(level)
 
 
 def make_doc(id: str, title: str, body: str = "## Steps\n1. do it\n", **fields) -> ProcessDoc:
@@ -417,7 +389,7 @@ class TestServerModes:
         assert first["score"] == pytest.approx(first["bm25"] * first["reliability"])
 
     async def test_missing_model_is_said_once_and_search_stays_lexical(
-        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capture_logs
     ) -> None:
         """No wordllama: one search_lexical_only warning for two servers, lexical answers."""
         monkeypatch.setitem(sys.modules, "wordllama", None)

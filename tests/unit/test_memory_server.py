@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import json
-import logging
 import sqlite3
-from collections.abc import Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 import structlog
@@ -28,32 +25,6 @@ from robot_mcp_memory.tenant import (
     Tenant,
     current_tenant,
 )
-
-_RECORD_KEYS = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
-
-
-@contextmanager
-def capture_logs() -> Iterator[list[dict[str, Any]]]:
-    """The kit logger's events logged inside the block, each as ``{"event": ..., **fields}``
-    (the shape structlog's ``capture_logs`` gives), read from the stdlib records."""
-    events: list[dict[str, Any]] = []
-
-    class Collect(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            if isinstance(getattr(record, "event", None), str):
-                fields = {k: v for k, v in vars(record).items() if k not in _RECORD_KEYS}
-                events.append({**fields, "log_level": record.levelname.lower()})
-
-    root = logging.getLogger()
-    handler, level = Collect(logging.DEBUG), root.level
-    root.addHandler(handler)
-    root.setLevel(logging.DEBUG)
-    try:
-        yield events
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(level)
-
 
 MAILROOM = (Path(__file__).resolve().parents[2] / "examples" / "mailroom.md").read_text(
     encoding="utf-8"
@@ -426,7 +397,9 @@ class TestErrors:
                 "field": "offset",
             }
 
-    async def test_store_integrity_error_is_conflict_and_bug_is_internal(self, settings):
+    async def test_store_integrity_error_is_conflict_and_bug_is_internal(
+        self, settings, capture_logs
+    ):
         """A store IntegrityError maps to conflict; any other exception to internal, logged."""
 
         class ExplodingStore:
@@ -515,7 +488,7 @@ class TestScopedTenant:
 
 
 class TestLogging:
-    async def test_one_tool_call_event_per_call_with_duration(self, settings):
+    async def test_one_tool_call_event_per_call_with_duration(self, settings, capture_logs):
         """Each tool call logs exactly one tool_call event: tool, duration_ms, outcome."""
         async with session(settings) as client:
             with capture_logs() as logs:
@@ -530,7 +503,7 @@ class TestLogging:
                 assert isinstance(e["duration_ms"], float)
                 assert e["duration_ms"] >= 0
 
-    async def test_tool_call_event_says_what_the_call_did(self, settings):
+    async def test_tool_call_event_says_what_the_call_did(self, settings, capture_logs):
         """A save logs the stored id; a find logs how many processes it returned."""
         async with session(settings) as client:
             with capture_logs() as logs:

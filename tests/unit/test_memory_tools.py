@@ -10,10 +10,8 @@ descriptions, input schemas) equals the stored snapshot byte for byte.
 from __future__ import annotations
 
 import json
-import logging
 import sqlite3
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -40,32 +38,6 @@ from robot_mcp_memory.tools import ANSWER_SCHEMA, ToolRunner, answer_for
 from robot_mcp_memory.tools import fleet as fleet_tools
 from robot_mcp_memory.tools import lessons as lesson_tools
 from robot_mcp_memory.tools import processes as process_tools
-
-_RECORD_KEYS = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
-
-
-@contextmanager
-def capture_logs() -> Iterator[list[dict[str, Any]]]:
-    """The kit logger's events logged inside the block, each as ``{"event": ..., **fields}``
-    (the shape structlog's ``capture_logs`` gives), read from the stdlib records."""
-    events: list[dict[str, Any]] = []
-
-    class Collect(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            if isinstance(getattr(record, "event", None), str):
-                fields = {k: v for k, v in vars(record).items() if k not in _RECORD_KEYS}
-                events.append({**fields, "log_level": record.levelname.lower()})
-
-    root = logging.getLogger()
-    handler, level = Collect(logging.DEBUG), root.level
-    root.addHandler(handler)
-    root.setLevel(logging.DEBUG)
-    try:
-        yield events
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(level)
-
 
 SNAPSHOT = Path(__file__).parent / "data" / "memory_tools.json"
 ROBOT = Tenant.for_robot("rap-1")
@@ -244,7 +216,7 @@ class TestAnswerFor:
         outcome, answer = answer_for(DamagedRow("bad"), "t")
         assert (outcome, answer["id"]) == ("internal", "bad")
 
-    def test_a_bug_is_internal_with_a_logged_correlation_id(self) -> None:
+    def test_a_bug_is_internal_with_a_logged_correlation_id(self, capture_logs) -> None:
         """Never the exception's text; the same correlation id in the answer and the log."""
         with capture_logs() as logs:
             outcome, answer = answer_for(KeyError("secret-internal-text"), "get_process")
@@ -256,7 +228,7 @@ class TestAnswerFor:
 
 
 class TestToolRunner:
-    async def test_closed_holder_answers_unavailable_and_logs_once(self) -> None:
+    async def test_closed_holder_answers_unavailable_and_logs_once(self, capture_logs) -> None:
         holder = StoreHolder(lambda: pytest.fail("never opened"))  # type: ignore[arg-type,return-value]
         runner = ToolRunner(holder, lambda: ROBOT)
         with capture_logs() as logs:

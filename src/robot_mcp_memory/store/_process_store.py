@@ -227,14 +227,8 @@ class ProcessStore:
         return self._writer.delete(id)
 
     def reindex(self) -> int:
-        """Rebuild ``processes_fts`` (and, with an embedder, every document's vectors) from
-        the rows; return how many documents it indexed.
-
-        Flushes queued hot writes first, then deletes and refills the index in one
-        transaction; the vectors are then recomputed in batches (:meth:`sync_vectors`).
-        For a tokenizer, weight or model change — the index cannot drift from the rows,
-        since every write updates both in one transaction.
-        """
+        """Rebuild the search index and vectors from the rows; how many documents it
+        indexed (see :meth:`ProcessWriter.reindex`, for a tokenizer, weight or model change)."""
         return self._writer.reindex()
 
     def sync_vectors(self) -> int:
