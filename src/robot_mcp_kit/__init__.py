@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from robot_mcp_kit._exceptions import (
     ConfigurationError,
     InvalidArgument,
+    InvalidPayload,
     ManagerClosed,
     RobotMcpKitError,
     ServiceStartError,
@@ -56,6 +57,7 @@ __all__ = [
     "EventSink",
     "EventType",
     "InvalidArgument",
+    "InvalidPayload",
     "ManagerClosed",
     "PosterStats",
     "RetryPolicy",

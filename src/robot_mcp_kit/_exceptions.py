@@ -42,6 +42,7 @@ __all__ = [
     "FlushTimeout",
     "InvalidArgument",
     "InvalidLessonParams",
+    "InvalidPayload",
     "LessonError",
     "LessonNotFound",
     "ManagerClosed",
@@ -77,6 +78,22 @@ class InvalidArgument(RobotMcpKitError, ValueError):
 
     .. versionadded:: 0.1.0
     """
+
+
+class InvalidPayload(InvalidArgument, TypeError):
+    """What a task handed the kit cannot be one JSON document within the limits.
+
+    Raised where it enters (``ctx.progress``, ``ctx.emit``, ``ctx.fire_trigger``, the
+    triggers given to ``start``; a body's result fails its task with this message), before
+    anything is stored or sent. ``what`` names the value, ``path`` the key path inside it
+    (``payload['pose'][2]``), ``reason`` what is wrong there.
+    """
+
+    def __init__(self, what: str, path: str, reason: str) -> None:
+        super().__init__(f"The {what} cannot be sent as JSON: {path} {reason}.")
+        self.what = what
+        self.path = path
+        self.reason = reason
 
 
 class TaskManagerError(RobotMcpKitError, RuntimeError):

@@ -10,6 +10,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from robot_mcp_kit._payload import DEFAULT_MAX_PAYLOAD_BYTES, json_payload
 from robot_mcp_kit._triggers import progress_triggers_due, trigger_key
 from robot_mcp_kit.models import EventType, TaskFailure, TaskState
 
@@ -65,12 +66,20 @@ class TaskContext:
     All methods are coroutine-safe (call them from the body or from tasks the body
     spawns). Once the task has reached a terminal state, reports are dropped with a
     WARNING: nothing is emitted after ``task_done`` / ``task_failed``.
+
+    Every payload must be one JSON document of at most ``max_payload_bytes`` (see
+    :mod:`robot_mcp_kit._payload`); one that is not raises
+    :class:`~robot_mcp_kit.InvalidPayload` from the call, naming the key path and the
+    reason, and nothing is recorded or sent.
     """
 
-    __slots__ = ("_emit", "_task", "task_id", "tool", "triggers")
+    __slots__ = ("_emit", "_max_bytes", "_task", "task_id", "tool", "triggers")
 
-    def __init__(self, task: TaskRecord, emit: Emit) -> None:
+    def __init__(
+        self, task: TaskRecord, emit: Emit, *, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    ) -> None:
         self._emit = emit
+        self._max_bytes = max_payload_bytes
         self._task = task
         self.task_id: str = task.task_id
         self.tool: str = task.tool
@@ -89,12 +98,11 @@ class TaskContext:
         ``percent >= trigger["percent"]`` is then fired (at most once unless it says
         ``"repeat": true``), after the progress event.
         """
-        if not isinstance(payload, dict):
-            raise TypeError(f"progress payload must be a dict, got {type(payload).__name__}.")
+        payload = json_payload(payload, "progress payload", max_bytes=self._max_bytes)
         task = self._task
         if task.state == TaskState.RUNNING:
             task.progress = dict(payload)
-        await self._emit("progress", dict(payload))
+        await self._emit("progress", payload)
         for trigger in progress_triggers_due(task.triggers, payload):
             await self.fire_trigger(trigger, {"percent": payload["percent"]})
 
@@ -107,25 +115,24 @@ class TaskContext:
         trigger carries ``"repeat": true``. A repeated call for a non-repeating trigger
         is a silent no-op, so bodies may call this on every tick while the condition holds.
         """
-        if not isinstance(trigger, dict):
-            raise TypeError(f"trigger must be a dict, got {type(trigger).__name__}.")
+        trigger = json_payload(trigger, "trigger", max_bytes=self._max_bytes)
+        payload: dict[str, Any] = {"trigger": trigger}
+        for name, value in (extra or {}).items():
+            if name != "trigger":
+                payload[name] = value
+        payload = json_payload(payload, "trigger_fired payload", max_bytes=self._max_bytes)
         task = self._task
         if trigger.get("repeat") is not True:
             key = trigger_key(trigger)
             if key in task.fired:
                 return
             task.fired.add(key)
-        payload: dict[str, Any] = {"trigger": trigger}
-        for name, value in (extra or {}).items():
-            if name != "trigger":
-                payload[name] = value
         await self._emit("trigger_fired", payload)
 
     async def emit(self, payload: dict[str, Any]) -> None:
         """Emit a ``watch_event`` carrying ``payload`` (for long-lived watcher tasks)."""
-        if not isinstance(payload, dict):
-            raise TypeError(f"watch_event payload must be a dict, got {type(payload).__name__}.")
-        await self._emit("watch_event", dict(payload))
+        payload = json_payload(payload, "watch_event payload", max_bytes=self._max_bytes)
+        await self._emit("watch_event", payload)
 
     def raise_if_cancelled(self) -> None:
         """Cooperative cancellation checkpoint: raise ``CancelledError`` if cancel was asked.

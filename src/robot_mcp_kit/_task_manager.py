@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import functools
+import math
 import uuid
 from collections import deque
 from collections.abc import Callable, Collection
@@ -20,13 +21,15 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from robot_mcp_kit._exceptions import (
     ConfigurationError,
     InvalidArgument,
+    InvalidPayload,
     ManagerClosed,
     TaskManagerError,
 )
+from robot_mcp_kit._payload import DEFAULT_MAX_PAYLOAD_BYTES, json_payload
 from robot_mcp_kit._task_context import TaskBody, TaskContext, TaskError
 from robot_mcp_kit._task_journal import INTERRUPTED, JournalOwner, TaskJournal
 from robot_mcp_kit._task_state import EventRetention, TaskRecord
-from robot_mcp_kit._triggers import accept_triggers
+from robot_mcp_kit._triggers import accept_triggers, is_number
 from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.models import (
     TERMINAL_STATES,
@@ -116,6 +119,10 @@ class TaskManager:
         journal: the task journal; by default the sink's when it is a journal owner
             (:attr:`EventPoster.journal <robot_mcp_kit.events.EventPoster.journal>`, set
             when the poster has a durable outbox), else none. ``False``: none.
+        max_payload_bytes: the size bound of one payload (progress, watch event, trigger,
+            result, a start trigger) as compact JSON; larger ones raise
+            :class:`~robot_mcp_kit.InvalidPayload` where they enter. The default, 256 KiB,
+            is a quarter of a 1 MiB receiver body limit.
 
     Not thread-safe: use it from the event loop that runs the server. The poster is the
     caller's to close.
@@ -134,6 +141,7 @@ class TaskManager:
         max_events_per_task: int = DEFAULT_MAX_EVENTS_PER_TASK,
         max_events_retained: int = DEFAULT_MAX_EVENTS_RETAINED,
         journal: TaskJournal | Literal[False] | None = None,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
     ) -> None:
         if not server_name:
             raise ConfigurationError("server_name must be a non-empty string.")
@@ -148,8 +156,11 @@ class TaskManager:
                 f"max_events_per_task and max_events_retained must be >= 0, got "
                 f"{max_events_per_task!r} and {max_events_retained!r}."
             )
+        if max_payload_bytes < 1:
+            raise ConfigurationError(f"max_payload_bytes must be >= 1, got {max_payload_bytes!r}.")
         self.server_name = server_name
         self.poster = poster
+        self.max_payload_bytes = max_payload_bytes
         self.max_finished_retained = max_finished_retained
         self.known_trigger_types: frozenset[str] | None = (
             None if known_trigger_types is None else frozenset(known_trigger_types)
@@ -199,6 +210,9 @@ class TaskManager:
             ManagerClosed: the manager was closed (:meth:`aclose`); a ``RuntimeError``.
             TaskManagerError: no running event loop, or no unused task id could be drawn;
                 a ``RuntimeError``.
+            InvalidPayload: a trigger is not one JSON document within
+                ``max_payload_bytes`` (the message names the key path and the reason).
+            InvalidArgument: ``est_duration_s`` is not a finite number or None.
         """
         try:
             loop = asyncio.get_running_loop()
@@ -210,6 +224,20 @@ class TaskManager:
         if self._closed:
             raise ManagerClosed(
                 f"TaskManager for {self.server_name!r} is closed; no task can be started."
+            )
+        if triggers is not None:
+            triggers = [
+                json_payload(t, f"trigger {i}", max_bytes=self.max_payload_bytes)
+                if isinstance(t, dict)
+                else t
+                for i, t in enumerate(triggers)
+            ]
+        if est_duration_s is not None and not (
+            is_number(est_duration_s) and math.isfinite(est_duration_s)
+        ):
+            raise InvalidArgument(
+                f"est_duration_s must be a finite number of seconds or None, got "
+                f"{est_duration_s!r}."
             )
         task_id = self._new_unique_id()
         now = self._clock()
@@ -497,7 +525,9 @@ class TaskManager:
             task.handle = None
 
     async def _run_body(self, task: TaskRecord, body: TaskBody) -> None:
-        ctx = TaskContext(task, functools.partial(self._emit, task))
+        ctx = TaskContext(
+            task, functools.partial(self._emit, task), max_payload_bytes=self.max_payload_bytes
+        )
         try:
             outcome = await body(ctx)
         except asyncio.CancelledError:
@@ -507,9 +537,10 @@ class TaskManager:
             if task.cancel_requested:
                 self._finish_cancelled_anyway(task, f"raised TaskError {exc.error_code}")
                 return
-            if self._finish(task, TaskState.FAILED, failure=exc.to_failure()):
+            failure = self._failure_of(task, exc)
+            if self._finish(task, TaskState.FAILED, failure=failure):
                 await self._emit(
-                    task, "task_failed", exc.to_failure().model_dump(mode="json"), terminal=True
+                    task, "task_failed", failure.model_dump(mode="json"), terminal=True
                 )
             return
         except Exception as exc:
@@ -549,9 +580,32 @@ class TaskManager:
                 "but a task result must be a dict; this is a bug in the server.",
             )
             return
-        result = dict(outcome)
+        try:
+            result = json_payload(outcome, "task result", max_bytes=self.max_payload_bytes)
+        except InvalidPayload as exc:
+            _log.error("task_result_invalid", task_id=task.task_id, tool=task.tool, reason=str(exc))
+            await self._fail_internal(task, f"{exc} This is a bug in the server.")
+            return
         if self._finish(task, TaskState.SUCCEEDED, result=result):
             await self._emit(task, "task_done", {"result": result}, terminal=True)
+
+    def _failure_of(self, task: TaskRecord, exc: TaskError) -> TaskFailure:
+        """The failure a ``TaskError`` stands for, or INTERNAL if it cannot be one (a
+        non-string code, a message that is not JSON): the task must finish either way."""
+        try:
+            failure = exc.to_failure()
+            json_payload(
+                failure.model_dump(mode="json"), "task failure", max_bytes=self.max_payload_bytes
+            )
+        except (ValueError, TypeError) as bad:
+            _log.error("task_error_invalid", task_id=task.task_id, tool=task.tool, reason=str(bad))
+            return TaskFailure(
+                error_code="INTERNAL",
+                message=f"The task raised a TaskError that cannot be reported "
+                f"({type(bad).__name__}); this is a bug in the server.",
+                recoverable=False,
+            )
+        return failure
 
     async def _fail_internal(self, task: TaskRecord, message: str) -> None:
         failure = TaskFailure(error_code="INTERNAL", message=message, recoverable=False)

@@ -128,9 +128,10 @@ class TestProgressAbove:
         await poster.wait_for(info.task_id, "task_done")
         assert [p["percent"] for p in fired(poster, info.task_id)] == [50, 70]
 
-    @pytest.mark.parametrize("percent", ["90", True, None, float("nan")])
+    @pytest.mark.parametrize("percent", ["90", True, None])
     async def test_non_numeric_percent_does_not_fire(self, poster, percent):
-        """Only a finite numeric percent is evaluated against progress_above."""
+        """Only a numeric percent is evaluated against progress_above (NaN never gets this
+        far: a non-finite number is refused by ``progress``, see test_task_payloads.py)."""
         manager = TaskManager("sleeper", poster)
 
         async def body(ctx: TaskContext) -> dict[str, Any]:
