@@ -167,7 +167,8 @@ def create_app(
         if body is None:
             return post.reject(body_too_large(head.server, max_body_bytes))
         post.peek = peek(body, max_json_depth)
-        fault = recorder.take_fault(head.server)
+        task_id = post.peek.get("task_id")
+        fault = recorder.take_fault(head.server, task_id if isinstance(task_id, str) else None)
         if fault is not None:
             answer = await post.answer_fault(fault, head.server, request)
             if answer is not None:

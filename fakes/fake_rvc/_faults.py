@@ -2,6 +2,8 @@
 
 Faults act before authentication, like a broken network or proxy would; they queue up in
 order per server, and a server's own faults go before the ones for any server (``"*"``).
+A fault may name one task: it then acts only on that task's posts (by the body's
+``task_id``), and other posts pass it by.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ class Fault:
 
     ``delay_s`` waits before answering; then ``status`` answers with that status (the
     event is not stored), ``drop`` closes the connection without a response, and neither
-    processes the post normally (so a delay alone just makes the receiver slow).
+    processes the post normally (so a delay alone just makes the receiver slow). With
+    ``task_id`` it acts only on posts of that task.
     """
 
     server: str
@@ -32,6 +35,7 @@ class Fault:
     delay_s: float | None = None
     drop: bool = False
     remaining: int = 1
+    task_id: str | None = None
 
     def __post_init__(self) -> None:
         """A fault is valid by construction.
@@ -53,6 +57,8 @@ class Fault:
             raise FaultError(f"Fault count must be at least 1, got {self.remaining}.")
         if not self.server:
             raise FaultError("Fault server must be a server name or '*'.")
+        if self.task_id is not None and not self.task_id:
+            raise FaultError("Fault task_id must be a task id, or left out for every task.")
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict of every field."""
@@ -76,18 +82,24 @@ class FaultPlan:
             self._faults.setdefault(fault.server, []).append(fault)
         return fault
 
-    def take(self, server: str | None) -> Fault | None:
-        """Consume one fault for a post from ``server`` (its own first, then ``"*"``)."""
+    def take(self, server: str | None, task_id: str | None = None) -> Fault | None:
+        """Consume one fault for a post from ``server`` (its own first, then ``"*"``).
+
+        A fault naming a task is taken only for a post of ``task_id``.
+        """
         with self._lock:
             for key in (server, ANY_SERVER):
                 plan = self._faults.get(key) if key is not None else None
                 if not plan:
                     continue
-                fault = plan[0]
+                at = next((i for i, f in enumerate(plan) if f.task_id in (None, task_id)), None)
+                if at is None:
+                    continue
+                fault = plan[at]
                 if fault.remaining <= 1:
-                    plan.pop(0)
+                    plan.pop(at)
                 else:
-                    plan[0] = replace(fault, remaining=fault.remaining - 1)
+                    plan[at] = replace(fault, remaining=fault.remaining - 1)
                 if not plan:
                     del self._faults[key]  # type: ignore[arg-type]  # key is not None here
                 return fault

@@ -29,6 +29,12 @@ class FaultRequest(BaseModel):
     delay_s: float | None = Field(default=None, ge=0, le=3600)
     drop: bool = False
     count: int = Field(default=1, ge=1, le=1_000_000)
+    task_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="Only posts of this task (the body's task_id); every task when left out.",
+    )
 
 
 @router.get("/api/fake/events", summary="Stored events, filtered", responses={422: ERROR_RESPONSE})
@@ -123,7 +129,12 @@ async def list_faults(recorder: RecorderDep) -> dict[str, Any]:
 async def add_fault(spec: FaultRequest, recorder: RecorderDep) -> Any:
     try:
         fault = recorder.inject_fault(
-            spec.server, status=spec.status, delay_s=spec.delay_s, drop=spec.drop, count=spec.count
+            spec.server,
+            status=spec.status,
+            delay_s=spec.delay_s,
+            drop=spec.drop,
+            count=spec.count,
+            task_id=spec.task_id,
         )
     except FaultError as exc:
         return error_response(422, "invalid_fault", str(exc))

@@ -297,8 +297,9 @@ class Recorder:
         delay_s: float | None = None,
         drop: bool = False,
         count: int = 1,
+        task_id: str | None = None,
     ) -> Fault:
-        """Answer the next ``count`` posts from ``server`` with a fault.
+        """Answer the next ``count`` posts from ``server`` (of ``task_id`` only, if given).
 
         ``server`` is an ``X-RVC-Server`` name, or ``"*"`` for any server. Faults queue
         up in order per server. Faults act before authentication, like a broken network
@@ -309,12 +310,19 @@ class Recorder:
                 a status outside 100–599, a negative delay or a count below 1.
         """
         return self._faults.add(
-            Fault(server=server, status=status, delay_s=delay_s, drop=drop, remaining=count)
+            Fault(
+                server=server,
+                status=status,
+                delay_s=delay_s,
+                drop=drop,
+                remaining=count,
+                task_id=task_id,
+            )
         )
 
-    def take_fault(self, server: str | None) -> Fault | None:
+    def take_fault(self, server: str | None, task_id: str | None = None) -> Fault | None:
         """Consume one fault for a post from ``server`` (its own first, then ``"*"``)."""
-        return self._faults.take(server)
+        return self._faults.take(server, task_id)
 
     def faults(self) -> list[Fault]:
         """Return the pending faults, per server in the order they will be used."""

@@ -203,7 +203,7 @@ class DurableBacklog:
         if self._settled_since_trim >= max(100, self._outbox.delivered_tail):
             self._settled_since_trim = 0
             try:
-                await asyncio.to_thread(self._outbox.trim, self.queue_max)
+                await asyncio.to_thread(self._outbox.trim)
             except Exception:
                 _log.exception("outbox_trim_failed", server=self.server_name, outbox=str(self.path))
 
@@ -234,9 +234,9 @@ class DurableBacklog:
         return [QueuedEvent.from_row(row) for row in rows]
 
     def trim(self) -> None:
-        """Keep the newest ``queue_max + delivered_tail`` event rows (a cold write)."""
+        """Keep the pending event rows and the newest ``delivered_tail`` others (a cold write)."""
         try:
-            self._outbox.trim(self.queue_max)
+            self._outbox.trim()
         except Exception:
             _log.exception("outbox_trim_failed", server=self.server_name, outbox=str(self.path))
 

@@ -34,6 +34,27 @@ _DRAIN_TIMEOUT_S = 1.0
 
 Within the attempt's ``timeout_s``: reading the body never extends an attempt."""
 
+_REFUSALS = {
+    400: "the receiver cannot read this event: compare its version with docs/contract.md",
+    401: (
+        "the receiver does not accept the signature: check that RVC_EVENT_SECRET is the "
+        "brain's secret for this server (during a rotation pass both, the newest first)"
+    ),
+    404: "nothing takes events at this URL: check RVC_CALLBACK_URL",
+    413: (
+        "the receiver's body limit is below this event's size: raise the receiver's limit "
+        "or lower TaskManager(max_payload_bytes=...)"
+    ),
+}
+_REFUSALS[403] = _REFUSALS[401]
+_REFUSALS[405] = _REFUSALS[410] = _REFUSALS[404]
+_REFUSALS[415] = _REFUSALS[422] = _REFUSALS[400]
+"""Statuses that say the receiver refuses this request as it is, and what usually fixes it.
+
+Refused events are still retried on the schedule (the contract retries every non-2xx);
+the first refusal of an event is logged at ERROR with the fix, so an operator can act
+while the retries last."""
+
 Outcome = Literal["delivered", "given_up", "grace_expired"]
 """How one delivery ended: acknowledged (2xx), the retry cap reached, or the next pause
 would end past the caller's stop time (the event is neither delivered nor given up)."""
@@ -64,7 +85,8 @@ class Delivery:
         transport: the httpx transport (tests pass ``httpx.MockTransport``).
 
     The client is made on first use on the running loop; :meth:`reset` forgets it (for a
-    new loop) and :meth:`aclose` closes it. One delivery at a time.
+    new loop) and :meth:`aclose` closes it. Deliveries of different events may run at
+    once (the poster runs one per task lane); they share the client.
     """
 
     def __init__(
@@ -94,18 +116,24 @@ class Delivery:
         """Attempts beyond the first, over all events."""
         self.given_up = 0
         """Events given up at the retry cap."""
+        self.refused = 0
+        """Events a receiver refused at least once with a status in :data:`_REFUSALS`."""
 
     def __repr__(self) -> str:
         return f"<Delivery {self.url!r} sent={self.sent} retried={self.retried}>"
 
     async def deliver(
-        self, item: QueuedEvent, stop_at: Callable[[], float | None] | None = None
+        self,
+        item: QueuedEvent,
+        stop_at: Callable[[], float | None] | None = None,
+        slots: asyncio.Semaphore | None = None,
     ) -> DeliveryResult:
         """Attempt ``item`` until a 2xx, the retry cap, or ``stop_at``.
 
         ``stop_at`` returns the monotonic time (on the clock) past which no pause may end,
         or None for no limit; it is asked before every pause, so a stop time set while a
-        delivery runs still applies. Never raises on a receiver's behaviour.
+        delivery runs still applies. Each attempt holds one of ``slots`` (when given) while
+        it is under way, never during a pause. Never raises on a receiver's behaviour.
         """
         clock, policy = self._clock, self.retry
         client = self._client or self._make_client()
@@ -114,9 +142,14 @@ class Delivery:
             # Recovered from the outbox: the 10-minute budget began when it was accepted.
             started -= max(0.0, clock.time() - item.enqueued_at)
         attempt = 0
+        refused = False
         while True:
             attempt += 1
-            delivered, status, problem, retry_after = await self._attempt(client, item)
+            if slots is None:
+                delivered, status, problem, retry_after = await self._attempt(client, item)
+            else:
+                async with slots:
+                    delivered, status, problem, retry_after = await self._attempt(client, item)
             if delivered:
                 self.sent += 1
                 _log.debug(
@@ -129,6 +162,20 @@ class Delivery:
                     status=status,
                 )
                 return DeliveryResult("delivered", attempt)
+            if status in _REFUSALS and not refused:
+                refused = True
+                self.refused += 1
+                _log.error(
+                    "event_refused",
+                    server=self.server_name,
+                    event_id=item.event_id,
+                    task_id=item.task_id,
+                    seq=item.seq,
+                    status=status,
+                    size=len(item.body),
+                    fix=_REFUSALS[status],
+                    then="retried on the schedule; this task's later events wait, others do not",
+                )
             elapsed = clock.monotonic() - started
             delay = policy.next_delay(attempt, elapsed, retry_after)
             if delay is None:

@@ -19,10 +19,12 @@ bounded queue), trimmed by count.
 ``dropped``    pushed out of a full outbox (the size cap is the poster's ``queue_max``)
 =============  ===========================================================================
 
-Because one FIFO worker settles events in ``id`` order, the ``pending`` rows are always
-the newest rows of the table, so trimming it to the newest ``queue_max + delivered_tail``
-rows (the store's ``prune(keep_last=...)``, the one chokepoint that deletes by count) never
-removes an undelivered event.
+Trimming keeps every ``pending`` row and the newest ``delivered_tail`` settled ones (the
+store's ``prune(keep_last=..., spare={"state": "pending"})``, the one chokepoint that
+deletes by count). Settled rows are not in ``id`` order (the poster delivers each task's
+lane on its own, so an old event of a refused task can stay pending while newer ones
+settle), which is why the pending rows are spared rather than assumed the newest; the
+poster's ``queue_max`` bounds how many there are.
 
 ``tasks`` — one row per task the manager remembers: its last ``TaskInfo`` as JSON and the
 last ``seq`` it allocated. A task found ``running`` at the next start was interrupted by
@@ -176,13 +178,14 @@ class Outbox:
         """Wait until every row queued so far is committed."""
         await self.store.aflush()
 
-    def trim(self, keep_pending: int) -> int:
-        """Keep the newest ``keep_pending + delivered_tail`` event rows; return how many went.
+    def trim(self) -> int:
+        """Keep every pending row and the newest ``delivered_tail`` others; return how many went.
 
-        A cold write through the store's ``prune``; the pending rows are the newest (see
-        the module docstring), so none is removed while at most ``keep_pending`` exist.
+        A cold write through the store's ``prune``.
         """
-        return self.store.prune("outbox_events", keep_last=keep_pending + self.delivered_tail)
+        return self.store.prune(
+            "outbox_events", keep_last=self.delivered_tail, spare={"state": "pending"}
+        )
 
     # -- the manager's side -------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""The :class:`EventPoster`: one bounded FIFO queue and one worker per poster.
+"""The :class:`EventPoster`: a bounded queue with one lane per task, delivered side by side.
 
 One class, its state set in its own ``__init__``. It composes a :class:`Delivery` (one
 event's signed attempts, the HTTP client) and a backlog strategy (:class:`MemoryBacklog`,
@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +49,9 @@ class PosterStats:
             the close grace ran out.
         queued: events accepted and not yet acknowledged or lost (waiting + in flight).
         given_up: events lost after the retry cap (10 minutes of failed attempts).
+        refused: events a receiver refused at least once with a status that retrying the
+            same request rarely fixes (400, 401, 403, 404, 405, 410, 413, 415, 422); they
+            are retried all the same, and the first refusal is logged (``event_refused``).
         kept: events still undelivered when ``aclose()`` ended, left in the durable
             outbox for the next start (always 0 without an outbox).
         recovered: events a poster found pending in its outbox file at start, from a
@@ -63,6 +66,7 @@ class PosterStats:
     posted: int = 0
     kept: int = 0
     recovered: int = 0
+    refused: int = 0
 
 
 class EventPoster:
@@ -75,7 +79,8 @@ class EventPoster:
         secret: the HMAC secret; defaults to ``$RVC_EVENT_SECRET``. Required with a URL.
             During a secret rotation, a list: ``X-RVC-Signature`` is made with the first
             (the new one), and ``webhook-signature`` carries one signature per secret.
-        queue_max: the most events waiting to be sent; beyond it the oldest is dropped.
+        queue_max: the most events waiting to be sent, over all tasks; beyond it the
+            oldest is dropped.
         close_grace_s: how long ``aclose()`` keeps delivering what is queued.
         retry: the retry schedule and give-up cap.
         clock: wall clock, monotonic clock and sleep; the system's by default.
@@ -94,6 +99,10 @@ class EventPoster:
         standard_webhooks: also send the Standard Webhooks headers ``webhook-id`` (the
             event_id), ``webhook-timestamp`` and ``webhook-signature`` (see
             :mod:`robot_mcp_kit.signing`); the ``X-RVC-*`` headers are unchanged.
+        max_in_flight: the most attempts under way at once. Each task's events go out one
+            at a time in ``seq`` order; different tasks' events go out side by side, so a
+            task whose event the receiver keeps refusing holds back only its own later
+            events (see ``docs/delivery.md``).
 
     Raises:
         ConfigurationError: a URL without a secret, a URL that is not http(s), an empty
@@ -115,6 +124,7 @@ class EventPoster:
         outbox: str | os.PathLike[str] | Literal[False] | None = None,
         outbox_delivered_tail: int = 1_000,
         standard_webhooks: bool = False,
+        max_in_flight: int = 4,
     ) -> None:
         if not server_name or not server_name.isprintable() or not server_name.isascii():
             raise ConfigurationError(
@@ -129,6 +139,10 @@ class EventPoster:
             )
         if timeout_s <= 0:
             raise ConfigurationError(f"EventPoster timeout_s must be > 0, got {timeout_s}.")
+        if max_in_flight < 1:
+            raise ConfigurationError(
+                f"EventPoster max_in_flight must be >= 1, got {max_in_flight}."
+            )
 
         url = os.environ.get(ENV_CALLBACK_URL) if callback_url is None else callback_url
         url = (url or "").strip()
@@ -165,12 +179,17 @@ class EventPoster:
             transport=transport,
         )
 
-        self._queue: deque[QueuedEvent] = deque()
-        self._inflight: QueuedEvent | None = None
+        self.max_in_flight: Final = max_in_flight
+        # One lane per task with events waiting (per-task seq order); _waiting holds every
+        # waiting event in acceptance order (the bound, the oldest to drop); _inflight the
+        # one event per task being delivered; _runners the lane runner of each busy task.
+        self._lanes: dict[str, deque[QueuedEvent]] = {}
+        self._waiting: OrderedDict[str, QueuedEvent] = OrderedDict()
+        self._inflight: dict[str, QueuedEvent] = {}
+        self._runners: dict[str, asyncio.Task[None]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._wakeup: asyncio.Event | None = None
         self._idle: asyncio.Event | None = None
-        self._worker: asyncio.Task[None] | None = None
+        self._slots: asyncio.Semaphore | None = None
         self._closed = False
         self._close_done: asyncio.Event | None = None
         self._close_deadline: float | None = None
@@ -230,11 +249,12 @@ class EventPoster:
             sent=delivery.sent,
             retried=delivery.retried,
             dropped=self._dropped,
-            queued=len(self._queue) + (self._inflight is not None),
+            queued=self._queued(),
             given_up=delivery.given_up + self._given_up,
             posted=self._posted,
             kept=self._kept,
             recovered=self._recovered,
+            refused=delivery.refused,
         )
 
     async def post(self, event: TaskEvent) -> None:
@@ -267,13 +287,9 @@ class EventPoster:
         if not self.enabled or self._closed:
             return
         try:
-            wakeup, idle = self._ensure_worker()
+            self._ensure_bound()
         except Exception:
             _log.exception("poster_start_failed", server=self.server_name)
-            return
-        if self._queue:
-            idle.clear()
-            wakeup.set()
 
     async def flush(self) -> None:
         """Wait until every event posted so far is acknowledged or lost.
@@ -282,8 +298,8 @@ class EventPoster:
         """
         if self._closed or self._idle is None or self._loop is not asyncio.get_running_loop():
             return
-        while self._queue or self._inflight is not None:
-            if self._worker is None or self._worker.done():
+        while self._queued():
+            if not self._runners:
                 return
             await self._idle.wait()
 
@@ -304,20 +320,9 @@ class EventPoster:
         same_loop = self._loop is asyncio.get_running_loop()
         self._close_done = asyncio.Event() if same_loop else None
         try:
-            worker = self._worker
-            if worker is not None and not worker.done() and same_loop:
+            if self._runners and same_loop:
                 self._close_deadline = self._clock.monotonic() + self.close_grace_s
-                if self._wakeup is not None:
-                    self._wakeup.set()
-                try:
-                    async with asyncio.timeout(self.close_grace_s):
-                        await asyncio.shield(worker)
-                except TimeoutError:
-                    pass
-                finally:
-                    if not worker.done():
-                        worker.cancel()
-                        await asyncio.wait([worker])
+                await self._drain_lanes()
             if same_loop:
                 await self._delivery.aclose()
             else:
@@ -336,6 +341,20 @@ class EventPoster:
                 if self._idle is not None and same_loop:
                     self._idle.set()
 
+    async def _drain_lanes(self) -> None:
+        """Let the lanes deliver for up to ``close_grace_s``, then cancel what still runs."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + self.close_grace_s
+        try:
+            while self._runners and (left := end - loop.time()) > 0:
+                await asyncio.wait(list(self._runners.values()), timeout=left)
+        finally:
+            runners = list(self._runners.values())
+            for runner in runners:
+                runner.cancel()
+            if runners:
+                await asyncio.wait(runners)
+
     def close_unstarted(self) -> None:
         """Close the outbox file of a poster that never started (no loop needed).
 
@@ -343,17 +362,16 @@ class EventPoster:
         when its manager cannot be built). Nothing was posted, so nothing is dropped; the
         poster is closed afterwards. A poster that started is closed with :meth:`aclose`.
         """
-        if self._worker is not None:
+        if self._loop is not None:
             raise RuntimeError("close_unstarted() on a started poster; await aclose()")
         self._closed = True
         self._backlog.close()
 
     def _drop_leftovers(self) -> None:
-        left = list(self._queue)
-        if self._inflight is not None:
-            left.insert(0, self._inflight)
-        self._queue.clear()
-        self._inflight = None
+        left = list(self._inflight.values()) + list(self._waiting.values())
+        self._lanes.clear()
+        self._waiting.clear()
+        self._inflight.clear()
         sent = self._delivery.sent
         path = self._backlog.path
         if left and path is not None:
@@ -432,106 +450,131 @@ class EventPoster:
         item = QueuedEvent(
             event.event_id, event.task_id, event.seq, event.model_dump_json().encode()
         )
-        wakeup, idle = self._ensure_worker()
+        self._ensure_bound()
         self._backlog.accept(item, self._clock.time())
-        if len(self._queue) >= self.queue_max:
-            self._drop_oldest("the queue is full")
-        self._queue.append(item)
-        self._posted += 1
-        idle.clear()
-        wakeup.set()
+        self._enqueue(item)
 
-    def _ensure_worker(self) -> tuple[asyncio.Event, asyncio.Event]:
-        """Bind to the running loop and start the worker if needed; return (wakeup, idle)."""
+    def _ensure_bound(self) -> tuple[asyncio.Event, asyncio.Semaphore]:
+        """Bind to the running loop (recovering once); return (idle, slots).
+
+        When the loop changed (the old one stopped without :meth:`aclose`), the old lane
+        runners are gone with it: each event they had in flight goes back to the head of
+        its lane, and every lane gets a runner on the new loop.
+        """
         loop = asyncio.get_running_loop()
-        wakeup, idle = self._wakeup, self._idle
+        idle, slots = self._idle, self._slots
         if self._loop is not loop:
             if self._loop is not None:
                 _log.warning(
                     "poster_loop_changed",
                     server=self.server_name,
                     reason="the old event loop stopped without aclose()",
-                    queued=len(self._queue) + (self._inflight is not None),
+                    queued=self._queued(),
                 )
             self._loop = loop
-            self._wakeup = wakeup = asyncio.Event()
             self._idle = idle = asyncio.Event()
-            self._worker = None
+            self._slots = slots = asyncio.Semaphore(self.max_in_flight)
+            self._runners.clear()
             self._delivery.reset()
-        if wakeup is None or idle is None:  # pragma: no cover - set together just above
+            inflight, self._inflight = self._inflight, {}
+            for item in inflight.values():  # cancelled mid-send: resend first
+                self._lanes.setdefault(item.task_id, deque()).appendleft(item)
+                self._waiting[item.event_id] = item
+                self._waiting.move_to_end(item.event_id, last=False)
+            for task_id in list(self._lanes):
+                self._kick(task_id)
+        if idle is None or slots is None:  # pragma: no cover - set together just above
             raise RuntimeError("EventPoster loop state is inconsistent")
         if not self._recovery_done:
             self._recover()
-        if self._worker is None or self._worker.done():
-            if self._inflight is not None:  # the last worker was cancelled mid-send: resend
-                self._queue.appendleft(self._inflight)
-                self._inflight = None
-            self._worker = loop.create_task(
-                self._run(wakeup, idle), name=f"EventPoster[{self.server_name}] worker"
-            )
-        return wakeup, idle
+        return idle, slots
 
-    async def _run(self, wakeup: asyncio.Event, idle: asyncio.Event) -> None:
-        queue = self._queue
-        while True:
-            if not queue:
-                idle.set()
-                if self._closed:
-                    return
-                wakeup.clear()
-                await wakeup.wait()
-                continue
-            item = queue.popleft()
-            self._inflight = item
-            outcome: Literal["delivered", "given_up"]
-            try:
-                await self._backlog.make_durable(item)
-                result = await self._delivery.deliver(item, self._stop_at)
-                if result.outcome == "grace_expired":
-                    return  # aclose() counts the in-flight event and the rest as left over
-                outcome = result.outcome
-            except Exception:  # a bug here must not kill the worker and strand the queue
-                self._given_up += 1
-                outcome = "given_up"
-                _log.exception(
-                    "event_given_up",
-                    server=self.server_name,
-                    event_id=item.event_id,
-                    task_id=item.task_id,
-                    seq=item.seq,
-                    reason="unexpected error in the poster",
-                )
-            self._inflight = None
-            await self._backlog.settle(item, outcome)
+    def _enqueue(self, item: QueuedEvent) -> None:
+        """Put ``item`` at the tail of its task's lane and make sure the lane runs."""
+        if len(self._waiting) >= self.queue_max:
+            self._drop_oldest("the queue is full")
+        self._lanes.setdefault(item.task_id, deque()).append(item)
+        self._waiting[item.event_id] = item
+        self._posted += 1
+        if self._idle is not None:
+            self._idle.clear()
+        self._kick(item.task_id)
+
+    def _kick(self, task_id: str) -> None:
+        """Start the runner of ``task_id``'s lane unless it runs (or the poster is unbound)."""
+        loop = self._loop
+        if loop is None or task_id in self._runners:
+            return
+        runner = loop.create_task(
+            self._run_lane(task_id), name=f"EventPoster[{self.server_name}] lane {task_id}"
+        )
+        self._runners[task_id] = runner
+
+    async def _run_lane(self, task_id: str) -> None:
+        """Deliver one task's events in ``seq`` order, one at a time, until its lane is empty.
+
+        Lanes run side by side: a task whose event a receiver keeps refusing waits out its
+        own retry pauses, and no other task's event waits behind it. At most
+        ``max_in_flight`` attempts are under way at once (the ``slots``).
+        """
+        lanes, waiting = self._lanes, self._waiting
+        try:
+            while lane := lanes.get(task_id):
+                item = lane.popleft()
+                if not lane:
+                    del lanes[task_id]
+                waiting.pop(item.event_id, None)
+                self._inflight[task_id] = item
+                outcome: Literal["delivered", "given_up"]
+                try:
+                    await self._backlog.make_durable(item)
+                    result = await self._delivery.deliver(item, self._stop_at, self._slots)
+                    if result.outcome == "grace_expired":
+                        return  # aclose() counts the in-flight event and the rest as left over
+                    outcome = result.outcome
+                except Exception:  # a bug here must not kill the lane and strand the queue
+                    self._given_up += 1
+                    outcome = "given_up"
+                    _log.exception(
+                        "event_given_up",
+                        server=self.server_name,
+                        event_id=item.event_id,
+                        task_id=item.task_id,
+                        seq=item.seq,
+                        reason="unexpected error in the poster",
+                    )
+                del self._inflight[task_id]
+                await self._backlog.settle(item, outcome)
+        finally:
+            if self._runners.get(task_id) is asyncio.current_task():
+                del self._runners[task_id]
+            if not self._waiting and not self._inflight and self._idle is not None:
+                self._idle.set()
+
+    def _queued(self) -> int:
+        return len(self._waiting) + len(self._inflight)
 
     def _stop_at(self) -> float | None:
         """The monotonic time past which no retry pause may end (set by :meth:`aclose`)."""
         return self._close_deadline
 
     def _recover(self) -> None:
-        """Put the events a previous process left pending at the head of the queue (once)."""
+        """Queue the events a previous process left pending, before anything new (once)."""
         self._recovery_done = True
         items = self._backlog.recover()
         self._recovered += len(items)
-        for item in reversed(items):
-            self._queue.appendleft(item)
-        while len(self._queue) > self.queue_max:
-            self._drop_oldest("the outbox holds more than queue_max events")
-        self._posted += len(self._queue)
+        for item in items[: max(0, len(items) - self.queue_max)]:
+            self._drop(item, "the outbox holds more than queue_max events")
+        for item in items[-self.queue_max :]:
+            self._enqueue(item)
         self._backlog.trim()
 
     def _adopt(self, item: QueuedEvent) -> None:
         """Queue an event the task journal committed (an ``INTERRUPTED`` report)."""
         if self._closed:
             return  # it stays pending in the file for the next start
-        if len(self._queue) >= self.queue_max:
-            self._drop_oldest("the queue is full")
-        self._queue.append(item)
-        self._posted += 1
         self._recovered += 1
-        if self._wakeup is not None and self._idle is not None:
-            self._idle.clear()
-            self._wakeup.set()
+        self._enqueue(item)
 
     def _drop_oldest(self, reason: str) -> None:
         """Drop the oldest queued event (counted, its backlog row marked, one ERROR line).
@@ -539,15 +582,23 @@ class EventPoster:
         The brain's reconciliation poll (``get_task`` / ``list_tasks``) is what covers a
         dropped event; the log line says so.
         """
-        old = self._queue.popleft()
+        _, old = self._waiting.popitem(last=False)
+        lane = self._lanes.get(old.task_id)
+        if lane is not None:
+            lane.remove(old)  # its lane's head: lanes keep acceptance order
+            if not lane:
+                del self._lanes[old.task_id]
+        self._drop(old, reason)
+
+    def _drop(self, item: QueuedEvent, reason: str) -> None:
         self._dropped += 1
-        self._backlog.drop(old)
+        self._backlog.drop(item)
         _log.error(
             "event_dropped",
             server=self.server_name,
-            event_id=old.event_id,
-            task_id=old.task_id,
-            seq=old.seq,
+            event_id=item.event_id,
+            task_id=item.task_id,
+            seq=item.seq,
             reason=reason,
             queue_max=self.queue_max,
             covered_by="the brain's reconciliation poll",

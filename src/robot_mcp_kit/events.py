@@ -1,10 +1,12 @@
 """EventPoster: sends signed TaskEvents to the brain, in order, at least once (kit spec §3.1, §4.3).
 
-One poster per server. :meth:`EventPoster.post` puts the event on one bounded FIFO queue
-and returns at once; one background worker per poster sends the queue head, retrying it
-on the schedule of :class:`~robot_mcp_kit._retry.RetryPolicy` until a 2xx acknowledges it
-or the 10-minute cap gives it up. One queue and one worker mean events leave in the order
-they were posted, so each task's events arrive in ``seq`` order.
+One poster per server. :meth:`EventPoster.post` puts the event at the tail of its task's
+lane in one bounded queue and returns at once; each lane's runner sends its head,
+retrying it on the schedule of :class:`~robot_mcp_kit._retry.RetryPolicy` until a 2xx
+acknowledges it or the 10-minute cap gives it up, and only then the task's next event, so
+each task's events arrive in ``seq`` order. Lanes run side by side (at most
+``max_in_flight`` attempts at once): an event a receiver keeps refusing holds back only
+its own task (``docs/delivery.md``).
 
 Contracts:
 

@@ -60,10 +60,13 @@ __all__ = [
 class FakeClock:
     """A :class:`~robot_mcp_kit.Clock` in virtual time, for the poster's retry schedule.
 
-    ``sleep`` records the pause in :attr:`sleeps` and advances both clocks by it at once
-    (then yields to the loop once), so a 10-minute schedule runs in milliseconds and its
-    pauses can be asserted exactly. ``time()`` is ``wall0`` plus the virtual seconds
-    elapsed; ``monotonic()`` starts at 0. :meth:`advance` moves time without a sleep.
+    ``sleep`` records the pause in :attr:`sleeps`, yields to the loop once and moves both
+    clocks to the pause's end (the virtual time it began plus its length) unless they are
+    already past it, so a 10-minute schedule runs in milliseconds and its pauses can be
+    asserted exactly. Pauses that overlap (the poster's task lanes retrying side by side)
+    overlap in virtual time too: two 8 s pauses begun at once end at +8 s, not +16 s.
+    ``time()`` is ``wall0`` plus the virtual seconds elapsed; ``monotonic()`` starts at 0.
+    :meth:`advance` moves time without a sleep.
     """
 
     def __init__(self, wall0: float = 1_765_532_000.0) -> None:
@@ -80,10 +83,11 @@ class FakeClock:
         return self.mono
 
     async def sleep(self, seconds: float) -> None:
-        """Record ``seconds``, advance virtual time by it, and yield to the loop once."""
+        """Record ``seconds``, yield to the loop once, and move virtual time to the end."""
         self.sleeps.append(seconds)
-        self.mono += seconds
+        end = self.mono + seconds
         await asyncio.sleep(0)
+        self.mono = max(self.mono, end)
 
     def advance(self, seconds: float) -> None:
         """Move virtual time forward by ``seconds`` (no sleep recorded)."""

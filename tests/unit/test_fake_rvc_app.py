@@ -472,12 +472,40 @@ class TestFaults:
         await client.post("/api/fake/faults", json={"server": "*", "status": 429})
         assert (await post_event(client, make_event())).status_code == 429
 
+    async def test_a_task_fault_acts_only_on_that_tasks_posts(self, client, make_event):
+        """A fault naming a task lets other tasks' posts by, and still acts on its own."""
+        response = await client.post(
+            "/api/fake/faults",
+            json={"server": "sleeper", "status": 413, "count": 2, "task_id": "slee-00000a"},
+        )
+        assert response.status_code == 201
+        other = make_event(task_id="slee-00000b")
+        assert (await post_event(client, other)).status_code == 200
+        mine = make_event(task_id="slee-00000a")
+        assert (await post_event(client, mine)).status_code == 413
+        assert (await post_event(client, mine)).status_code == 413
+        assert (await post_event(client, mine)).status_code == 200  # count used up
+        assert (await client.get("/api/fake/faults")).json()["faults"] == []
+
+    async def test_an_empty_task_id_in_a_fault_is_refused(self, client):
+        response = await client.post(
+            "/api/fake/faults", json={"server": "sleeper", "status": 413, "task_id": ""}
+        )
+        assert response.status_code == 422
+
     async def test_fault_injection_through_python_api_and_clear(self, client, recorder, make_event):
         """inject_fault and clear_faults on the recorder; GET and DELETE over HTTP agree."""
         recorder.inject_fault("sleeper", status=500, count=3)
         listed = (await client.get("/api/fake/faults")).json()["faults"]
         assert listed == [
-            {"server": "sleeper", "status": 500, "delay_s": None, "drop": False, "remaining": 3}
+            {
+                "server": "sleeper",
+                "status": 500,
+                "delay_s": None,
+                "drop": False,
+                "remaining": 3,
+                "task_id": None,
+            }
         ]
         assert (await client.delete("/api/fake/faults")).json() == {"faults": []}
         assert (await post_event(client, make_event())).status_code == 200

@@ -81,6 +81,31 @@ async def test_accepted_events_are_durable_and_settled(tmp_path):
     assert states(path) == {"ev-1": "delivered", "ev-2": "given_up", "ev-3": "dropped"}
 
 
+async def test_a_trim_keeps_an_old_pending_event_behind_newer_settled_ones(tmp_path):
+    """One task's event stays pending while other tasks' newer events settle: it survives."""
+    path = tmp_path / "outbox.db"
+    b = DurableBacklog(
+        path, server_name="navigation", queue_max=10, delivered_tail=5, adopt=lambda e: None
+    )
+    stuck = item(1, task_id="nav-stuck")
+    b.accept(stuck, 1000.0)
+    last = stuck
+    for n in range(2, 40):
+        last = item(n, task_id="nav-busy")
+        b.accept(last, 1000.0 + n)
+        await b.settle(last, "delivered")
+    b.accept(last := item(40, task_id="nav-busy"), 1040.0)
+    await b.make_durable(last)  # every mark above is committed
+    b.trim()
+    b.close()
+    kept = states(path)
+    assert kept["ev-1"] == "pending"
+    assert sorted(kept) == sorted(["ev-1", "ev-40"] + [f"ev-{n}" for n in range(35, 40)])
+    again = backlog(path)
+    assert [e.event_id for e in again.recover()] == ["ev-1", "ev-40"]
+    again.close()
+
+
 async def test_recover_returns_the_pending_events_once_oldest_first(tmp_path):
     path = tmp_path / "outbox.db"
     b = backlog(path)

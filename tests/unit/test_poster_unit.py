@@ -336,7 +336,8 @@ class TestNeverRaises:
         await poster.post(make_event())
         await poster.flush()
         assert len(receiver.delivered) == 1
-        assert poster.stats == PosterStats(sent=1, retried=3, posted=1)
+        refused = int(kind in ("400", "404"))  # counted (and logged) as refusals, still retried
+        assert poster.stats == PosterStats(sent=1, retried=3, posted=1, refused=refused)
 
     @pytest.mark.parametrize("kind", FAILURES)
     async def test_permanent_failure_is_given_up(self, make_poster, receiver, clock, kind):
@@ -348,7 +349,8 @@ class TestNeverRaises:
             await poster.post(make_event(seq=seq))
         await poster.flush()
         assert receiver.delivered == []
-        assert poster.stats == PosterStats(retried=44, given_up=2, posted=2)
+        refused = 2 * (kind in ("400", "404"))
+        assert poster.stats == PosterStats(retried=44, given_up=2, posted=2, refused=refused)
         assert clock.sleeps == SPEC_PAUSES * 2
 
     async def test_unserializable_payload_is_dropped_not_raised(self, make_poster, caplog):
@@ -380,16 +382,14 @@ class TestNeverRaises:
 
 class TestOrdering:
     async def test_order_is_preserved_under_1000_concurrent_posts(self, make_poster, receiver):
-        """1 000 posts from 50 tasks, some retried: delivered in FIFO order, each task in seq."""
+        """1 000 posts from 50 tasks, some retried: every one delivered, each task in seq."""
         receiver.script = lambda n, a: 500 if n % 7 == 0 else 200
         poster = make_poster()
-        posted: list[tuple[str, int]] = []
 
         async def producer(task_no: int) -> None:
             task_id = f"nav-{task_no:06x}"
             for seq in range(1, 21):
                 await poster.post(make_event(task_id=task_id, seq=seq))
-                posted.append((task_id, seq))
                 await asyncio.sleep(0)
 
         async with asyncio.TaskGroup() as group:
@@ -399,13 +399,127 @@ class TestOrdering:
 
         arrived = [(e["task_id"], e["seq"]) for e in receiver.delivered]
         assert len(arrived) == 1000
-        assert arrived == posted  # a single FIFO: global order is posting order
         by_task: dict[str, list[int]] = {}
         for task_id, seq in arrived:
             by_task.setdefault(task_id, []).append(seq)
+        assert len(by_task) == 50
         assert all(seqs == list(range(1, 21)) for seqs in by_task.values())
+        # A retried event is always sent again before its task's next one.
+        for task_id in by_task:
+            tried = [a.event["seq"] for a in receiver.attempts if a.event["task_id"] == task_id]
+            assert tried == sorted(tried), task_id
         assert poster.stats.retried > 100
         assert poster.stats.sent == 1000
+
+
+class TestLanes:
+    """Each task's events go out in seq order; different tasks' events do not wait on each other."""
+
+    async def test_a_refused_task_holds_back_only_its_own_events(
+        self, make_poster, receiver: Receiver, clock: FakeClock, caplog
+    ):
+        """Task A's event answered 413 for ever: task B's events all arrive meanwhile."""
+        receiver.script = lambda n, a: 413 if a.event["task_id"] == "nav-00000a" else 200
+        poster = make_poster()
+        await poster.post(make_event(task_id="nav-00000a", seq=1))
+        await poster.post(make_event(task_id="nav-00000a", seq=2))
+        await wait_until(lambda: len(receiver.attempts) >= 2)  # A refused, retrying
+        for seq in range(1, 6):
+            await poster.post(make_event(task_id="nav-00000b", seq=seq))
+        await wait_until(lambda: len(receiver.delivered) == 5)
+        assert [(e["task_id"], e["seq"]) for e in receiver.delivered] == [
+            ("nav-00000b", seq) for seq in range(1, 6)
+        ]
+        assert clock.monotonic() < 600  # B did not wait for A's retry cap
+        # A's seq 2 was never sent while seq 1 was still undelivered.
+        a_tried = [a.event["seq"] for a in receiver.attempts if a.event["task_id"] == "nav-00000a"]
+        assert set(a_tried) == {1}
+        await poster.flush()  # A's events reach the cap, in order
+        a_tried = [a.event["seq"] for a in receiver.attempts if a.event["task_id"] == "nav-00000a"]
+        assert a_tried == sorted(a_tried)
+        assert a_tried[-1] == 2
+        stats = poster.stats
+        assert (stats.sent, stats.given_up, stats.refused, stats.queued) == (5, 2, 2, 0)
+        refusals = [m for m in messages(caplog, logging.ERROR) if m.startswith("event_refused ")]
+        assert len(refusals) == 2  # once per event, not once per attempt
+        assert "status=413" in refusals[0]
+        assert "max_payload_bytes" in refusals[0]
+
+    @pytest.mark.parametrize(
+        ("status", "hint"),
+        [
+            (401, "RVC_EVENT_SECRET"),
+            (403, "RVC_EVENT_SECRET"),
+            (404, "RVC_CALLBACK_URL"),
+            (400, "docs/contract.md"),
+            (422, "docs/contract.md"),
+            (413, "max_payload_bytes"),
+        ],
+    )
+    async def test_a_refusal_is_logged_with_its_fix_and_still_retried(
+        self, make_poster, receiver: Receiver, caplog, status, hint
+    ):
+        """Every non-2xx is retried: a refusal fixed in time (a rotated secret) delivers."""
+        receiver.script = fail_first(3, status)
+        poster = make_poster()
+        await poster.post(make_event(seq=1))
+        await poster.flush()
+        assert [e["seq"] for e in receiver.delivered] == [1]
+        assert poster.stats == PosterStats(sent=1, retried=3, refused=1, posted=1)
+        (line,) = [m for m in messages(caplog, logging.ERROR) if m.startswith("event_refused ")]
+        assert f"status={status}" in line
+        assert hint in line
+
+    async def test_a_server_error_is_not_a_refusal(self, make_poster, receiver: Receiver, caplog):
+        receiver.script = fail_first(2, 503)
+        poster = make_poster()
+        await poster.post(make_event(seq=1))
+        await poster.flush()
+        assert poster.stats.refused == 0
+        assert not [m for m in messages(caplog, logging.ERROR) if m.startswith("event_refused")]
+
+    async def test_attempts_under_way_are_bounded_by_max_in_flight(self, make_poster, receiver):
+        """Ten tasks' events at once against a slow receiver: never more than 3 attempts."""
+        busy = peak = 0
+        gate = asyncio.Event()
+
+        async def slow(request: httpx.Request) -> httpx.Response:
+            nonlocal busy, peak
+            busy += 1
+            peak = max(peak, busy)
+            try:
+                await gate.wait()
+                return await receiver(request)
+            finally:
+                busy -= 1
+
+        poster = make_poster(transport=httpx.MockTransport(slow), max_in_flight=3)
+        for task_no in range(10):
+            for seq in (1, 2):
+                await poster.post(make_event(task_id=f"nav-{task_no:06x}", seq=seq))
+        await wait_until(lambda: busy == 3)
+        await asyncio.sleep(0.05)
+        assert busy == 3
+        gate.set()
+        await poster.flush()
+        assert peak == 3
+        assert len(receiver.delivered) == 20
+
+    async def test_one_lane_at_a_time_still_does_not_block_on_a_pause(
+        self, make_poster, receiver: Receiver
+    ):
+        """max_in_flight=1: task B's event goes out while task A waits out a retry pause."""
+        receiver.script = lambda n, a: 500 if a.event["task_id"] == "nav-00000a" and n == 1 else 200
+        poster = make_poster(max_in_flight=1)
+        await poster.post(make_event(task_id="nav-00000a", seq=1))
+        await poster.post(make_event(task_id="nav-00000b", seq=1))
+        await poster.flush()
+        order = [(a.event["task_id"], a.event["seq"]) for a in receiver.attempts]
+        assert order == [("nav-00000a", 1), ("nav-00000b", 1), ("nav-00000a", 1)]
+
+    def test_max_in_flight_below_one_is_refused(self):
+        with pytest.raises(ConfigurationError, match="max_in_flight must be >= 1, got 0"):
+            EventPoster("navigation", URL, SECRET, max_in_flight=0)
 
 
 class TestBoundedQueue:

@@ -112,6 +112,19 @@ class TestKinds:
         assert store.prune("events", keep_last=3) == 7
         assert sorted(r["n"] for r in store.query("SELECT n FROM events")) == [7, 8, 9]
 
+    def test_spared_rows_are_kept_and_not_counted(self, store):
+        """spare keeps matching rows whatever their age, and keep_last counts the others."""
+        now = time.time()
+        with store.transaction() as conn:
+            conn.executemany(
+                "INSERT INTO events (ts, n) VALUES (?, ?)",
+                [(now - 7200 + i, i) for i in range(10)],
+            )
+        assert store.prune("events", keep_last=3, spare={"n": 2}) == 6
+        assert sorted(r["n"] for r in store.query("SELECT n FROM events")) == [2, 7, 8, 9]
+        assert store.prune("events", older_than_s=60, spare={"n": 2}) == 3
+        assert [r["n"] for r in store.query("SELECT n FROM events")] == [2]
+
     def test_prune_needs_a_bound(self, store):
         """prune without a bound is a caller error, not 'delete everything'."""
         with pytest.raises(ValueError, match="older_than_s, keep_last"):

@@ -259,12 +259,15 @@ class SqliteStore:
         *,
         older_than_s: float | None = None,
         keep_last: int | None = None,
+        spare: Mapping[str, str | int] | None = None,
     ) -> int:
         """Delete old rows from a declared RECORD table; return how many were deleted.
 
         The one chokepoint that deletes by age or count. ``older_than_s`` deletes rows whose
         ``time_column`` is older than that many seconds; ``keep_last`` keeps only the N
-        newest rows (by ``time_column``, else rowid). Both may be given. A cold write.
+        newest rows (by ``time_column``, else rowid). Both may be given. Rows whose columns
+        hold every value in ``spare`` (e.g. ``{"state": "pending"}``) are never deleted and
+        do not count towards ``keep_last``. A cold write.
 
         Raises:
             PruneRefused: before deleting anything, unless ``table`` is a declared RECORD.
@@ -289,6 +292,9 @@ class SqliteStore:
                 f"prune bounds must be >= 0 (older_than_s={older_than_s}, keep_last={keep_last})"
             )
         name = _q(declared.name)
+        spared = " AND ".join(f"{_q(column)} = ?" for column in spare or {})
+        unspared = f"NOT ({spared}) AND " if spared else ""
+        spare_values = tuple((spare or {}).values())
         deleted = 0
         with self.transaction() as conn:
             if older_than_s is not None:
@@ -300,10 +306,10 @@ class SqliteStore:
                 cutoff = time.time() - older_than_s
                 cutoff_iso = format_ts(datetime.fromtimestamp(cutoff, UTC))
                 deleted += conn.execute(
-                    f"DELETE FROM {name} WHERE "  # noqa: S608 - identifiers are quoted
+                    f"DELETE FROM {name} WHERE {unspared}("  # noqa: S608 - quoted
                     f"(typeof({col}) IN ('integer', 'real') AND {col} < ?) OR "
-                    f"(typeof({col}) = 'text' AND {col} < ?)",
-                    (cutoff, cutoff_iso),
+                    f"(typeof({col}) = 'text' AND {col} < ?))",
+                    (*spare_values, cutoff, cutoff_iso),
                 ).rowcount
             if keep_last is not None:
                 order = (
@@ -312,9 +318,9 @@ class SqliteStore:
                     else "rowid DESC"
                 )
                 deleted += conn.execute(
-                    f"DELETE FROM {name} WHERE rowid NOT IN "  # noqa: S608 - quoted
-                    f"(SELECT rowid FROM {name} ORDER BY {order} LIMIT ?)",
-                    (keep_last,),
+                    f"DELETE FROM {name} WHERE {unspared}rowid NOT IN "  # noqa: S608 - quoted
+                    f"(SELECT rowid FROM {name} WHERE {unspared}1 ORDER BY {order} LIMIT ?)",
+                    (*spare_values, *spare_values, keep_last),
                 ).rowcount
         return deleted
 
