@@ -138,6 +138,11 @@ class clauses:
         "delivery is at-least-once: anything but a 2xx (or a connection error) is retried "
         "and events for one task are POSTed in seq order",
     )
+    LANES = Clause(
+        "5.1",
+        "an event that is not acknowledged holds back only its own task's later events; "
+        "other tasks' events keep going out while it is retried",
+    )
     RETRY_SCHEDULE = Clause(
         "5.2", "retries back off exponentially: 0.5 s, 2 s, 8 s, then every 30 s, for 10 minutes"
     )

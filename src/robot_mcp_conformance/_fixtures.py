@@ -24,6 +24,7 @@ from robot_mcp_conformance._runs import (
     UNKNOWN_TRIGGER,
     CancelRun,
     DeliveryRun,
+    RefusalRun,
     Runs,
 )
 from robot_mcp_conformance.plugin import stashed_config
@@ -39,6 +40,7 @@ __all__ = [
     "delivery",
     "fake_rvc",
     "harness",
+    "refusal",
     "runs",
     "server_endpoint",
     "tools",
@@ -194,3 +196,9 @@ def cancelled(harness: Harness) -> CancelRun:
 def delivery(harness: Harness) -> DeliveryRun:
     """A task run while fake_rvc answers 500 and then drops the connection."""
     return harness.delivery_scenario()
+
+
+@pytest.fixture(scope="session")
+def refusal(harness: Harness) -> RefusalRun:
+    """A task whose every post fake_rvc refuses (413), and a second task run meanwhile."""
+    return harness.refusal_scenario()

@@ -21,6 +21,7 @@ from robot_mcp_conformance._runs import (
     GET_TASK,
     CancelRun,
     DeliveryRun,
+    RefusalRun,
     TaskRun,
 )
 from robot_mcp_kit import TERMINAL_STATES, TaskState
@@ -216,13 +217,54 @@ class Harness:
     def quiesce(self) -> None:
         """Cancel every task this harness started that still runs, then flush events.
 
-        The flush is a barrier task: the contract's poster sends in FIFO order, so once
-        the barrier's terminal event has arrived, everything posted before it has too.
+        The flush is a barrier task. It is best effort: a poster keeps one task's events
+        in order, not different tasks' (§5.1), so a late event of an earlier task may
+        still come after the barrier's; the checks that use faults judge only their own
+        task's attempts.
         """
         for task_id in list(self.started):
             if self.state_of(task_id) == TaskState.RUNNING:
                 self.call(CANCEL_TASK, {"task_id": task_id})
         self.run(self.config.start_args, "barrier")
+
+    def refusal_scenario(self) -> RefusalRun:
+        """Refuse every post of one task (413) and run a second task meanwhile.
+
+        The first task starts with the start arguments and fake_rvc at once answers 413 to
+        each of its posts (a fault naming its task id). Once one was refused, a second
+        task starts; it is observed for the task timeout while the refusals go on. Then
+        the fault is cleared and the first task observed to its end (a retry delivers it),
+        so nothing of it is left in flight for later checks.
+        """
+        self.quiesce()
+        recorder = self.rvc.state
+        name = self.config.server_name
+        refused = self.start(self.config.start_args, "refused")
+        refusals: list[Attempt] = []
+        reached = False
+        if refused.task_id is not None:
+            task_id = refused.task_id
+            recorder.inject_fault(name, status=413, count=1_000_000, task_id=task_id)
+
+            def refused_or_ended(r: Any) -> bool | None:
+                if any(a.task_id == task_id and a.outcome == "fault" for a in r.attempts()):
+                    return True
+                return self._has_terminal(task_id) or None
+
+            with contextlib.suppress(TimeoutError):
+                recorder.wait_for(refused_or_ended, timeout_s=self.config.task_timeout_s)
+            reached = any(a.outcome == "fault" for a in self.attempts(task_id))
+        other = self.start(self.config.start_args, "unrefused")
+        if reached:
+            self.observe(other, quiet_s=0.0)
+        recorder.clear_faults(name)
+        if refused.task_id is not None:
+            refusals = [a for a in self.attempts(refused.task_id) if a.outcome == "fault"]
+        # 40 s: the refused event's next retry comes at most 30 s after the last refusal.
+        self.observe(refused, timeout_s=40.0)
+        if not reached:
+            self.observe(other)
+        return RefusalRun(refused, other, refusals, reached)
 
     def delivery_scenario(self) -> DeliveryRun:
         """Answer the next POSTs 500, then drop the connection; run a task through it."""

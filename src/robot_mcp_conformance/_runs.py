@@ -30,6 +30,7 @@ __all__ = [
     "UNKNOWN_TRIGGER",
     "CancelRun",
     "DeliveryRun",
+    "RefusalRun",
     "Runs",
     "TaskRun",
 ]
@@ -193,3 +194,18 @@ class DeliveryRun:
         if self.run.events:
             return {}
         return dict(self.run.rejections)
+
+
+@dataclass
+class RefusalRun:
+    """Two tasks: fake_rvc refused every post of the first while the second ran."""
+
+    refused: TaskRun
+    """The task whose posts fake_rvc answered 413 (a fault naming it) until ``other`` ended."""
+    other: TaskRun
+    """The task started after the first refusal, observed while the refusals went on."""
+    refusals: list[Attempt]
+    """fake_rvc's 413 answers to the refused task's posts."""
+    refused_before_its_end: bool
+    """Whether a post of the refused task was refused before all its events got through
+    (False: the task was too quick for the clause to be judged)."""

@@ -1,9 +1,10 @@
 """Delivery under failure: after 500s and dropped connections every event still arrives,
-in order, retried on the contract's back-off schedule.
+in order, retried on the contract's back-off schedule; a refused task holds back no other.
 
 fake_rvc answers the server's next POST with 500 and drops the connection of the one
 after; a compliant poster retries that event 0.5 s after the 500 and 2 s after the drop,
-then delivers everything else in seq order.
+then delivers everything else in seq order. Then fake_rvc answers 413 to every post of
+one task: a second task's events must still arrive meanwhile.
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+import pytest
+
 from robot_mcp_conformance._checks import Clause, clauses, violation
-from robot_mcp_conformance._runs import DeliveryRun
+from robot_mcp_conformance._runs import DeliveryRun, RefusalRun
 
 SCHEDULE_S = (0.5, 2.0, 8.0, 30.0)
 FAILED = ("fault", "dropped")
@@ -160,4 +163,30 @@ def test_retries_follow_the_backoff_schedule(delivery: DeliveryRun) -> None:
             f"no event of task {task_id} was retried after fake_rvc answered 500 / "
             "dropped the connection" + _faults_went_elsewhere(delivery),
             {"attempts": [_brief(a) for a in delivery.attempts]},
+        )
+
+
+def test_a_refused_task_does_not_hold_back_other_tasks(refusal: RefusalRun) -> None:
+    """§5.1: while one task's event is refused and retried, another task's events arrive."""
+    clause = clauses.LANES
+    refused_id = refusal.refused.require_task(clause)
+    other_id = refusal.other.require_task(clause)
+    if not refusal.refused_before_its_end:
+        pytest.skip(
+            f"task {refused_id} posted all its events before fake_rvc could refuse one; "
+            "give --start-args a task that runs for a second or more to judge this clause"
+        )
+    if not refusal.other.terminal_events():
+        violation(
+            clause,
+            f"while fake_rvc answered 413 to every post of task {refused_id}, task "
+            f"{other_id}'s terminal event never arrived"
+            + (f" ({refusal.other.note})" if refusal.other.note else "")
+            + f"; it got seqs {[e.seq for e in refusal.other.events]}: the poster keeps "
+            "other tasks' events waiting behind the refused one (one FIFO queue for the "
+            "process?)",
+            {
+                "refused_attempts": [_brief(a) for a in refusal.refusals],
+                "other_task_attempts": [_brief(a) for a in refusal.other.attempts],
+            },
         )

@@ -63,6 +63,7 @@ NEEDS_VERIFIED_EVENTS = {
     "test_cancel_stops_the_work",
     "test_unknown_trigger_type_is_ignored",
     "test_progress_above_fires_once_when_percent_is_reported",
+    "test_a_refused_task_does_not_hold_back_other_tasks",
 }
 
 EXPECTED_FAILURES: dict[str, set[str]] = {
@@ -98,6 +99,9 @@ EXPECTED_FAILURES: dict[str, set[str]] = {
         "test_reconciliation_answers_are_objects_not_json_strings[list_tasks]",
     },
     "cancel_keeps_running": {"test_cancel_stops_the_work"},
+    # Issue 19: one FIFO for the process keeps each task in order, but a refused event
+    # then holds back every other task's events.
+    "one_fifo": {"test_a_refused_task_does_not_hold_back_other_tasks"},
     # Issue 14, optional clause: the gap-repair tool must honour after_seq.
     "task_events_ignore_after_seq": {"test_get_task_events_answers_each_finished_task_s_events"},
     # The reused id is flagged; dedupe then loses progress seq 3, which shows as a gap,
