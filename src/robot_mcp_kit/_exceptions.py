@@ -99,6 +99,10 @@ class InvalidPayload(InvalidArgument, TypeError):
 class TaskManagerError(RobotMcpKitError, RuntimeError):
     """The task manager cannot start a task (no running event loop, no free task id).
 
+    ``TaskManager.start()`` raises it (and its other errors) as a subclass that is also
+    the ``ToolError`` of each MCP framework loaded, so the client of a start tool that
+    lets it escape reads the message (mcp 2.x shows no other exception's text).
+
     .. versionadded:: 0.1.0 (a bare ``RuntimeError`` before)
     """
 

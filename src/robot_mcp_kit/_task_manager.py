@@ -25,6 +25,7 @@ from robot_mcp_kit._exceptions import (
     ManagerClosed,
     TaskManagerError,
 )
+from robot_mcp_kit._frameworks import shown_to_client
 from robot_mcp_kit._payload import DEFAULT_MAX_PAYLOAD_BYTES, json_payload
 from robot_mcp_kit._task_context import TaskBody, TaskContext, TaskError
 from robot_mcp_kit._task_journal import INTERRUPTED, JournalOwner, TaskJournal
@@ -200,11 +201,19 @@ class TaskManager:
     ) -> TaskInfo:
         """Create a task, spawn ``body`` as an asyncio task, return at once (``running``).
 
-        Must be called with a running event loop (from a tool handler, typically). The
-        lifecycle is in :mod:`robot_mcp_kit.tasks`. ``known_trigger_types`` overrides the
-        manager's for this task. Malformed or unknown triggers are kept in the
-        ``TaskInfo`` (as passed in) but logged once at WARNING and never fired by the kit;
-        entries that are not dicts are dropped.
+        Must be called on the server's running event loop (from an ``async def`` tool
+        handler, or a plain ``def`` one registered with
+        :func:`~robot_mcp_kit.fastmcp_ext.add_start_tool`: mcp 2.x and standalone FastMCP
+        run a plain ``def`` tool in a worker thread). The lifecycle is in
+        :mod:`robot_mcp_kit.tasks`. ``known_trigger_types`` overrides the manager's for
+        this task. Malformed or unknown triggers are kept in the ``TaskInfo`` (as passed
+        in) but logged once at WARNING and never fired by the kit; entries that are not
+        dicts are dropped.
+
+        Each error below is also the ``ToolError`` of every MCP framework loaded in the
+        process, so a start tool that lets it escape gives the client its message on
+        mcp 1.x, mcp 2.x and standalone FastMCP alike (``except ManagerClosed`` and the
+        others still catch it).
 
         Raises:
             ManagerClosed: the manager was closed (:meth:`aclose`); a ``RuntimeError``.
@@ -215,11 +224,28 @@ class TaskManager:
             InvalidArgument: ``est_duration_s`` is not a finite number or None.
         """
         try:
+            return self._start(tool, body, triggers, est_duration_s, known_trigger_types)
+        except (TaskManagerError, InvalidArgument) as exc:
+            # A plain `def` start tool on mcp 2.x showed the client only "Error executing
+            # tool <name>" (issue 19): the message is for the client too.
+            raise shown_to_client(exc) from None
+
+    def _start(
+        self,
+        tool: str,
+        body: TaskBody,
+        triggers: builtins.list[dict[str, Any]] | None,
+        est_duration_s: float | None,
+        known_trigger_types: Collection[str] | None,
+    ) -> TaskInfo:
+        try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             raise TaskManagerError(
-                "TaskManager.start() needs a running asyncio event loop; call it from a "
-                "coroutine such as an async MCP tool handler."
+                "TaskManager.start() must run on the server's asyncio event loop, and this "
+                "thread has none (mcp 2.x and standalone FastMCP run a plain `def` tool in a "
+                "worker thread): declare the start tool `async def`, or register it with "
+                "add_start_tool()."
             ) from None
         if self._closed:
             raise ManagerClosed(
