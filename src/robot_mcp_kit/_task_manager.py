@@ -252,8 +252,9 @@ class TaskManager:
         try:
             return self._start(tool, body, triggers, est_duration_s, known_trigger_types)
         except (TaskManagerError, InvalidArgument) as exc:
-            # A plain `def` start tool on mcp 2.x showed the client only "Error executing
-            # tool <name>" (issue 19): the message is for the client too.
+            # mcp 2.x answers any exception but its ToolError with only "Error executing
+            # tool <name>" (a plain `def` start tool there, issue 19); these messages are
+            # for the client.
             raise shown_to_client(exc) from None
 
     def _start(
