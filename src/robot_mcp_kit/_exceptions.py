@@ -86,11 +86,15 @@ class InvalidPayload(InvalidArgument, TypeError):
     Raised where it enters (``ctx.progress``, ``ctx.emit``, ``ctx.fire_trigger``, the
     triggers given to ``start``; a body's result fails its task with this message), before
     anything is stored or sent. ``what`` names the value, ``path`` the key path inside it
-    (``payload['pose'][2]``), ``reason`` what is wrong there.
+    (``payload['pose'][2]``), ``reason`` what is wrong there. Also raised for a progress
+    payload whose ``percent`` is JSON but not a number (``problem="is refused"``): the one
+    key the contract gives a meaning (``progress_above``).
     """
 
-    def __init__(self, what: str, path: str, reason: str) -> None:
-        super().__init__(f"The {what} cannot be sent as JSON: {path} {reason}.")
+    def __init__(
+        self, what: str, path: str, reason: str, *, problem: str = "cannot be sent as JSON"
+    ) -> None:
+        super().__init__(f"The {what} {problem}: {path} {reason}.")
         self.what = what
         self.path = path
         self.reason = reason
@@ -98,6 +102,10 @@ class InvalidPayload(InvalidArgument, TypeError):
 
 class TaskManagerError(RobotMcpKitError, RuntimeError):
     """The task manager cannot start a task (no running event loop, no free task id).
+
+    ``TaskManager.start()`` raises it (and its other errors) as a subclass that is also
+    the ``ToolError`` of each MCP framework loaded, so the client of a start tool that
+    lets it escape reads the message (mcp 2.x shows no other exception's text).
 
     .. versionadded:: 0.1.0 (a bare ``RuntimeError`` before)
     """

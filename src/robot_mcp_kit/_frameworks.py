@@ -3,7 +3,9 @@
 :func:`detect_framework` tells mcp 1.x ``FastMCP``, mcp 2.x ``MCPServer`` and standalone
 ``fastmcp.FastMCP`` apart by the server's class; :func:`_add_tool` registers a function
 (sync or async, answering a model or a dict) on any of them with a declared output schema,
-structured content and one text content holding the same object as JSON.
+structured content and one text content holding the same object as JSON;
+:func:`shown_to_client` makes an error of the kit one that every framework loaded in the
+process passes on to the MCP client.
 
 Imports no framework at import time, only inside the functions, from what it is given.
 """
@@ -13,13 +15,17 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import logging
+import sys
 import typing
 from collections.abc import Callable
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["Framework", "detect_framework"]
+__all__ = ["Framework", "detect_framework", "shown_to_client"]
+
+_E = TypeVar("_E", bound=BaseException)
 
 
 Framework = Literal["mcp1", "mcp2", "fastmcp"]
@@ -54,6 +60,62 @@ def detect_framework(server: Any) -> Framework:
         f"mcp.server.mcpserver.MCPServer (mcp 2.x) or a fastmcp.FastMCP, got "
         f"{type(server).__module__}.{type(server).__qualname__}."
     )
+
+
+_TOOL_ERROR_MODULES = (
+    # mcp 2.x MCPServer shows the client a failure's text only for its ToolError (any
+    # other exception reads "Error executing tool <name>"), issue 19.
+    "mcp.server.mcpserver.exceptions",
+    # Standalone FastMCP shows any failure's text, but only a FastMCPError's once
+    # mask_error_details=True.
+    "fastmcp.exceptions",
+    # mcp 1.x FastMCP shows any failure's text; its ToolError for `except ToolError`.
+    "mcp.server.fastmcp.exceptions",
+)
+_shown_classes: dict[tuple[type[BaseException], ...], type[BaseException]] = {}
+
+
+def _loaded_tool_errors() -> tuple[type[Exception], ...]:
+    """The ``ToolError`` class of each framework already imported (none is imported here)."""
+    found: list[type[Exception]] = []
+    for name in _TOOL_ERROR_MODULES:
+        cls = getattr(sys.modules.get(name), "ToolError", None)
+        if isinstance(cls, type) and issubclass(cls, Exception) and cls not in found:
+            found.append(cls)
+    return tuple(found)
+
+
+def shown_to_client(exc: _E) -> _E:
+    """``exc``, as an error each MCP framework loaded in the process shows its client.
+
+    A copy of ``exc`` (same message and attributes) whose class subclasses both
+    ``type(exc)`` and the ``ToolError`` of every framework imported so far, so that
+    ``except type(exc)`` still catches it and a tool that lets it escape gives the client
+    its message (mcp 2.x hides any other exception's text). ``exc`` itself when no
+    framework is loaded. Imports nothing; thread-safe enough (a race builds a class twice).
+    """
+    bases = _loaded_tool_errors()
+    if not bases or isinstance(exc, bases):
+        return exc
+    key: tuple[type[BaseException], ...] = (type(exc), *bases)
+    cls = _shown_classes.get(key)
+    if cls is None:
+        cls = type(
+            type(exc).__name__,
+            (type(exc), *bases),
+            {
+                "__module__": type(exc).__module__,
+                "__qualname__": type(exc).__qualname__,
+                "__doc__": type(exc).__doc__,
+                # FastMCP logs a FastMCPError at its log_level, set by an __init__ a copy
+                # never runs: an expected refusal, not a crash.
+                "log_level": logging.WARNING,
+            },
+        )
+        _shown_classes[key] = cls
+    shown = cast("_E", cls.__new__(cls, *exc.args))
+    shown.__dict__.update(exc.__dict__)
+    return shown.with_traceback(exc.__traceback__)
 
 
 def _output_model(name: str, schema: dict[str, Any]) -> type[BaseModel]:

@@ -10,7 +10,10 @@ always serialize what they hold.
 A JSON value here is ``None``, ``bool``, ``int``, a finite ``float``, a ``str`` that
 encodes as UTF-8, a ``list`` or ``tuple`` of JSON values (a tuple becomes a list), or a
 ``dict`` with ``str`` keys and JSON values; at most :data:`MAX_PAYLOAD_DEPTH` containers
-deep, and at most ``max_bytes`` once serialized (compact UTF-8).
+deep, and at most ``max_bytes`` once serialized (compact UTF-8). A progress payload is
+checked by :func:`progress_payload`, which also requires its ``percent``, when present, to
+be a number or null: ``progress_above`` triggers compare it (contract §8.2), and a
+``"75"`` would silently never fire them.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 
 from robot_mcp_kit._exceptions import InvalidPayload
 
-__all__ = ["DEFAULT_MAX_PAYLOAD_BYTES", "MAX_PAYLOAD_DEPTH", "json_payload"]
+__all__ = ["DEFAULT_MAX_PAYLOAD_BYTES", "MAX_PAYLOAD_DEPTH", "json_payload", "progress_payload"]
 
 MAX_PAYLOAD_DEPTH = 32
 """Containers (objects and arrays) one payload may nest, the outermost counted."""
@@ -53,6 +56,35 @@ def json_payload(value: object, what: str, *, max_bytes: int) -> dict[str, Any]:
         )
     assert isinstance(copied, dict)
     return copied
+
+
+def progress_payload(value: object, *, max_bytes: int) -> dict[str, Any]:
+    """:func:`json_payload` for a progress payload, whose ``percent`` is a number or null.
+
+    A bool, a string (``"75"``) or a container as ``percent`` raises
+    :class:`~robot_mcp_kit.InvalidPayload` (a number in a string says which to send).
+    """
+    payload = json_payload(value, "progress payload", max_bytes=max_bytes)
+    percent = payload.get("percent")
+    if percent is None or (isinstance(percent, (int, float)) and not isinstance(percent, bool)):
+        return payload
+    hint = ""
+    if isinstance(percent, str):
+        try:
+            number = float(percent)
+        except ValueError:
+            pass
+        else:
+            if math.isfinite(number):
+                hint = f" (send {int(number) if number.is_integer() else number!r})"
+    shown = repr(percent) if isinstance(percent, (bool, str)) else f"a {type(percent).__name__}"
+    raise InvalidPayload(
+        "progress payload",
+        "payload['percent']",
+        f"is {shown}; percent must be a number or null, which progress_above triggers "
+        f"compare{hint}",
+        problem="is refused",
+    )
 
 
 def _copy(value: object, path: tuple[str | int, ...], what: str, depth: int) -> Any:

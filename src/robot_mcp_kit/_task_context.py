@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from robot_mcp_kit._payload import DEFAULT_MAX_PAYLOAD_BYTES, json_payload
+from robot_mcp_kit._payload import DEFAULT_MAX_PAYLOAD_BYTES, json_payload, progress_payload
 from robot_mcp_kit._triggers import progress_triggers_due, trigger_key
 from robot_mcp_kit.models import EventType, TaskFailure, TaskState
 
@@ -96,9 +96,11 @@ class TaskContext:
 
         If ``payload`` holds a numeric ``percent``, each ``progress_above`` trigger with
         ``percent >= trigger["percent"]`` is then fired (at most once unless it says
-        ``"repeat": true``), after the progress event.
+        ``"repeat": true``), after the progress event. A ``percent`` that is neither a
+        number nor null (``"75"``, ``True``) raises
+        :class:`~robot_mcp_kit.InvalidPayload`, and nothing is recorded or sent.
         """
-        payload = json_payload(payload, "progress payload", max_bytes=self._max_bytes)
+        payload = progress_payload(payload, max_bytes=self._max_bytes)
         task = self._task
         if task.state == TaskState.RUNNING:
             task.progress = dict(payload)

@@ -25,6 +25,7 @@ from robot_mcp_kit._exceptions import (
     ManagerClosed,
     TaskManagerError,
 )
+from robot_mcp_kit._frameworks import shown_to_client
 from robot_mcp_kit._payload import DEFAULT_MAX_PAYLOAD_BYTES, json_payload
 from robot_mcp_kit._task_context import TaskBody, TaskContext, TaskError
 from robot_mcp_kit._task_journal import INTERRUPTED, JournalOwner, TaskJournal
@@ -45,11 +46,13 @@ from robot_mcp_kit.models import (
 
 __all__ = [
     "DEFAULT_CANCEL_GRACE_S",
+    "DEFAULT_INTERNAL_ERROR_DETAIL",
     "DEFAULT_MAX_EVENTS_PER_TASK",
     "DEFAULT_MAX_EVENTS_RETAINED",
     "DEFAULT_MAX_FINISHED_RETAINED",
     "EVENTS_PAGE_MAX",
     "EventSink",
+    "InternalErrorDetail",
     "TaskManager",
     "new_task_id",
 ]
@@ -64,6 +67,15 @@ DEFAULT_MAX_EVENTS_RETAINED = 10_000
 """Events retained over all tasks for ``get_task_events`` (the newest)."""
 EVENTS_PAGE_MAX = 200
 """The most events one :meth:`TaskManager.events` call (one ``get_task_events``) answers."""
+
+InternalErrorDetail = Literal["message", "type"]
+"""What an ``INTERNAL`` failure tells the client of an unexpected exception in a body.
+
+``"message"``: ``str(exc)`` (its type's name when empty), as the kit spec asks;
+``"type"``: only the type's name, in a sentence saying the details are in the log.
+"""
+DEFAULT_INTERNAL_ERROR_DETAIL: InternalErrorDetail = "message"
+_INTERNAL_ERROR_DETAILS: tuple[InternalErrorDetail, ...] = ("message", "type")
 
 _ALL_STATES: frozenset[TaskState] = frozenset(TaskState)
 _MAX_ID_ATTEMPTS = 100
@@ -123,6 +135,14 @@ class TaskManager:
             result, a start trigger) as compact JSON; larger ones raise
             :class:`~robot_mcp_kit.InvalidPayload` where they enter. The default, 256 KiB,
             is a quarter of a 1 MiB receiver body limit.
+        internal_error_detail: what the ``INTERNAL`` failure of a body that raised an
+            unexpected exception (not a :class:`TaskError`) says, in ``get_task`` and in
+            its ``task_failed`` event, which reach the planner: ``"message"`` (the
+            default) its ``str(exc)``; ``"type"`` only the exception's type
+            (``"The task stopped on an unexpected ValueError; the details are in the
+            server's log."``), for a server whose exceptions may carry what the planner
+            should not see. Either way the log's ``task_body_raised`` has the message
+            and the traceback.
 
     Not thread-safe: use it from the event loop that runs the server. The poster is the
     caller's to close.
@@ -142,6 +162,7 @@ class TaskManager:
         max_events_retained: int = DEFAULT_MAX_EVENTS_RETAINED,
         journal: TaskJournal | Literal[False] | None = None,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        internal_error_detail: InternalErrorDetail = DEFAULT_INTERNAL_ERROR_DETAIL,
     ) -> None:
         if not server_name:
             raise ConfigurationError("server_name must be a non-empty string.")
@@ -158,6 +179,12 @@ class TaskManager:
             )
         if max_payload_bytes < 1:
             raise ConfigurationError(f"max_payload_bytes must be >= 1, got {max_payload_bytes!r}.")
+        if internal_error_detail not in _INTERNAL_ERROR_DETAILS:
+            raise ConfigurationError(
+                f"internal_error_detail must be one of {list(_INTERNAL_ERROR_DETAILS)!r}, "
+                f"got {internal_error_detail!r}."
+            )
+        self.internal_error_detail: InternalErrorDetail = internal_error_detail
         self.server_name = server_name
         self.poster = poster
         self.max_payload_bytes = max_payload_bytes
@@ -200,11 +227,19 @@ class TaskManager:
     ) -> TaskInfo:
         """Create a task, spawn ``body`` as an asyncio task, return at once (``running``).
 
-        Must be called with a running event loop (from a tool handler, typically). The
-        lifecycle is in :mod:`robot_mcp_kit.tasks`. ``known_trigger_types`` overrides the
-        manager's for this task. Malformed or unknown triggers are kept in the
-        ``TaskInfo`` (as passed in) but logged once at WARNING and never fired by the kit;
-        entries that are not dicts are dropped.
+        Must be called on the server's running event loop (from an ``async def`` tool
+        handler, or a plain ``def`` one registered with
+        :func:`~robot_mcp_kit.fastmcp_ext.add_start_tool`: mcp 2.x and standalone FastMCP
+        run a plain ``def`` tool in a worker thread). The lifecycle is in
+        :mod:`robot_mcp_kit.tasks`. ``known_trigger_types`` overrides the manager's for
+        this task. Malformed or unknown triggers are kept in the ``TaskInfo`` (as passed
+        in) but logged once at WARNING and never fired by the kit; entries that are not
+        dicts are dropped.
+
+        Each error below is also the ``ToolError`` of every MCP framework loaded in the
+        process, so a start tool that lets it escape gives the client its message on
+        mcp 1.x, mcp 2.x and standalone FastMCP alike (``except ManagerClosed`` and the
+        others still catch it).
 
         Raises:
             ManagerClosed: the manager was closed (:meth:`aclose`); a ``RuntimeError``.
@@ -215,11 +250,29 @@ class TaskManager:
             InvalidArgument: ``est_duration_s`` is not a finite number or None.
         """
         try:
+            return self._start(tool, body, triggers, est_duration_s, known_trigger_types)
+        except (TaskManagerError, InvalidArgument) as exc:
+            # mcp 2.x answers any exception but its ToolError with only "Error executing
+            # tool <name>" (a plain `def` start tool there, issue 19); these messages are
+            # for the client.
+            raise shown_to_client(exc) from None
+
+    def _start(
+        self,
+        tool: str,
+        body: TaskBody,
+        triggers: builtins.list[dict[str, Any]] | None,
+        est_duration_s: float | None,
+        known_trigger_types: Collection[str] | None,
+    ) -> TaskInfo:
+        try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             raise TaskManagerError(
-                "TaskManager.start() needs a running asyncio event loop; call it from a "
-                "coroutine such as an async MCP tool handler."
+                "TaskManager.start() must run on the server's asyncio event loop, and this "
+                "thread has none (mcp 2.x and standalone FastMCP run a plain `def` tool in a "
+                "worker thread): declare the start tool `async def`, or register it with "
+                "add_start_tool()."
             ) from None
         if self._closed:
             raise ManagerClosed(
@@ -545,12 +598,16 @@ class TaskManager:
             return
         except Exception as exc:
             _log.exception(
-                "task_body_raised", task_id=task.task_id, tool=task.tool, error=type(exc).__name__
+                "task_body_raised",
+                task_id=task.task_id,
+                tool=task.tool,
+                error=type(exc).__name__,
+                detail=str(exc),
             )
             if task.cancel_requested:
                 self._finish_cancelled_anyway(task, f"raised {type(exc).__name__}")
                 return
-            await self._fail_internal(task, str(exc) or type(exc).__name__)
+            await self._fail_internal(task, self._unexpected_message(exc))
             return
         except BaseException:
             # KeyboardInterrupt / SystemExit: leave a consistent record, then propagate.
@@ -606,6 +663,15 @@ class TaskManager:
                 recoverable=False,
             )
         return failure
+
+    def _unexpected_message(self, exc: Exception) -> str:
+        """The ``INTERNAL`` failure's message for ``exc``, per ``internal_error_detail``."""
+        if self.internal_error_detail == "type":
+            return (
+                f"The task stopped on an unexpected {type(exc).__name__}; the details are "
+                "in the server's log."
+            )
+        return str(exc) or type(exc).__name__
 
     async def _fail_internal(self, task: TaskRecord, message: str) -> None:
         failure = TaskFailure(error_code="INTERNAL", message=message, recoverable=False)

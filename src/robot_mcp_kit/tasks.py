@@ -19,6 +19,9 @@ raises anything else           ``failed``      ``task_failed``, ``error_code="IN
 returns something not a dict   ``failed``      ``task_failed``, ``error_code="INTERNAL"``
 =============================  ==============  ==========================================
 
+The ``INTERNAL`` failure of an unexpected exception says ``str(exc)``, or only the
+exception's type with ``TaskManager(internal_error_detail="type")``; the log has both.
+
 Ordering: ``seq`` is per task, starts at 1 and is allocated under the manager's lock
 immediately before the event is handed to the sink, still under the lock, so the sink
 receives one task's events in ``seq`` order with no gaps.
@@ -57,11 +60,13 @@ from robot_mcp_kit._task_context import TaskBody, TaskContext, TaskError
 from robot_mcp_kit._task_journal import INTERRUPTED
 from robot_mcp_kit._task_manager import (
     DEFAULT_CANCEL_GRACE_S,
+    DEFAULT_INTERNAL_ERROR_DETAIL,
     DEFAULT_MAX_EVENTS_PER_TASK,
     DEFAULT_MAX_EVENTS_RETAINED,
     DEFAULT_MAX_FINISHED_RETAINED,
     EVENTS_PAGE_MAX,
     EventSink,
+    InternalErrorDetail,
     TaskManager,
     new_task_id,
 )
@@ -69,6 +74,7 @@ from robot_mcp_kit._triggers import GENERIC_TRIGGER_TYPES
 
 __all__ = [
     "DEFAULT_CANCEL_GRACE_S",
+    "DEFAULT_INTERNAL_ERROR_DETAIL",
     "DEFAULT_MAX_EVENTS_PER_TASK",
     "DEFAULT_MAX_EVENTS_RETAINED",
     "DEFAULT_MAX_FINISHED_RETAINED",
@@ -76,6 +82,7 @@ __all__ = [
     "GENERIC_TRIGGER_TYPES",
     "INTERRUPTED",
     "EventSink",
+    "InternalErrorDetail",
     "TaskBody",
     "TaskContext",
     "TaskError",

@@ -12,8 +12,10 @@ does, through ``tests/frameworks/run.sh``)::
 kit loads no framework; the task tools are listed with an object output schema; the
 structured content of ``sleep_task``, ``get_task``, ``cancel_task`` and ``list_tasks`` is
 the ``TaskInfo`` (``{"tasks": [TaskInfo]}``), and its text the same object as JSON;
-``not_found`` is an object too; ``serverInfo.version`` is the kit's version. Prints one
-line per check; exits 0 when all hold, 1 with the first that did not.
+``not_found`` is an object too; ``serverInfo.version`` is the kit's version; a plain ``def``
+start tool either starts its task (mcp 1.x runs it on the loop) or gives the client the
+kit's message (issue 19). Prints one line per check; exits 0 when all hold, 1 with the
+first that did not.
 """
 
 from __future__ import annotations
@@ -170,8 +172,64 @@ async def run(framework: str) -> None:
         invalid = await call(framework, client, "sleep_task", duration_s=-1)
         check(invalid.get("error") == "invalid", "a bad start answers invalid", invalid)
     await manager.aclose()
+    await plain_def_start_tool(framework)
     if framework in ("mcp1", "mcp2"):
         await readme_example(framework)
+
+
+def bare_server(framework: str) -> Any:
+    """A new server of ``framework``; standalone FastMCP's masks unexpected errors."""
+    if framework == "mcp1":
+        from mcp.server.fastmcp import FastMCP
+
+        return FastMCP("sync")
+    if framework == "mcp2":
+        from mcp.server.mcpserver import MCPServer
+
+        return MCPServer("sync")
+    from fastmcp import FastMCP as StandaloneFastMCP
+
+    return StandaloneFastMCP("sync", mask_error_details=True)
+
+
+async def plain_def_start_tool(framework: str) -> None:
+    """A ``def`` start tool with the framework's own decorator: the client gets the task
+    (mcp 1.x calls it on the loop) or the kit's message, never a bare "Error executing"."""
+    from robot_mcp_kit import TaskManager
+    from robot_mcp_kit.testing import RecordingPoster
+
+    manager = TaskManager("sync", RecordingPoster())
+
+    async def body(ctx: Any) -> dict[str, Any]:
+        return {}
+
+    server = bare_server(framework)
+
+    @server.tool()
+    def sync_start() -> dict[str, Any]:
+        return manager.start("sync_start", body).model_dump(mode="json")
+
+    async with connect(framework, server) as (client, _):
+        if framework == "fastmcp":
+            result = wire(await client.call_tool_mcp("sync_start", {}))
+        else:
+            result = wire(await client.call_tool("sync_start", {}))
+    texts = " ".join(c.get("text", "") for c in result.get("content", []))
+    if framework == "mcp1":
+        check(
+            not result.get("isError") and '"running"' in texts,
+            "a plain def start tool starts its task (mcp 1.x runs it on the loop)",
+            result,
+        )
+    else:
+        check(
+            result.get("isError") is True
+            and "must run on the server's asyncio event loop" in texts
+            and "async def" in texts,
+            "a plain def start tool gives the client the kit's message, not a bare error",
+            result,
+        )
+    await manager.aclose()
 
 
 async def readme_example(framework: str) -> None:

@@ -13,7 +13,15 @@ from mcp import ClientSession
 from mcp.server.fastmcp import FastMCP
 from mcp.shared.memory import create_connected_server_and_client_session
 
-from robot_mcp_kit import TaskContext, TaskError, TaskInfo, TaskManager, register_task_tools
+from robot_mcp_kit import (
+    InvalidPayload,
+    TaskContext,
+    TaskError,
+    TaskInfo,
+    TaskManager,
+    TaskManagerError,
+    register_task_tools,
+)
 
 
 @asynccontextmanager
@@ -248,3 +256,52 @@ async def test_register_task_tools_works_with_any_fastmcp_instance(poster):
             "list_tasks",
             "get_task_events",
         }
+
+
+class TestStartErrorsReachTheClient:
+    """TaskManager.start's errors are the loaded frameworks' ToolError too (issue 19).
+
+    mcp 2.x shows the client a failure's text only for its own ToolError; the check per
+    framework (tests/frameworks/check_framework.py) proves it there, this on mcp 1.x.
+    """
+
+    async def test_start_from_a_worker_thread_raises_a_tool_error_naming_the_fix(self, manager):
+        """From a thread with no loop (where mcp 2.x runs a plain def tool), start() raises
+        a TaskManagerError that is also mcp's ToolError, saying what to do."""
+        from mcp.server.fastmcp.exceptions import ToolError
+
+        with pytest.raises(TaskManagerError) as info:
+            await asyncio.to_thread(manager.start, "sync_start", succeeds)
+        assert isinstance(info.value, ToolError)
+        assert isinstance(info.value, RuntimeError)
+        assert "must run on the server's asyncio event loop" in str(info.value)
+        assert "async def" in str(info.value)
+        assert "add_start_tool()" in str(info.value)
+        assert manager.list() == []
+
+    async def test_a_refused_trigger_keeps_its_attributes_as_a_tool_error(self, manager):
+        """An InvalidPayload from start() is a ToolError with its path and reason intact."""
+        from mcp.server.fastmcp.exceptions import ToolError
+
+        with pytest.raises(InvalidPayload) as info:
+            manager.start("t", succeeds, triggers=[{"type": "x", "at": b"\x00"}])
+        assert isinstance(info.value, ToolError)
+        assert (info.value.what, info.value.path) == ("trigger 0", "payload['at']")
+        assert str(info.value).startswith("The trigger 0 cannot be sent as JSON: payload['at']")
+        assert info.value.__traceback__ is not None
+
+    async def test_a_closed_manager_is_reported_to_the_client_by_the_start_tool(self, poster):
+        """A start tool that lets ManagerClosed escape answers isError with its message."""
+        manager = TaskManager("sleeper", poster)
+        await manager.aclose()
+        server = FastMCP("sleeper")
+
+        @server.tool()
+        def sync_start() -> TaskInfo:
+            return manager.start("sync_start", succeeds)
+
+        async with create_connected_server_and_client_session(server) as client:
+            result = await client.call_tool("sync_start", {})
+        assert result.isError
+        text = result.content[0].text  # type: ignore[union-attr]
+        assert "TaskManager for 'sleeper' is closed; no task can be started." in text

@@ -60,6 +60,19 @@ CHECKS = textwrap.dedent(
 
     asyncio.run(main())
 
+    # With no framework loaded, start()'s errors are the kit's own classes, unchanged.
+    from robot_mcp_kit import TaskManagerError
+
+    async def idle(ctx):
+        return {}
+
+    try:
+        TaskManager("sleeper", RecordingPoster()).start("sleep_task", idle)
+    except TaskManagerError as exc:
+        assert type(exc) is TaskManagerError, type(exc).__mro__
+    else:
+        raise SystemExit("start() without a loop did not raise")
+
     try:
         robot_mcp_kit.register_task_tools(object(), None)
     except ImportError as exc:

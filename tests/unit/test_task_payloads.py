@@ -16,7 +16,7 @@ from mcp.server.fastmcp import FastMCP
 from mcp.shared.memory import create_connected_server_and_client_session
 
 from robot_mcp_kit import InvalidArgument, InvalidPayload, TaskContext, TaskError, TaskManager
-from robot_mcp_kit._payload import MAX_PAYLOAD_DEPTH, json_payload
+from robot_mcp_kit._payload import MAX_PAYLOAD_DEPTH, json_payload, progress_payload
 from robot_mcp_kit.fastmcp_ext import register_task_tools
 from robot_mcp_kit.testing import RecordingPoster
 
@@ -222,3 +222,67 @@ async def test_a_task_error_that_cannot_be_reported_still_finishes_the_task():
     assert "TaskError that cannot be reported" in event.payload["message"]
     assert manager.get(info.task_id).state == "failed"  # type: ignore[union-attr]
     await manager.aclose()
+
+
+class TestPercent:
+    """A progress payload's ``percent`` is a number or null (contract §8.2, issue 19)."""
+
+    @pytest.mark.parametrize(
+        ("percent", "shown", "hint"),
+        [
+            ("75", "'75'", " (send 75)"),
+            ("37.5", "'37.5'", " (send 37.5)"),
+            ("most", "'most'", ""),
+            ("nan", "'nan'", ""),
+            (True, "True", ""),
+            ([75], "a list", ""),
+            ({"done": 75}, "a dict", ""),
+        ],
+    )
+    def test_a_percent_that_is_not_a_number_is_refused_naming_it(self, percent, shown, hint):
+        with pytest.raises(InvalidPayload) as info:
+            progress_payload({"percent": percent}, max_bytes=1000)
+        assert info.value.path == "payload['percent']"
+        assert info.value.reason == (
+            f"is {shown}; percent must be a number or null, which progress_above triggers "
+            f"compare{hint}"
+        )
+        assert str(info.value).startswith("The progress payload is refused: payload['percent'] is ")
+
+    @pytest.mark.parametrize("percent", [0, 75, 37.5, None, -1, 250])
+    def test_a_number_or_null_is_accepted(self, percent):
+        assert progress_payload({"percent": percent}, max_bytes=1000) == {"percent": percent}
+
+    def test_percent_means_something_only_in_a_progress_payload(self):
+        assert json_payload({"percent": "75"}, "watch_event payload", max_bytes=1000)
+
+    async def test_a_string_percent_fails_the_call_and_a_number_fires_progress_above(self):
+        """ctx.progress({"percent": "75"}) raises and sends nothing; 75 then fires."""
+        poster = RecordingPoster()
+        manager = TaskManager("sleeper", poster)
+        raised: list[InvalidPayload] = []
+
+        async def body(ctx: TaskContext) -> dict[str, Any]:
+            try:
+                await ctx.progress({"percent": "75"})
+            except InvalidPayload as exc:
+                raised.append(exc)
+            await ctx.progress({"percent": 75})
+            return {}
+
+        trigger = {"type": "progress_above", "percent": 50}
+        info = manager.start("t", body, triggers=[trigger])
+        await poster.wait_for(info.task_id, "task_done")
+        assert [str(e) for e in raised] == [
+            "The progress payload is refused: payload['percent'] is '75'; percent must be "
+            "a number or null, which progress_above triggers compare (send 75)."
+        ]
+        events = poster.events_for(info.task_id)
+        assert [(e.seq, e.type) for e in events] == [
+            (1, "progress"),
+            (2, "trigger_fired"),
+            (3, "task_done"),
+        ]
+        assert events[0].payload == {"percent": 75}
+        assert events[1].payload == {"trigger": trigger, "percent": 75}
+        await manager.aclose()

@@ -49,7 +49,7 @@ class TestStart:
             return {}
 
         manager = TaskManager("sleeper", poster)
-        with pytest.raises(RuntimeError, match="running asyncio event loop"):
+        with pytest.raises(RuntimeError, match="asyncio event loop, and this thread has none"):
             manager.start("t", body)
 
     @pytest.mark.parametrize("kwargs", [{"max_finished_retained": -1}, {"cancel_grace_s": -1}])

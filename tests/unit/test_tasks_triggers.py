@@ -128,14 +128,15 @@ class TestProgressAbove:
         await poster.wait_for(info.task_id, "task_done")
         assert [p["percent"] for p in fired(poster, info.task_id)] == [50, 70]
 
-    @pytest.mark.parametrize("percent", ["90", True, None])
-    async def test_non_numeric_percent_does_not_fire(self, poster, percent):
-        """Only a numeric percent is evaluated against progress_above (NaN never gets this
-        far: a non-finite number is refused by ``progress``, see test_task_payloads.py)."""
+    @pytest.mark.parametrize("payload", [{"percent": None}, {"eta_s": 3}])
+    async def test_a_null_or_missing_percent_does_not_fire(self, poster, payload):
+        """Only a numeric percent is evaluated against progress_above (any other percent,
+        "90", True or NaN, never gets this far: ``progress`` refuses it, see
+        test_task_payloads.py)."""
         manager = TaskManager("sleeper", poster)
 
         async def body(ctx: TaskContext) -> dict[str, Any]:
-            await ctx.progress({"percent": percent})
+            await ctx.progress(payload)
             return {}
 
         info = manager.start("t", body, [{"type": "progress_above", "percent": 0}])
