@@ -1,4 +1,4 @@
-"""fake_rvc: a fake of the chat app's ``POST /api/agent/events`` (DESIGN §6).
+"""fake_rvc, the fake brain: a fake of the brain's ``POST /api/agent/events`` (DESIGN §6).
 
 The receiving half of the Async Task Contract, for the test suites, the conformance suite
 and a developer pointing a capability server at it:
@@ -42,7 +42,7 @@ from fake_rvc._receive import (
     check_post,
 )
 from fake_rvc._recorder import Recorder
-from fake_rvc._records import Attempt, Outcome, ReceivedEvent, Timeline
+from fake_rvc._records import Attempt, Outcome, ReceivedEvent, TaskState, Timeline
 from fake_rvc._waits import Subscription
 
 if TYPE_CHECKING:
@@ -70,6 +70,7 @@ __all__ = [
     "SecretsError",
     "ServerError",
     "Subscription",
+    "TaskState",
     "Timeline",
     "Verdict",
     "WaitTimeout",

@@ -1,4 +1,4 @@
-"""The FastAPI app: the chat app's ``POST /api/agent/events``, inspection and the live page.
+"""The FastAPI app: the brain's ``POST /api/agent/events``, inspection and the live page.
 
 ``create_app(secrets)`` builds a fresh app; its :class:`~fake_rvc.Recorder` lives on
 ``app.state.recorder`` (never a module global), and secrets, the clock and the recorder
@@ -43,7 +43,7 @@ from fake_rvc._dependencies import (
     UnixClockDep,
     error_response,
 )
-from fake_rvc._exceptions import ConnectionDropped, SecretsError
+from fake_rvc._exceptions import ConfigError, ConnectionDropped, SecretsError
 from fake_rvc._faults import Fault
 from fake_rvc._inspect import router as inspect_router
 from fake_rvc._page import router as page_router
@@ -56,6 +56,7 @@ from fake_rvc._receive import (
     check_post,
     read_headers,
 )
+from fake_rvc._reconcile import Reconciler
 from fake_rvc._recorder import Recorder
 from fake_rvc._records import Attempt, Outcome
 from fake_rvc._repair import GapRepairer
@@ -99,8 +100,9 @@ def create_app(
     clock: UnixClock | None = None,
     state: Recorder | None = None,
     repair_urls: Mapping[str, str] | None = None,
+    reconcile_every_s: float | None = None,
 ) -> FastAPI:
-    """Build a fake chat-app receiver.
+    """Build a fake brain: the receiver of the servers' events.
 
     Args:
         secrets: server name (the ``X-RVC-Server`` value) → HMAC secret, or the list of
@@ -116,27 +118,40 @@ def create_app(
         state: a :class:`Recorder` to share (e.g. with a test); a new one when None.
         repair_urls: repair mode — server name → that server's MCP URL; a gap in one of
             its tasks is filled through its ``get_task_events`` tool
-            (:mod:`fake_rvc._repair`).
+            (:mod:`fake_rvc._repair`), and ``POST /api/fake/reconcile`` asks it
+            ``list_tasks`` (:mod:`fake_rvc._reconcile`).
+        reconcile_every_s: with ``repair_urls``, also ask ``list_tasks`` every so many
+            seconds while the app runs, so the live page shows every task's state, a
+            task that posted no event included (None: only on request).
 
     Raises:
         SecretsError: (a ``ValueError``) a server name or secret is empty or not a
             string, or a secret does not encode as UTF-8 (lone surrogates).
+        ConfigError: (a ``ValueError``) ``reconcile_every_s`` is not a positive number.
     """
     accepted = _checked_secrets(secrets)
+    if reconcile_every_s is not None and not reconcile_every_s > 0:
+        raise ConfigError(
+            f"reconcile_every_s must be a positive number of seconds, got {reconcile_every_s!r}."
+        )
     recorder = state if state is not None else Recorder()
     repairer = GapRepairer(repair_urls or {}, recorder)
+    reconciler = Reconciler(repair_urls or {}, recorder)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if reconcile_every_s is not None:
+            reconciler.start(reconcile_every_s)
         try:
             yield
         finally:
             recorder.close_streams()
+            await reconciler.aclose()
             await repairer.aclose()
 
     app = FastAPI(
         title="fake_rvc",
-        summary="A fake of the chat app's POST /api/agent/events, for tests and development.",
+        summary="A fake of the brain's POST /api/agent/events, for tests and development.",
         version="0.1.0",
         lifespan=lifespan,
     )
@@ -144,6 +159,7 @@ def create_app(
     app.state.secrets = accepted
     app.state.clock = clock if clock is not None else time.time
     app.state.repairer = repairer
+    app.state.reconciler = reconciler
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(Exception, _internal_error)
 

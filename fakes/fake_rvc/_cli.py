@@ -5,7 +5,7 @@ Secrets come from repeated ``--secret name=value`` and/or ``--config FILE``, an
 
     servers:
       sleeper:
-        url: http://127.0.0.1:9100/sse   # ignored by fake-rvc; the chat app's entry
+        url: http://127.0.0.1:9100/sse   # ignored by fake-rvc; the brain's entry
         secret: s3cret
       navigation:
         secret_env: NAV_SECRET           # or read the secret from this variable
@@ -19,7 +19,10 @@ Secrets come from repeated ``--secret name=value`` and/or ``--config FILE``, an
     ↺ sleeper slee-1a2b3c #5 progress repaired through get_task_events
 
 ``--repair sleeper=http://127.0.0.1:9100/sse`` turns on repair mode for a server: a gap
-in one of its tasks is filled through its ``get_task_events`` tool.
+in one of its tasks is filled through its ``get_task_events`` tool, and ``POST
+/api/fake/reconcile`` asks it ``list_tasks``; ``--reconcile-every 2`` asks every 2 s, so
+the page shows each task's state (a task cancelled before its first event posts nothing,
+so this is the only way the fake brain learns of it).
 """
 
 from __future__ import annotations
@@ -132,7 +135,7 @@ def format_attempt(attempt: Attempt) -> str:
 
 
 _DESCRIPTION = (
-    "A fake of the chat app's POST /api/agent/events. Verifies HMAC-signed "
+    "A fake of the brain's POST /api/agent/events. Verifies HMAC-signed "
     "TaskEvents, dedupes them, tracks seq per task and prints one line per event. "
     "Point a capability server at it with RVC_CALLBACK_URL="
     "http://HOST:PORT/api/agent/events and RVC_EVENT_SECRET=<its secret>. "
@@ -166,7 +169,15 @@ def _build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="NAME=MCP_URL",
         help="repair mode for a server: fill seq gaps through its get_task_events tool at "
-        "this MCP URL (…/sse for SSE, else streamable HTTP); repeat for more servers",
+        "this MCP URL (…/sse for SSE, else streamable HTTP), and let POST "
+        "/api/fake/reconcile ask it list_tasks; repeat for more servers",
+    )
+    parser.add_argument(
+        "--reconcile-every",
+        type=float,
+        metavar="SECONDS",
+        help="with --repair: ask each of those servers list_tasks this often, so the page "
+        "shows every task's state, a task cancelled before its first event included",
     )
     parser.add_argument(
         "--log-level",
@@ -223,6 +234,13 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     if not 0 <= args.port <= 65535:
         print(f"fake-rvc: --port must be 0-65535, got {args.port}.", file=err)
         return 2
+    if args.reconcile_every is not None and not (repair_urls and args.reconcile_every > 0):
+        print(
+            "fake-rvc: --reconcile-every needs --repair NAME=MCP_URL and a positive number "
+            f"of seconds, got {args.reconcile_every}.",
+            file=err,
+        )
+        return 2
 
     import uvicorn
 
@@ -237,7 +255,12 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         return 1
     recorder = Recorder()
     recorder.add_listener(lambda attempt: print(format_attempt(attempt), file=stream, flush=True))
-    app = create_app(secrets, state=recorder, repair_urls=repair_urls)
+    app = create_app(
+        secrets,
+        state=recorder,
+        repair_urls=repair_urls,
+        reconcile_every_s=args.reconcile_every,
+    )
     host, port = sock.getsockname()[:2]
     base = f"http://{f'[{host}]' if ':' in host else host}:{port}"
     print(

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from fake_rvc._dependencies import ERROR_RESPONSE, RecorderDep, error_response
 from fake_rvc._exceptions import FaultError, WaitTimeout
+from fake_rvc._reconcile import Reconciler
 from robot_mcp_kit import EventType
 
 __all__ = ["FaultRequest", "router"]
@@ -73,6 +74,29 @@ async def get_task(task_id: str, recorder: RecorderDep, server: str | None = Non
     if timeline is None:
         return error_response(404, "not_found", f"No event has named task {task_id[:100]!r}.")
     return timeline.to_dict()
+
+
+@router.post(
+    "/api/fake/reconcile",
+    summary="Ask each repair-mode server list_tasks now; the states it answers",
+    responses={409: ERROR_RESPONSE},
+)
+async def reconcile(request: Request, recorder: RecorderDep) -> Any:
+    reconciler: Reconciler = request.app.state.reconciler
+    if not reconciler.urls:
+        return error_response(
+            409,
+            "not_configured",
+            "fake_rvc knows no server's MCP URL to ask: start it with --repair "
+            "name=http://host:port/sse (create_app(repair_urls=...)).",
+        )
+    servers = await reconciler.reconcile()
+    return {"servers": servers, "states": [s.to_dict() for s in recorder.task_states()]}
+
+
+@router.get("/api/fake/task-states", summary="Each task's state as its server last answered")
+async def list_task_states(recorder: RecorderDep, server: str | None = None) -> dict[str, Any]:
+    return {"states": [s.to_dict() for s in recorder.task_states(server)]}
 
 
 @router.get("/api/fake/counters", summary="Counters")

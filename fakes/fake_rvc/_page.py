@@ -13,6 +13,7 @@ from fastapi.responses import HTMLResponse, StreamingResponse
 
 from fake_rvc._dependencies import RecorderDep
 from fake_rvc._recorder import Recorder
+from fake_rvc._records import Attempt
 
 __all__ = ["feed", "router"]
 
@@ -44,13 +45,19 @@ def _sse(event: str, data: Any, event_id: int | None = None) -> str:
 
 
 async def feed(recorder: Recorder, heartbeat_s: float = 15.0) -> AsyncIterator[str]:
-    """Server-sent events for the page: a reset, the backlog, then each attempt live."""
+    """Server-sent events for the page: a reset, the backlog, then each change live.
+
+    Changes are attempts (``attempt``) and, in repair mode, task states the servers
+    answered ``list_tasks`` (``task_state``); ``counters`` follows each.
+    """
     past, sub = recorder.subscribe()
     try:
         yield "retry: 1000\n\n"
         yield _sse("reset", {})
         for attempt in past:
             yield _sse("attempt", attempt.to_dict(), attempt.n)
+        for state in recorder.task_states():
+            yield _sse("task_state", state.to_dict())
         yield _sse("counters", recorder.counters())
         while True:
             try:
@@ -60,11 +67,13 @@ async def feed(recorder: Recorder, heartbeat_s: float = 15.0) -> AsyncIterator[s
                 continue
             if item is None:
                 return
-            _kind, live = item
+            kind, live = item
             if live is None:
                 yield _sse("reset", {})
-            else:
+            elif isinstance(live, Attempt):
                 yield _sse("attempt", live.to_dict(), live.n)
+            else:
+                yield _sse(kind, live.to_dict())
             yield _sse("counters", recorder.counters())
     finally:
         recorder.unsubscribe(sub)

@@ -14,7 +14,7 @@ import collections
 import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Self, TypeVar
 
 from fake_rvc._exceptions import WaitTimeout
@@ -23,6 +23,7 @@ from fake_rvc._records import (
     ANOMALY_KINDS,
     Attempt,
     ReceivedEvent,
+    TaskState,
     Timeline,
     duplicate_anomaly,
     stored_attempt,
@@ -56,6 +57,8 @@ class Recorder:
         # Keyed by (server, task_id): a task id is unique only within its server (kit spec
         # §4.2: four characters of the server name and six hex digits).
         self._timelines: dict[tuple[str, str], Timeline] = {}
+        # What each server answered list_tasks (repair mode), by (server, task_id).
+        self._states: dict[tuple[str, str], TaskState] = {}
         self._faults = FaultPlan()
         self._counters: collections.Counter[str] = collections.Counter()
         self._rejections: collections.Counter[str] = collections.Counter()
@@ -171,6 +174,40 @@ class Recorder:
         self._notifier.notify(attempt)
         return attempt
 
+    def record_task_states(
+        self, server: str, tasks: Iterable[Mapping[str, Any]], *, polled_wall: float | None = None
+    ) -> list[TaskState]:
+        """Store what ``server`` answered ``list_tasks``; return the states that changed.
+
+        Each TaskInfo with a string ``task_id`` and ``state`` becomes a :class:`TaskState`;
+        anything else in the answer is skipped. Only a new task or a changed state is
+        stored again and fed to the live page, so polling an idle server changes nothing.
+        """
+        now = time.time() if polled_wall is None else polled_wall
+        changed: list[TaskState] = []
+        with self._lock:
+            for info in tasks:
+                task_id, state = info.get("task_id"), info.get("state")
+                if not isinstance(task_id, str) or not isinstance(state, str):
+                    continue
+                tool = info.get("tool")
+                known = self._states.get((server, task_id))
+                if known is not None and known.state == state:
+                    continue
+                record = TaskState(
+                    task_id, server, tool if isinstance(tool, str) else None, state, now
+                )
+                self._states[(server, task_id)] = record
+                changed.append(record)
+        for record in changed:
+            self._notifier.notify(record)
+        return changed
+
+    def task_states(self, server: str | None = None) -> list[TaskState]:
+        """Return the last reconciled state of each task (of ``server``), oldest first."""
+        with self._lock:
+            return [s for s in self._states.values() if server is None or s.server == server]
+
     def _keep(self, timeline: Timeline, received: ReceivedEvent) -> None:
         # Caller holds the lock.
         timeline.store(received)
@@ -282,6 +319,7 @@ class Recorder:
             self._events.clear()
             self._by_event_id.clear()
             self._timelines.clear()
+            self._states.clear()
             self._faults.clear()
             self._counters.clear()
             self._rejections.clear()
@@ -414,7 +452,9 @@ class Recorder:
         """Return the last ``backlog`` attempts and a live feed of the ones after them.
 
         Must be called on the loop that will read the subscription. The backlog and the
-        feed are taken under one lock, so no attempt falls between them.
+        feed are taken under one lock, so no attempt falls between them. The feed also
+        carries each changed :class:`TaskState`; read :meth:`task_states` after
+        subscribing for the ones before (a state in both is the same record twice).
         """
         with self._lock:
             sub = self._notifier.subscribe()

@@ -4,7 +4,10 @@ Every POST is an :class:`Attempt`, whatever its fate (accepted, duplicate, rejec
 answered by an injected fault, dropped); verified, first-seen events are also kept as
 :class:`ReceivedEvent` and feed the per-task :class:`Timeline`, which records anomalies as
 dicts ``{"kind": "gap" | "reorder" | "duplicate" | "event_id_reused" | "after_terminal",
-...evidence}``. These are plain records; :class:`fake_rvc.Recorder` owns and guards them.
+...evidence}``. A :class:`TaskState` is what the server itself said of a task when asked
+(``list_tasks``, in repair mode): the only way the receiver learns of a task that posted
+nothing, such as one cancelled before its first event (a cancel posts no event, contract
+§7). These are plain records; :class:`fake_rvc.Recorder` owns and guards them.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ __all__ = [
     "Attempt",
     "Outcome",
     "ReceivedEvent",
+    "TaskState",
     "Timeline",
     "duplicate_anomaly",
     "stored_attempt",
@@ -272,6 +276,31 @@ class Timeline:
         else:
             self.expected_seq = seq + 1
         return anomalies
+
+
+@dataclass(frozen=True)
+class TaskState:
+    """A task's state as its server answered ``list_tasks`` (reconciliation, repair mode).
+
+    ``state`` is the TaskInfo's ``state`` (``running``, ``succeeded``, ``failed``,
+    ``cancelled``); ``polled_wall`` the app clock (unix seconds) when the answer arrived.
+    """
+
+    task_id: str
+    server: str
+    tool: str | None
+    state: str
+    polled_wall: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-ready view of the record."""
+        return {
+            "task_id": self.task_id,
+            "server": self.server,
+            "tool": self.tool,
+            "state": self.state,
+            "polled_wall": self.polled_wall,
+        }
 
 
 def duplicate_anomaly(

@@ -25,7 +25,7 @@ from fake_rvc._recorder import Recorder
 from robot_mcp_kit import TASK_EVENTS_TOOL_NAME, TaskEvent
 from robot_mcp_kit.log import get_logger
 
-__all__ = ["GapRepairer"]
+__all__ = ["GapRepairer", "open_transport"]
 
 _log = get_logger("fake_rvc")
 
@@ -87,7 +87,7 @@ class GapRepairer:
 
         repaired: list[int] = []
         async with contextlib.AsyncExitStack() as stack:
-            streams = await stack.enter_async_context(_transport(url))
+            streams = await stack.enter_async_context(open_transport(url))
             session = await stack.enter_async_context(ClientSession(streams[0], streams[1]))
             await session.initialize()
             cursor = after_seq
@@ -125,7 +125,9 @@ def _page(result: Any) -> dict[str, Any]:
     return data
 
 
-def _transport(url: str) -> Any:
+def open_transport(url: str) -> Any:
+    """The MCP client transport for ``url``: SSE when the path ends in ``/sse``, else
+    streamable HTTP (an async context manager yielding the read and write streams)."""
     if url.rstrip("/").endswith("/sse"):
         from mcp.client.sse import sse_client
 

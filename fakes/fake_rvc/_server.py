@@ -76,7 +76,7 @@ def uvicorn_config(app: FastAPI, *, log_level: str = "warning") -> uvicorn.Confi
 
 
 class FakeRvcServer:
-    """The fake receiver on ``127.0.0.1:<free port>``, served by uvicorn in a thread.
+    """The fake brain on ``127.0.0.1:<free port>``, served by uvicorn in a thread.
 
     Use as a context manager, or call :meth:`start` and :meth:`stop`. ``state`` is the
     :class:`Recorder` the app records into: read it, wait on it and inject faults through

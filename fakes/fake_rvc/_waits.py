@@ -24,15 +24,19 @@ from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 from fake_rvc._exceptions import WaitTimeout
-from fake_rvc._records import Attempt
+from fake_rvc._records import Attempt, TaskState
 from robot_mcp_kit.log import get_logger
 
-__all__ = ["Listener", "Notifier", "Subscription"]
+__all__ = ["FeedItem", "Listener", "Notifier", "Subscription"]
 
 T = TypeVar("T")
 
 Listener = Callable[[Attempt], None]
 """Called with each recorded attempt, on the recording thread."""
+
+FeedItem = tuple[str, Attempt | TaskState | None]
+"""One item of a live feed: ``("attempt", Attempt)``, ``("task_state", TaskState)`` or
+``("reset", None)``."""
 
 _log = get_logger("fake_rvc")
 
@@ -40,15 +44,16 @@ _log = get_logger("fake_rvc")
 class Subscription:
     """A live feed of attempts for one asyncio loop (the page's SSE stream uses it).
 
-    Items are ``("attempt", Attempt)``, ``("reset", None)``, or ``None`` when the recorder
-    closes its streams. Unsubscribe with :meth:`fake_rvc.Recorder.unsubscribe`.
+    Items are ``("attempt", Attempt)``, ``("task_state", TaskState)``, ``("reset", None)``,
+    or ``None`` when the recorder closes its streams. Unsubscribe with
+    :meth:`fake_rvc.Recorder.unsubscribe`.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self.queue: asyncio.Queue[tuple[str, Attempt | None] | None] = asyncio.Queue()
+        self.queue: asyncio.Queue[FeedItem | None] = asyncio.Queue()
 
-    def push(self, item: tuple[str, Attempt | None] | None) -> None:
+    def push(self, item: FeedItem | None) -> None:
         """Hand ``item`` to the subscriber's loop (thread-safe; dropped if that loop closed)."""
         with contextlib.suppress(RuntimeError):  # loop already closed: nobody listens
             self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
@@ -73,10 +78,11 @@ class Notifier:
         self._subscriptions: set[Subscription] = set()
         self._listeners: list[Listener] = []
 
-    def notify(self, attempt: Attempt | None) -> None:
+    def notify(self, attempt: Attempt | TaskState | None) -> None:
         """Wake every waiter, feed every subscription, call every listener (None: reset).
 
-        Call it without holding the lock, so listeners and feeds run outside it.
+        Listeners hear of attempts only, not of a :class:`TaskState`. Call it without
+        holding the lock, so listeners and feeds run outside it.
         """
         with self._lock:
             self._cond.notify_all()
@@ -86,12 +92,16 @@ class Notifier:
         for loop, flag in waiters:
             with contextlib.suppress(RuntimeError):  # the waiter's loop is closed
                 loop.call_soon_threadsafe(flag.set)
-        item: tuple[str, Attempt | None] = (
-            ("reset", None) if attempt is None else ("attempt", attempt)
-        )
+        item: FeedItem
+        if attempt is None:
+            item = ("reset", None)
+        elif isinstance(attempt, TaskState):
+            item = ("task_state", attempt)
+        else:
+            item = ("attempt", attempt)
         for sub in subscriptions:
             sub.push(item)
-        if attempt is not None:
+        if isinstance(attempt, Attempt):
             for listener in listeners:
                 try:
                     listener(attempt)

@@ -7,11 +7,16 @@ no cache, the user's conftest files not loaded), prints the clause-by-clause rep
 and returns pytest's exit code: 0 the server conforms, 1 it does not, 4 the options or the
 target are unusable (one line naming the cause). Arguments it does not know are passed
 to pytest unchanged (``--junitxml=report.xml``, ``-k cancel``, ``-x``...).
+
+Installed without the ``conformance`` extra (pytest, an MCP client, fake_rvc's FastAPI and
+uvicorn), it prints one line naming the extra and returns 4: nothing was judged, so the
+exit code must not read as "does not conform".
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +27,12 @@ __all__ = ["build_pytest_args", "main"]
 
 _HERE = Path(__file__).resolve().parent
 _INI = _HERE / "_script.ini"
+
+EXIT_UNUSABLE = 4
+"""pytest's ``USAGE_ERROR``: the options, the target or the installation are unusable."""
+
+_EXTRA_MODULES = ("pytest", "mcp", "fastapi", "uvicorn", "structlog", "yaml")
+"""What the ``conformance`` extra brings: the runner, the suite's MCP client, fake_rvc."""
 
 # (flag, metavar, help): each is forwarded to the plugin's option of the same name.
 _FORWARDED: tuple[tuple[str, str, str], ...] = (
@@ -93,9 +104,27 @@ def build_pytest_args(argv: Sequence[str]) -> list[str]:
     return out + rest
 
 
+def _missing_extra() -> str | None:
+    """The first module of the ``conformance`` extra that cannot be imported, or None."""
+    for module in _EXTRA_MODULES:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            return module
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the suite; return pytest's exit code (see the module docstring)."""
     pytest_args = build_pytest_args(sys.argv[1:] if argv is None else argv)
+    missing = _missing_extra()
+    if missing is not None:
+        print(
+            f"robot-mcp-conformance: the 'conformance' extra is not installed (cannot import "
+            f"{missing!r}); install it with: pip install 'robot-mcp-kit[conformance]'",
+            file=sys.stderr,
+        )
+        return EXIT_UNUSABLE
     import pytest
 
     return int(pytest.main(pytest_args))

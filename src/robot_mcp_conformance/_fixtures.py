@@ -27,7 +27,7 @@ from robot_mcp_conformance._runs import (
     RefusalRun,
     Runs,
 )
-from robot_mcp_conformance.plugin import stashed_config
+from robot_mcp_conformance.plugin import detected_transport, stashed_config
 from robot_mcp_kit.testing import free_port
 
 if TYPE_CHECKING:
@@ -88,16 +88,19 @@ def fake_rvc(conformance_config: Config) -> Iterator[FakeRvcServer]:
 
 @pytest.fixture(scope="session")
 def server_endpoint(
-    conformance_config: Config, fake_rvc: FakeRvcServer
+    pytestconfig: pytest.Config, conformance_config: Config, fake_rvc: FakeRvcServer
 ) -> Iterator[tuple[str, Transport]]:
     """The URL and transport of the server under test, started here unless ``--server-url``.
 
-    A URL that cannot be reached, or that does not speak MCP, stops the run with one line.
+    A URL that cannot be reached, or that does not speak MCP, stops the run with one line
+    (normally before any test, in the plugin's ``pytest_configure``; here when that check
+    did not run, e.g. in a pytest-xdist worker).
     """
     cfg = conformance_config
     if cfg.server_url is not None:
+        detected = detected_transport(pytestconfig)
         try:
-            detected = detect_transport(cfg.server_url)
+            detected = detected or detect_transport(cfg.server_url)
         except TargetError as exc:
             _stop(f"conformance: {exc}")
             raise

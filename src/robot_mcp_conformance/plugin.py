@@ -32,7 +32,9 @@ option                 environment                   meaning
 
 Options are checked when the run targets the suite (``pytest conformance`` in this
 repository, ``pytest --pyargs robot_mcp_conformance`` anywhere, or any conformance option
-on the command line): contradictory or malformed ones stop the run with exit code 4. In a
+on the command line): contradictory or malformed ones stop the run with exit code 4, and so
+does a ``--server-url`` that cannot be reached or does not speak MCP (one GET, before the
+session header and any test; ``--collect-only`` does not need the server). In a
 checkout, with no target option, the suite starts ``examples/sleeper.py`` itself, so a
 plain ``uv run pytest`` holds the sleeper to the contract.
 
@@ -49,10 +51,17 @@ from typing import Any
 
 import pytest
 
-from robot_mcp_conformance._config import Config
-from robot_mcp_conformance._exceptions import ConfigError
+from robot_mcp_conformance._config import Config, Transport
+from robot_mcp_conformance._exceptions import ConfigError, TargetError
 
-__all__ = ["CONFIG_KEY", "OPTIONS", "SUITE_DIRS", "build_config", "is_suite_item"]
+__all__ = [
+    "CONFIG_KEY",
+    "OPTIONS",
+    "SUITE_DIRS",
+    "build_config",
+    "detected_transport",
+    "is_suite_item",
+]
 
 PACKAGE = "robot_mcp_conformance"
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -61,6 +70,7 @@ SUITE_DIRS: tuple[Path, ...] = (PACKAGE_DIR, PACKAGE_DIR.parents[1] / "conforman
 
 CONFIG_KEY = pytest.StashKey[Config]()
 _ERROR_KEY = pytest.StashKey[str]()
+_TRANSPORT_KEY = pytest.StashKey[Transport]()
 
 OPTIONS: tuple[tuple[str, str, str], ...] = (
     (
@@ -173,13 +183,39 @@ def pytest_configure(config: pytest.Config) -> None:
     if only:
         _switch_coverage_off(config)
     try:
-        config.stash[CONFIG_KEY] = build_config(config)
+        cfg = build_config(config)
     except ConfigError as exc:
         if targeted or _option_given(config):
             raise pytest.UsageError(f"conformance: {exc}") from None
         # Not a run of the suite (say the user's own tests): say nothing now; if suite
         # tests are collected after all, the first one stops the run with this message.
         config.stash[_ERROR_KEY] = str(exc)
+        return
+    config.stash[CONFIG_KEY] = cfg
+    if targeted or _option_given(config):
+        _check_target(config, cfg)
+
+
+def _check_target(config: pytest.Config, cfg: Config) -> None:
+    """Reach ``--server-url`` once, now: a dead or non-MCP URL is one line and exit 4.
+
+    Done here rather than in the first test's fixture so that the line comes before the
+    session header and any test name (issue 19). Skipped for ``--collect-only`` (which
+    needs no server) and in pytest-xdist workers (their controller checked already).
+    """
+    if cfg.server_url is None or config.option.collectonly or hasattr(config, "workerinput"):
+        return
+    from robot_mcp_conformance._client import detect_transport
+
+    try:
+        config.stash[_TRANSPORT_KEY] = detect_transport(cfg.server_url)
+    except TargetError as exc:
+        raise pytest.UsageError(f"conformance: {exc}") from None
+
+
+def detected_transport(config: pytest.Config) -> Transport | None:
+    """The transport the start-of-run check detected at ``--server-url``, if it ran."""
+    return config.stash.get(_TRANSPORT_KEY, None)
 
 
 def stashed_config(config: pytest.Config) -> Config:

@@ -3,7 +3,7 @@
 Scenarios (DESIGN §2):
 
 1. a sleeper task with an ``eta_below`` trigger: every event signed and verified by the
-   fake chat app, ``seq`` 1..n with no gap or duplicate, the trigger exactly once, then
+   fake brain, ``seq`` 1..n with no gap or duplicate, the trigger exactly once, then
    ``task_done``, and ``get_task`` agreeing;
 2. a cancel: ``cancel_task`` answers ``cancelled`` (twice: idempotent) and no
    ``task_failed`` follows;
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import secrets
 import sys
@@ -40,8 +41,24 @@ from robot_mcp_kit import __version__
 
 __all__ = ["DemoError", "Scenario", "main", "run_demo"]
 
-_REPO_ROOT = Path(__file__).resolve().parents[2]
-_DEFAULT_SLEEPER = _REPO_ROOT / "examples" / "sleeper.py"
+_PACKAGE_DIR = Path(__file__).resolve().parent
+_BUNDLED = _PACKAGE_DIR / "_examples"
+"""The wheel's copies of ``examples/sleeper.py`` and ``examples/mailroom.md`` (decision 0017)."""
+_CHECKOUT = _PACKAGE_DIR.parents[1] / "examples"
+
+
+def _examples_dir() -> Path:
+    """Where the sleeper and the mailroom document are: the wheel's copies, else a checkout's.
+
+    An installed wheel carries both files in the package (``pyproject.toml``'s
+    ``force-include``); a checkout, editable install included, reads ``examples/``.
+    """
+    return _BUNDLED if (_BUNDLED / "sleeper.py").is_file() else _CHECKOUT
+
+
+_DEFAULT_SLEEPER = _examples_dir() / "sleeper.py"
+_ALL_EXTRA_MODULES = ("fastapi", "uvicorn", "mcp", "structlog", "yaml", "pydantic_settings")
+"""What the three services import (fake_rvc, the sleeper, the memory server)."""
 MAILROOM_QUERY = "bring me the parcel from the mail room"
 MAILROOM_ID = "fetch-package-mailroom"
 FLEET_GROUPS = {"line-a": ("rap-1", "rap-2"), "line-b": ("rap-3",)}
@@ -68,11 +85,11 @@ class Scenario:
 
 def mailroom_markdown() -> str:
     """Return the memory spec's §3 mailroom process document (``examples/mailroom.md``)."""
-    return (_REPO_ROOT / "examples" / "mailroom.md").read_text(encoding="utf-8")
+    return (_examples_dir() / "mailroom.md").read_text(encoding="utf-8")
 
 
 class _Services:
-    """MCP sessions to the sleeper and the memory server, and HTTP to the fake chat app."""
+    """MCP sessions to the sleeper and the memory server, and HTTP to the fake brain."""
 
     def __init__(self, stack: AsyncExitStack, fake_url: str) -> None:
         self._stack = stack
@@ -130,7 +147,7 @@ class _Services:
     async def timeline(self, task_id: str) -> dict[str, Any]:
         status, body = await self.fake(f"/api/fake/tasks/{task_id}")
         if status != 200:
-            raise DemoError(f"the fake chat app has no timeline for {task_id}: {body}")
+            raise DemoError(f"the fake brain has no timeline for {task_id}: {body}")
         return dict(body)
 
 
@@ -355,7 +372,7 @@ def run_demo(sleeper: Path = _DEFAULT_SLEEPER, out: TextIO = sys.stdout) -> list
         fake_url = f"http://127.0.0.1:{fake_port}"
         services = [
             ServiceProcess(
-                "fake chat app",
+                "fake brain",
                 [
                     *(python, "-m", "fake_rvc"),
                     *("--port", str(fake_port)),
@@ -394,7 +411,7 @@ def run_demo(sleeper: Path = _DEFAULT_SLEEPER, out: TextIO = sys.stdout) -> list
             for service in services:
                 say(f"… starting {service.name} on 127.0.0.1:{service.port}")
                 service.start()
-            say(f"  fake chat app page: {fake_url}/")
+            say(f"  fake brain page: {fake_url}/")
             say(f"  memory server: admin token and robot tokens for {', '.join(FLEET_ROBOTS)}")
             return asyncio.run(_run_scenarios(fake_url, sleeper_port, memory_port, tokens, say))
         finally:
@@ -445,7 +462,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="robot-mcp-demo",
         description=(
-            "Start the fake chat app, the sleeper and the memory server as real processes on "
+            "Start the fake brain, the sleeper and the memory server as real processes on "
             "free loopback ports, run the acceptance scenarios of the kit and memory specs "
             "over real SSE, and print a report. Exits 0 only if every scenario held. "
             "Nothing is left behind: state lives in a temporary directory."
@@ -455,27 +472,28 @@ def main(argv: list[str] | None = None) -> int:
         "--sleeper",
         type=Path,
         default=_DEFAULT_SLEEPER,
-        help="path to the sleeper example (default: examples/sleeper.py of this checkout)",
+        help="path to the sleeper example (default: the copy in the installed package, "
+        "or examples/sleeper.py of a checkout)",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     args = parser.parse_args(argv)
     if not args.sleeper.is_file():
         print(
-            f"robot-mcp-demo: the sleeper example {str(args.sleeper)!r} is missing; run the demo "
-            "from a checkout of the repository or pass --sleeper PATH.",
+            f"robot-mcp-demo: the sleeper example {str(args.sleeper)!r} is missing; pass "
+            "--sleeper PATH to an existing file.",
             file=sys.stderr,
         )
         return 2
-    try:
-        import fastapi  # noqa: F401
-        import mcp  # noqa: F401
-    except ImportError as exc:
-        print(
-            f"robot-mcp-demo needs the 'all' extra ({exc.name} is missing): "
-            "uv sync, or pip install 'robot-mcp-kit[all]'",
-            file=sys.stderr,
-        )
-        return 2
+    for module in _ALL_EXTRA_MODULES:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            print(
+                f"robot-mcp-demo needs the 'all' extra ({module} is missing): "
+                "uv sync, or pip install 'robot-mcp-kit[all]'",
+                file=sys.stderr,
+            )
+            return 2
     from robot_mcp_kit.testing import ServiceStartError
 
     try:

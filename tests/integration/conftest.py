@@ -7,7 +7,8 @@ data in the test's temp dir (through ``robot_mcp_kit.testing.ServiceProcess``) a
 transport (SSE or streamable HTTP) with that bearer token. ``run_memory_server(env)`` runs
 the entry point to completion (for the refusals at startup); ``mcp_initialize`` and
 ``mcp_accept`` are a raw JSON-RPC ``initialize`` request and the Accept header streamable
-HTTP wants, for the tests that talk below the official client.
+HTTP wants, for the tests that talk below the official client. ``kit_wheel`` is the
+distribution's wheel, built once per session, for the tests that install it elsewhere.
 
 Test modules reach these through fixtures: under ``--import-mode=importlib`` a test module
 cannot import this conftest reliably.
@@ -18,6 +19,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -35,6 +37,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 from robot_mcp_kit.testing import ServiceProcess, ServiceStartError, free_port
 
+REPO = Path(__file__).resolve().parents[2]
+UV = shutil.which("uv") or str(Path.home() / ".local" / "bin" / "uv")
 TOKEN = "integration-token-7f3a"
 # A hang guard, not a speed check: the server answers /healthz in a few seconds, later on a
 # loaded machine; waiting polls, so a long limit costs nothing when the server is well.
@@ -249,3 +253,57 @@ def mcp_initialize() -> dict[str, Any]:
 def mcp_accept() -> dict[str, str]:
     """The Accept header streamable HTTP requires (a fresh copy per test)."""
     return dict(ACCEPT)
+
+
+def outside_env() -> dict[str, str]:
+    """This process's environment without what ties a child to this checkout or this run."""
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("CONFORMANCE_", "VIRTUAL_ENV", "PYTHONPATH", "COV_", "UV_"))
+    }
+
+
+@pytest.fixture(scope="session")
+def kit_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The ``robot-mcp-kit`` wheel built from this checkout (``uv build --wheel``, ~1 s)."""
+    dist = tmp_path_factory.mktemp("dist")
+    build = subprocess.run(
+        [UV, "build", "--wheel", "--out-dir", str(dist), "--quiet"],
+        cwd=REPO,
+        env=outside_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert build.returncode == 0, build.stderr
+    (wheel,) = dist.glob("robot_mcp_kit-*.whl")
+    return wheel
+
+
+@pytest.fixture
+def uv_isolated(tmp_path: Path):
+    """``run(spec, *argv)``: argv where only the wheel spec is installed, outside the repo.
+
+    ``uv run --isolated --no-project --with SPEC`` (as ``tests/frameworks/run.sh`` does),
+    from the test's temp dir, with this interpreter's version.
+    """
+
+    def run(spec: str, *argv: str, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [
+                *(UV, "run", "--quiet", "--isolated", "--no-project"),
+                *("--python", sys.executable, "--with", spec),
+                *argv,
+            ],
+            cwd=tmp_path,
+            env=outside_env(),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+
+    return run

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -99,3 +101,51 @@ def test_server_url_mode_passes_against_a_separately_started_sleeper():
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert " passed" in proc.stdout
     assert "failed" not in proc.stdout
+
+
+def _closed_port_url() -> str:
+    """An endpoint on a loopback port nothing listens on (bound to port 0, then closed)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}/mcp"
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """``robot-mcp-conformance ARGS`` (``python -m robot_mcp_conformance``), outside the repo."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("CONFORMANCE_")}
+    return subprocess.run(
+        [sys.executable, "-m", "robot_mcp_conformance", *args],
+        cwd=REPO.parent,
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("how", ["console-script", "pytest-conformance"])
+def test_an_unreachable_url_is_one_line_before_any_test_output(how):
+    """Issue 19: a dead --server-url is the only line printed: no header, no test name."""
+    url = _closed_port_url()
+    proc = _cli(url) if how == "console-script" else _suite("--server-url", url, "-v")
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
+    assert lines == [lines[0]], proc.stdout + proc.stderr
+    assert lines[0].startswith(f"ERROR: conformance: cannot reach {url}: ConnectError")
+    assert "test session starts" not in proc.stdout
+
+
+def test_a_url_that_is_not_mcp_is_one_line_before_any_test_output():
+    """A web page where the endpoint should be: one line naming what it answered, exit 4."""
+    from fake_rvc import FakeRvcServer
+
+    with FakeRvcServer({"sleeper": "s3cret"}) as rvc:  # its "/" is an HTML page
+        proc = _cli(rvc.url + "/", "-v")
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stdout + proc.stderr
+    assert "is not an MCP endpoint: GET / answered 200 text/html" in lines[0]

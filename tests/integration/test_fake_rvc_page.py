@@ -1,9 +1,15 @@
-"""fake_rvc's live page in headless Chromium: posted events appear without a reload."""
+"""fake_rvc's live page in headless Chromium: posted events appear without a reload.
+
+Each task shows its state in its own colour: succeeded and failed from the terminal
+event, cancelled (which no event reports) from the server's ``list_tasks`` when fake_rvc
+reconciles (repair mode), so even a task cancelled before its first event appears.
+"""
 
 from __future__ import annotations
 
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -11,8 +17,10 @@ import httpx
 import pytest
 
 from fake_rvc import FakeRvcServer
+from robot_mcp_conformance import McpClient
 from robot_mcp_kit.models import TaskEvent, new_event_id
 from robot_mcp_kit.signing import signed_headers
+from robot_mcp_kit.testing import ServiceProcess, free_port
 
 CHROMIUM = Path("/usr/bin/chromium")
 SECRET = "s3cret"
@@ -41,17 +49,31 @@ CHROMIUM_ARGS = [
 ]
 
 
-def post(url: str, seq: int, secret: str = SECRET, task_id: str = "slee-1a2b3c") -> str:
+REPO = Path(__file__).resolve().parents[2]
+
+_PAYLOADS = {
+    "task_done": {"result": {"slept_s": 1}},
+    "task_failed": {"error_code": "FAKE_FAILURE", "message": "asked to fail", "suggestions": []},
+}
+
+
+def post(
+    url: str,
+    seq: int,
+    secret: str = SECRET,
+    task_id: str = "slee-1a2b3c",
+    type_: str = "progress",
+) -> str:
     event = TaskEvent.model_validate(
         {
             "event_id": new_event_id(),
             "task_id": task_id,
             "server": "sleeper",
             "tool": "sleep",
-            "type": "progress",
+            "type": type_,
             "seq": seq,
             "ts": "2025-12-12T09:33:20.000Z",
-            "payload": {"eta_s": 10 - seq},
+            "payload": _PAYLOADS.get(type_, {"eta_s": 10 - seq}),
         }
     )
     body = event.model_dump_json().encode()
@@ -66,8 +88,7 @@ def rvc():
         yield server
 
 
-@pytest.fixture
-def page(rvc):
+def _open_page(url: str):
     from playwright.sync_api import sync_playwright
 
     executable = str(CHROMIUM) if CHROMIUM.exists() else shutil.which("chromium")
@@ -75,11 +96,24 @@ def page(rvc):
         browser = pw.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page()
-            page.goto(rvc.url + "/")
+            page.goto(url + "/")
             page.wait_for_selector("#status.live", timeout=15_000)
             yield page
         finally:
             browser.close()
+
+
+@pytest.fixture
+def page(rvc):
+    yield from _open_page(rvc.url)
+
+
+def _badge_colour(page, task_id: str) -> str:
+    return page.evaluate(
+        "(id) => getComputedStyle(document.querySelector("
+        '`div.task[data-task-id="${id}"] .state`)).backgroundColor',
+        task_id,
+    )
 
 
 def test_posted_event_appears_live_grouped_by_task(rvc, page):
@@ -125,3 +159,77 @@ def test_reset_clears_the_page(rvc, page):
     httpx.post(rvc.url + "/api/fake/reset", timeout=10)
     page.wait_for_selector(f'tr[data-event-id="{event_id}"]', state="detached", timeout=10_000)
     assert page.locator("#no-tasks").is_visible()
+
+
+def test_failed_and_succeeded_tasks_have_their_own_colours(rvc, page):
+    """task_done marks its task succeeded, task_failed failed: two labels, two colours."""
+    post(rvc.events_url, seq=1, task_id="slee-00d0e0", type_="task_done")
+    post(rvc.events_url, seq=1, task_id="slee-00fa11", type_="task_failed")
+    done = page.wait_for_selector('div.task[data-task-id="slee-00d0e0"][data-state="succeeded"]')
+    failed = page.wait_for_selector('div.task[data-task-id="slee-00fa11"][data-state="failed"]')
+    assert done is not None
+    assert failed is not None
+    assert page.locator('div.task[data-task-id="slee-00d0e0"] .state').inner_text() == "succeeded"
+    assert page.locator('div.task[data-task-id="slee-00fa11"] .state').inner_text() == "failed"
+    assert _badge_colour(page, "slee-00d0e0") != _badge_colour(page, "slee-00fa11")
+
+
+@pytest.fixture
+def reconciling():
+    """The sleeper (SSE, child process) and fake_rvc asking it list_tasks every 0.3 s."""
+    port = free_port()
+    mcp_url = f"http://127.0.0.1:{port}/sse"
+    with FakeRvcServer(
+        {"sleeper": SECRET}, repair_urls={"sleeper": mcp_url}, reconcile_every_s=0.3
+    ) as server:
+        sleeper = ServiceProcess(
+            "sleeper",
+            [sys.executable, str(REPO / "examples" / "sleeper.py")],
+            port,
+            env={
+                "MCP_TRANSPORT": "sse",
+                "MCP_HOST": "127.0.0.1",
+                "MCP_PORT": str(port),
+                "RVC_CALLBACK_URL": server.events_url,
+                "RVC_EVENT_SECRET": SECRET,
+                "RVC_OUTBOX": "",
+            },
+        ).start(ready_timeout_s=60)
+        client = McpClient(mcp_url, "sse").open()
+        try:
+            yield server, client
+        finally:
+            client.close()
+            sleeper.close()
+
+
+@pytest.fixture
+def reconciling_page(reconciling):
+    yield from _open_page(reconciling[0].url)
+
+
+def test_a_task_cancelled_before_its_first_event_appears_as_cancelled(
+    reconciling, reconciling_page
+):
+    """No event ever names it, yet the page shows it cancelled, in its own colour.
+
+    The sleeper's first progress is due after tick_s = 30 s; the cancel comes at once, and
+    a cancel posts nothing (contract §7). fake_rvc learns of the task from list_tasks.
+    """
+    rvc, client = reconciling
+    page = reconciling_page
+    started = client.call("sleep_task", {"duration_s": 60, "tick_s": 30})
+    task_id = started.data["task_id"]
+    cancelled = client.call("cancel_task", {"task_id": task_id})
+    assert cancelled.data["state"] == "cancelled", cancelled.evidence()
+    section = f'div.task[data-task-id="{task_id}"]'
+    page.wait_for_selector(f'{section}[data-state="cancelled"]', timeout=15_000)
+    assert page.locator(f"{section} .state").inner_text() == "cancelled (list_tasks)"
+    assert page.locator(f"{section} tr.no-events").is_visible()
+    assert rvc.state.events(task_id=task_id) == []  # only reconciliation could show it
+    legend = page.evaluate(
+        """() => ["succeeded", "failed", "cancelled"].map((s) => getComputedStyle(
+            document.querySelector(`.legend .state.${s}`)).backgroundColor)"""
+    )
+    assert _badge_colour(page, task_id) == legend[2]
+    assert len(set(legend)) == 3

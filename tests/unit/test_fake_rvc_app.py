@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+import fake_rvc
 from fake_rvc import ConnectionDropped, Recorder, create_app, get_clock
 from robot_mcp_kit.models import TaskEvent
 from robot_mcp_kit.signing import signed_headers
@@ -561,3 +562,41 @@ class TestPage:
         """create_app refuses an empty secret."""
         with pytest.raises(ValueError, match="non-empty"):
             create_app({"sleeper": ""})
+
+
+class TestReconcile:
+    async def test_reconcile_without_a_server_url_is_409_not_configured(self, client):
+        """POST /api/fake/reconcile needs repair mode: one sentence says how to turn it on."""
+        response = await client.post("/api/fake/reconcile")
+        assert response.status_code == 409
+        assert response.json()["error"] == "not_configured"
+        assert "--repair" in response.json()["detail"]
+
+    async def test_an_unreachable_server_is_reported_without_the_exception_text(self, recorder):
+        """A server that cannot be asked: {"error": "failed"}, the reason only in the log."""
+        app = create_app(
+            {"sleeper": SECRET}, state=recorder, repair_urls={"sleeper": "http://127.0.0.1:9/sse"}
+        )
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://fake") as c:
+            response = await c.post("/api/fake/reconcile")
+            states = await c.get("/api/fake/task-states")
+        assert response.status_code == 200
+        answer = response.json()["servers"]["sleeper"]
+        assert answer["error"] == "failed"
+        assert "Error" not in answer["detail"]
+        assert states.json() == {"states": []}
+
+    async def test_task_states_lists_what_the_recorder_holds(self, client, recorder):
+        """GET /api/fake/task-states: each reconciled task, filtered by server."""
+        recorder.record_task_states("sleeper", [{"task_id": "slee-000002", "state": "cancelled"}])
+        listed = (await client.get("/api/fake/task-states", params={"server": "sleeper"})).json()
+        assert [s["state"] for s in listed["states"]] == ["cancelled"]
+        assert (await client.get("/api/fake/task-states", params={"server": "nav"})).json() == {
+            "states": []
+        }
+
+    def test_a_non_positive_interval_is_refused(self):
+        """reconcile_every_s must be a positive number of seconds."""
+        with pytest.raises(fake_rvc.ConfigError, match="reconcile_every_s"):
+            create_app({"sleeper": SECRET}, reconcile_every_s=0)

@@ -72,6 +72,11 @@ def test_long_payload_is_shortened():
     [
         (["--secret", "=x"], "--secret must look like name=value"),
         (["--secret", "a=b", "--port", "70000"], "--port must be 0-65535"),
+        (["--secret", "a=b", "--reconcile-every", "2"], "--reconcile-every needs --repair"),
+        (
+            ["--secret", "a=b", "--repair", "a=http://h:1/sse", "--reconcile-every", "0"],
+            "a positive number of seconds, got 0.0",
+        ),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(argv, message, capsys):

@@ -236,3 +236,42 @@ def test_same_task_id_from_two_servers_keeps_two_timelines() -> None:
     assert len(recorder.timelines()) == 2
     found = recorder.wait_for_event("perc-1a2b3c", "progress", 1, server="perception-buffer")
     assert found.server == "perception-buffer"
+
+
+class TestTaskStates:
+    def test_list_tasks_answers_become_states_and_only_changes_count(self):
+        """Each TaskInfo is stored once per state; malformed entries are skipped."""
+        recorder = Recorder()
+        infos = [
+            {"task_id": "slee-000001", "state": "running", "tool": "sleep_task"},
+            {"task_id": "slee-000002", "state": "cancelled"},
+            {"task_id": 3, "state": "running"},
+            {"state": "failed"},
+        ]
+        changed = recorder.record_task_states("sleeper", infos, polled_wall=5.0)
+        assert [(s.task_id, s.state, s.tool) for s in changed] == [
+            ("slee-000001", "running", "sleep_task"),
+            ("slee-000002", "cancelled", None),
+        ]
+        assert recorder.record_task_states("sleeper", infos) == []  # nothing new
+        later = recorder.record_task_states(
+            "sleeper", [{"task_id": "slee-000001", "state": "succeeded"}]
+        )
+        assert [s.state for s in later] == ["succeeded"]
+        assert [s.state for s in recorder.task_states("sleeper")] == ["succeeded", "cancelled"]
+        assert recorder.task_states("other") == []
+        recorder.reset()
+        assert recorder.task_states() == []
+
+    async def test_a_changed_state_is_fed_to_subscribers_but_not_to_listeners(self):
+        """The page's feed gets ("task_state", TaskState); the CLI's listeners hear nothing."""
+        recorder = Recorder()
+        heard: list[Attempt] = []
+        recorder.add_listener(heard.append)
+        _, sub = recorder.subscribe()
+        recorder.record_task_states("sleeper", [{"task_id": "slee-000002", "state": "cancelled"}])
+        kind, state = await asyncio.wait_for(sub.queue.get(), 5)
+        assert kind == "task_state"
+        assert isinstance(state, fake_rvc.TaskState)
+        assert state.to_dict()["state"] == "cancelled"
+        assert heard == []

@@ -3,7 +3,7 @@
 A ``$``-anchored pattern also matches just before a final ``"\\n"``, so ``"events\\n"``
 passed as ``"events"``'s twin. Each validation that decides what a name or header may be
 must refuse the same value with a newline appended (while accepting the value itself).
-The fake receiver's headers are covered in ``test_fake_rvc_hardening.py``.
+fake_rvc's (the fake brain's) headers are covered in ``test_fake_rvc_hardening.py``.
 """
 
 from __future__ import annotations
