@@ -41,7 +41,7 @@ import logging
 import math
 import os
 import sys
-from typing import Any, Literal
+from typing import Any
 
 from robot_mcp_kit import (
     ConfigurationError,
@@ -53,12 +53,12 @@ from robot_mcp_kit import (
     TaskRuntime,
     __version__,
     register_task_tools,
+    serve,
 )
 from robot_mcp_kit.fastmcp_ext import (
     Framework,
     ToolErrorReply,
     add_start_tool,
-    detect_framework,
     set_server_version,
 )
 
@@ -70,7 +70,6 @@ __all__ = [
     "build_server",
     "default_framework",
     "main",
-    "serve",
 ]
 
 SERVER_NAME = "sleeper"
@@ -79,8 +78,6 @@ MAX_TICKS = 10_000
 KNOWN_TRIGGER_TYPES = ("eta_below", "progress_above")
 """Trigger types sleep_task implements (progress_above through the kit)."""
 
-Transport = Literal["stdio", "sse", "streamable-http"]
-_TRANSPORTS: tuple[Transport, ...] = ("stdio", "sse", "streamable-http")
 _INSTRUCTIONS = (
     "A demo capability server. sleep_task starts a long-running fake task and "
     "returns its task_id at once; events about it are pushed to the brain. Use "
@@ -101,7 +98,7 @@ def default_framework() -> Framework:
     return "mcp2" if importlib.util.find_spec("mcp.server.mcpserver") is not None else "mcp1"
 
 
-def _new_server(framework: Framework, host: str, port: int) -> Any:
+def _new_server(framework: Framework) -> Any:
     # Imported by name: only one of the three frameworks is installed at a time.
     if framework == "fastmcp":
         standalone = importlib.import_module("fastmcp").FastMCP
@@ -111,7 +108,7 @@ def _new_server(framework: Framework, host: str, port: int) -> Any:
         return mcp_server(SERVER_NAME, instructions=_INSTRUCTIONS, version=__version__)
     from mcp.server.fastmcp import FastMCP
 
-    server = FastMCP(SERVER_NAME, instructions=_INSTRUCTIONS, host=host, port=port)
+    server = FastMCP(SERVER_NAME, instructions=_INSTRUCTIONS)
     set_server_version(server)  # else serverInfo.version is the mcp SDK's
     return server
 
@@ -126,19 +123,13 @@ def _eta_threshold(trigger: dict[str, Any]) -> float | None:
     return float(seconds) if math.isfinite(seconds) else None
 
 
-def build_server(
-    manager: TaskManager,
-    *,
-    host: str = "127.0.0.1",
-    port: int = 9100,
-    framework: Framework | None = None,
-) -> Any:
+def build_server(manager: TaskManager, *, framework: Framework | None = None) -> Any:
     """Build the sleeper around ``manager`` (which owns the event sink).
 
-    ``framework`` defaults to :func:`default_framework`. ``host``/``port`` are used by
-    mcp 1.x, which takes them at construction; the others take them in :func:`serve`.
+    ``framework`` defaults to :func:`default_framework`; the transport, host and port are
+    :func:`robot_mcp_kit.serve`'s, on every framework.
     """
-    mcp = _new_server(framework or default_framework(), host, port)
+    mcp = _new_server(framework or default_framework())
     register_task_tools(mcp, manager)
 
     async def sleep_task(
@@ -216,41 +207,15 @@ def build_server(
     return mcp
 
 
-async def serve(server: Any, transport: Transport, host: str, port: int) -> None:
-    """Serve ``server`` (built by :func:`build_server`) until cancelled."""
-    framework = detect_framework(server)
-    if transport == "stdio":
-        await server.run_stdio_async()
-    elif framework == "mcp1":  # host and port were given to the constructor
-        await (server.run_sse_async() if transport == "sse" else server.run_streamable_http_async())
-    elif framework == "fastmcp":
-        await server.run_http_async(transport=transport, host=host, port=port)
-    elif transport == "sse":
-        await server.run_sse_async(host=host, port=port)
-    else:
-        await server.run_streamable_http_async(host=host, port=port)
-
-
-async def _serve(transport: Transport, host: str, port: int) -> None:
-    # The poster, then the manager (which reads the task journal of an outbox).
-    runtime = TaskRuntime(SERVER_NAME, known_trigger_types=KNOWN_TRIGGER_TYPES)
-    mcp = build_server(runtime.manager, host=host, port=port)
-    logger.info(
-        "sleeper starting: transport=%s host=%s port=%s events=%s",
-        transport,
-        host,
-        port,
-        runtime.poster.callback_url or "off",
-    )
-    # Entering starts the poster: with an outbox, events a previous process left
-    # undelivered (and the INTERRUPTED reports of its running tasks) go out now, before
-    # anything new. Leaving cancels running tasks, then gives queued events a short grace.
-    async with runtime:
-        await serve(mcp, transport, host, port)
-
-
 def main() -> None:
-    """Run the sleeper with the transport, host and port from the environment."""
+    """Run the sleeper with the transport, host and port from the environment.
+
+    :func:`robot_mcp_kit.serve` reads ``MCP_TRANSPORT`` / ``MCP_HOST`` / ``MCP_PORT``
+    (default port 9100 here), enters the runtime (the poster starts: with an outbox,
+    events a previous process left undelivered, and the ``INTERRUPTED`` reports of its
+    running tasks, go out now, before anything new) and serves; leaving cancels running
+    tasks, then gives queued events a short grace.
+    """
     if "--version" in sys.argv[1:]:
         print(f"sleeper (robot-mcp-kit) {__version__}")
         return
@@ -259,25 +224,12 @@ def main() -> None:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    transport = os.environ.get("MCP_TRANSPORT", "stdio").strip() or "stdio"
-    if transport not in _TRANSPORTS:
-        sys.exit(
-            f"sleeper: MCP_TRANSPORT must be one of {', '.join(_TRANSPORTS)}, got {transport!r}"
-        )
-    host = os.environ.get("MCP_HOST", "127.0.0.1").strip() or "127.0.0.1"
-    port_text = os.environ.get("MCP_PORT", "9100").strip() or "9100"
     try:
-        port = int(port_text)
-    except ValueError:
-        sys.exit(f"sleeper: MCP_PORT must be an integer port, got {port_text!r}")
-    if not 0 < port < 65536:
-        sys.exit(f"sleeper: MCP_PORT must be between 1 and 65535, got {port}")
-    try:
-        asyncio.run(_serve(transport, host, port))
+        # The poster, then the manager (which reads the task journal of an outbox).
+        runtime = TaskRuntime(SERVER_NAME, known_trigger_types=KNOWN_TRIGGER_TYPES)
     except ConfigurationError as exc:
         sys.exit(f"sleeper: {exc}")
-    except KeyboardInterrupt:
-        pass
+    serve(build_server(runtime.manager), runtime, default_port=9100)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ from robot_mcp_kit.models import (
     reliability,
 )
 from robot_mcp_kit.runtime import TaskRuntime
+from robot_mcp_kit.serving import serve
 from robot_mcp_kit.signing import SignatureReason, sign, verify
 from robot_mcp_kit.tasks import EventSink, TaskBody, TaskContext, TaskError, TaskManager
 
@@ -80,6 +81,7 @@ __all__ = [
     "__version__",
     "register_task_tools",
     "reliability",
+    "serve",
     "sign",
     "verify",
 ]

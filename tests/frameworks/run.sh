@@ -4,7 +4,9 @@
 #   1. the sleeper's task tools through each framework's own in-memory client
 #      (mcp 1.x FastMCP, mcp 2.x MCPServer, standalone FastMCP): check_framework.py;
 #   2. the conformance suite (its client on mcp 2.x) against a sleeper built on mcp 2.x,
-#      over streamable HTTP, and against one built on standalone FastMCP.
+#      over streamable HTTP, and against one built on standalone FastMCP;
+#   3. the conformance suite against the README's example (examples/navigation.py) on each
+#      framework, over SSE and streamable HTTP.
 # Needs uv and PyPI. Exits non-zero on the first failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -41,4 +43,17 @@ echo "conformance suite against the sleeper on standalone FastMCP over streamabl
 SLEEPER_FRAMEWORK=fastmcp isolated "$wheel[conformance]" "fastmcp>=2.10" -- \
   robot-mcp-conformance --server-cmd "python examples/sleeper.py" \
   --transport streamable-http "${suite_args[@]}" -q
+# The README's example, as written, on each framework (issue 19): serve() takes the
+# transport and port the suite gives it through MCP_TRANSPORT / MCP_PORT.
+navigation_args=(--server-cmd "python examples/navigation.py" --server-name navigation
+                 --start-tool navigate_to --start-args '{"place": "dock", "speed": 20}'
+                 --fail-args '{"place": "nowhere", "speed": 20}'
+                 --cancel-args '{"place": "far_corner", "speed": 0.1}')
+for pair in "mcp1=mcp>=1.28.1,<2" "mcp2=mcp>=2,<3" "fastmcp=fastmcp>=2.10"; do
+  for transport in sse streamable-http; do
+    echo "conformance suite against the README's example on ${pair%%=*} over $transport:"
+    isolated "$wheel[conformance]" "${pair#*=}" -- \
+      robot-mcp-conformance "${navigation_args[@]}" --transport "$transport" -q
+  done
+done
 echo "frameworks: all checks passed"

@@ -1,4 +1,9 @@
-"""The README's "Use the kit in your own server" example is real code that works."""
+"""The README's "Use the kit in your own server" example is real code that works.
+
+It is ``examples/navigation.py`` word for word, and the conformance commands both READMEs
+give for it are the same text (``tests/integration/test_serve.py`` runs them;
+``tests/frameworks/run.sh`` runs the example under the suite on all three frameworks).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,10 @@ from pathlib import Path
 import pytest
 from mcp.shared.memory import create_connected_server_and_client_session
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+REPO = Path(__file__).resolve().parents[2]
+README = REPO / "README.md"
+NAVIGATION = REPO / "examples" / "navigation.py"
+CONFORMANCE_README = REPO / "conformance" / "README.md"
 
 
 def _kit_example() -> str:
@@ -38,3 +46,22 @@ async def test_readme_kit_example_serves_its_tools(monkeypatch: pytest.MonkeyPat
     assert started.structuredContent is not None
     assert started.structuredContent["state"] == "running"
     assert json.loads(started.content[0].text) == started.structuredContent  # type: ignore[union-attr]
+
+
+def test_the_readme_example_is_examples_navigation_py_word_for_word() -> None:
+    """A reader copies the block; CI runs the file: they must be one text."""
+    assert _kit_example() == NAVIGATION.read_text(encoding="utf-8")
+
+
+def _suite_commands(text: str) -> list[str]:
+    blocks = re.findall(r"```bash\n(.*?)```", text, re.S)
+    return [b for b in blocks if "python navigation.py &" in b]
+
+
+def test_both_readmes_give_the_same_suite_command_for_the_example() -> None:
+    """The README and conformance/README.md start the example and run the suite alike."""
+    (readme,) = _suite_commands(README.read_text(encoding="utf-8"))
+    (conformance,) = _suite_commands(CONFORMANCE_README.read_text(encoding="utf-8"))
+    assert readme == conformance
+    for name in re.findall(r'"(\w+)":', readme):  # every argument is one navigate_to takes
+        assert f"{name}: " in _kit_example(), name
