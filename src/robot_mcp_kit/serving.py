@@ -30,6 +30,11 @@ through ``MCP_HOST`` gets what ``FastMCP(host=MCP_HOST)`` would have got: that l
 check is dropped (logged), because it would refuse every client that is not on loopback. A
 protection the author configured is kept as it is.
 
+SIGINT and SIGTERM stop the server in order on every transport: the framework's server
+shuts down, then running tasks are cancelled and the poster gets its grace; the process
+exits 0. (Left alone, uvicorn raises the signal again after its own shutdown, which would
+kill the process, or cancel the runtime's close, before that.)
+
 One INFO line (logger ``robot_mcp_kit.serving``) says what was started: the framework, the
 transport, the endpoint URL to give the brain and the conformance suite, and where events go.
 """
@@ -37,9 +42,11 @@ transport, the endpoint URL to give the brain and the conformance suite, and whe
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
-from collections.abc import Mapping
+import signal
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, cast, get_args
 
@@ -121,16 +128,65 @@ async def serve_async(
     options = options or serve_options()
     if framework == "mcp1":
         _configure_mcp1(server, options)
-    logger.info(
-        "%s serving on %s over %s%s; events to %s",
-        runtime.server_name,
-        _FRAMEWORK_NAMES[framework],
-        options.transport,
-        "" if options.transport == "stdio" else f" at {_endpoint(server, framework, options)}",
-        getattr(runtime.poster, "callback_url", None) or "nowhere (RVC_CALLBACK_URL unset)",
-    )
+    where = "" if options.transport == "stdio" else f" at {_endpoint(server, framework, options)}"
+    events_to = getattr(runtime.poster, "callback_url", None) or "nowhere (RVC_CALLBACK_URL unset)"
     async with runtime:
-        await _run(server, framework, options)
+        serving = asyncio.ensure_future(_run(server, framework, options))
+        with _stop_on_signals(serving, runtime.server_name, options.transport):
+            logger.info(
+                "%s serving on %s over %s%s; events to %s",
+                runtime.server_name,
+                _FRAMEWORK_NAMES[framework],
+                options.transport,
+                where,
+                events_to,
+            )
+            try:
+                await serving
+            except asyncio.CancelledError:
+                if not serving.cancelled() or _current_task_cancelling():
+                    raise  # we were cancelled from outside, not by a signal
+    logger.info("%s stopped: running tasks cancelled, the poster closed", runtime.server_name)
+
+
+def _current_task_cancelling() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+@contextlib.contextmanager
+def _stop_on_signals(
+    serving: asyncio.Future[None], name: str, transport: Transport
+) -> Iterator[None]:
+    """SIGINT and SIGTERM end ``serving`` and let the runtime close in order.
+
+    The HTTP transports run uvicorn, which takes both signals while it serves, shuts down
+    gracefully and then raises the signal again: left to Python's defaults that second
+    SIGTERM would kill the process, and asyncio's SIGINT handler would cancel the runtime's
+    close, before running tasks are cancelled and the poster's grace is given. Here both
+    land on the loop too: over stdio they stop the transport; over HTTP uvicorn does, and
+    the signal it raises again is absorbed. Outside the main thread, signals are the
+    caller's business.
+    """
+    loop = asyncio.get_running_loop()
+    installed: list[signal.Signals] = []
+
+    def stop(signum: signal.Signals) -> None:
+        if transport == "stdio" and not serving.done():
+            logger.info("%s: %s received, stopping", name, signum.name)
+            serving.cancel()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(signum, stop, signum)
+        except (NotImplementedError, RuntimeError, ValueError):  # Windows, not main thread
+            continue
+        installed.append(signum)
+    try:
+        yield
+    finally:
+        for signum in installed:
+            loop.remove_signal_handler(signum)
 
 
 def serve(
