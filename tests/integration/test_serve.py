@@ -103,11 +103,12 @@ def test_the_conformance_readme_commands_pass_against_the_example():
     )
     assert suite_words[0] == "robot-mcp-conformance"
     suite_args = [swapped(w) for w in suite_words[1:]]
+    callback = ["--callback-port", str(callback_port)]
+    argv = [sys.executable, "-m", "robot_mcp_conformance", *suite_args, *callback]
     try:
         server.start(ready_timeout_s=30)
         proc = subprocess.run(
-            [sys.executable, "-m", "robot_mcp_conformance", *suite_args, "--callback-port"]
-            + [str(callback_port)],
+            argv,
             cwd=REPO.parent,
             env=_clean_env(),
             capture_output=True,
