@@ -73,19 +73,30 @@ class DocError(MemoryServerError, ValueError):
 
 
 class DocTooLarge(DocError):
-    """A document (or a query, where the store says so) exceeds its size limit.
+    """A document exceeds a limit: its size, its distinct words, or its robot's document count.
 
-    ``size`` is the size the client sent, ``limit`` the limit, both in UTF-8 bytes.
+    ``size`` is what the client sent (or would bring the count to), ``limit`` the limit,
+    both in ``unit`` (UTF-8 bytes unless said otherwise); ``detail`` replaces the default
+    sentence when the limit needs its own words (what to do, which setting).
     """
 
-    def __init__(self, size: int, limit: int = MAX_DOC_BYTES, *, field: str = "document") -> None:
-        super().__init__(
-            field,
-            "too_large",
-            f"the {field} is {size} bytes; the limit is {limit} bytes ({limit // 1024} KiB)",
-        )
+    def __init__(
+        self,
+        size: int,
+        limit: int = MAX_DOC_BYTES,
+        *,
+        field: str = "document",
+        unit: str = "bytes",
+        detail: str | None = None,
+    ) -> None:
+        if detail is None:
+            detail = f"the {field} is {size} {unit}; the limit is {limit} {unit}"
+            if unit == "bytes":
+                detail += f" ({limit // 1024} KiB)"
+        super().__init__(field, "too_large", detail)
         self.size = size
         self.limit = limit
+        self.unit = unit
 
 
 ErrorCode = Literal["invalid", "not_found", "conflict"]
@@ -157,14 +168,18 @@ class ToolFailure(MemoryServerError):
         return cls("not_found", f"no process with id {quote(id)}")
 
     @classmethod
-    def too_large(cls, field: str, size: int, limit: int) -> ToolFailure:
-        """The one ``too_large`` failure: the field, the size the client sent and the limit."""
+    def too_large(
+        cls, field: str, size: int, limit: int, *, unit: str = "bytes", detail: str | None = None
+    ) -> ToolFailure:
+        """The one ``too_large`` failure: the field, the size the client sent, the limit and
+        their unit (``bytes`` unless said otherwise)."""
         return cls(
             "too_large",
-            f"the {field} is {size} bytes; the limit is {limit} bytes",
+            detail or f"the {field} is {size} {unit}; the limit is {limit} {unit}",
             field=field,
             size=size,
             limit=limit,
+            unit=unit,
         )
 
     @classmethod

@@ -13,8 +13,13 @@ table                   kind         why
 ``processes_fts``       derived      the search index, a projection of ``processes``: rebuilt by
                                      ``ProcessStore.reindex()``, never pruned on its own; its five
                                      fts5 shadow tables are sqlite's and named by the kit
-``processes_vocab``     derived      the index's vocabulary (an ``fts5vocab`` view of
-                                     ``processes_fts``, no storage of its own): typo repair
+``processes_postings``  derived      per owner (``shared`` or ``robot:<id>``), each term's
+                                     column-weighted frequency in each document: the
+                                     statistics of scoped ranking (issue 18)
+``processes_owner_terms``  derived   per term and owner, how many documents hold it: the
+                                     vocabulary typo repair reads, and each term's df
+``processes_lengths``   derived      each document's owner, length in tokens and distinct
+                                     terms (what a rewrite or delete takes out again)
 ``processes_vectors``   derived      each document's two embedding vectors (float32 blobs) with
                                      the model's name and dimension; recomputed by a save, by
                                      ``reindex()`` and, for a changed model, at open
@@ -34,9 +39,13 @@ Versions: 1 held ``processes``, ``processes_fts`` and ``store_meta``; 2 adds the
 ``fleet_*`` tables (:func:`_to_v2`, run by the kit when it opens a version-1 file, in one
 transaction with the version bump); 3 adds ``processes_vocab`` and ``processes_vectors``
 (:func:`_to_v3`) — empty at first, the vectors are computed when a server with an
-embedder opens the file. ``fleet_robots.group_id`` references
-``fleet_groups`` (the kit turns ``foreign_keys`` on), so a robot can never name a group
-that does not exist. :mod:`robot_mcp_memory.fleet` is the only writer of the fleet tables.
+embedder opens the file; 4 replaces ``processes_vocab`` (an ``fts5vocab`` view of the
+whole index, which let typo repair read every group's words) by the three per-owner
+statistics tables (:func:`_to_v4`), also empty at first: the store counts every document
+into them when it opens the file (:meth:`robot_mcp_memory.store.ProcessStore.sync_terms`).
+``fleet_robots.group_id`` references ``fleet_groups`` (the kit turns ``foreign_keys`` on),
+so a robot can never name a group that does not exist. :mod:`robot_mcp_memory.fleet` is
+the only writer of the fleet tables.
 
 The columns of ``processes`` are spec §4's, plus ``shared``; the fleet tables' are spec §4's
 ``...`` filled in (timestamps, ``meta``, the group's ``customer`` and ``factory`` tags). NOT
@@ -50,6 +59,9 @@ NULL and defaults are added where the store always writes a value. Row conventio
 - ``processes_vectors.doc_rowid`` is the rowid of its ``processes`` row, written in the
   same transaction as the row (and deleted with it); ``model``/``dim`` say which embedder
   made it, and a row of another model is recomputed rather than compared;
+- ``processes_postings``, ``processes_owner_terms`` and ``processes_lengths`` are written
+  in the same transaction as the row, with :data:`TOKENIZE`'s tokens
+  (:mod:`robot_mcp_memory.search._term_index`);
 - the rowid of a ``processes_fts`` row equals the rowid of its ``processes`` row: search
   joins the two on it and a document's index entry is found without scanning the index
   (its ``id`` column is kept, as the spec's DDL has it, for humans and for ``reindex``
@@ -73,14 +85,17 @@ __all__ = [
     "MIGRATIONS",
     "PROCESSES",
     "PROCESSES_FTS",
+    "PROCESSES_LENGTHS",
+    "PROCESSES_OWNER_TERMS",
+    "PROCESSES_POSTINGS",
     "PROCESSES_VECTORS",
-    "PROCESSES_VOCAB",
     "SCHEMA",
     "SCHEMA_VERSION",
+    "TOKENIZE",
     "open_index",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The version of ``index.db`` this code writes."""
 
 INDEX_FILENAME = "index.db"
@@ -109,12 +124,15 @@ PROCESSES = Table(
     indexes=("CREATE INDEX processes_robot ON processes (robot)",),
 )
 
+TOKENIZE = "porter unicode61"
+"""The FTS5 ``tokenize`` option of the index; the per-owner statistics use the same tokens."""
+
 PROCESSES_FTS = Table(
     "processes_fts",
     Kind.DERIVED,
-    """
+    f"""
     CREATE VIRTUAL TABLE processes_fts USING fts5(
-      id UNINDEXED, title, task_pattern, tags, body, tokenize='porter unicode61'
+      id UNINDEXED, title, task_pattern, tags, body, tokenize='{TOKENIZE}'
     )
     """,
     derived_from="processes",
@@ -132,9 +150,6 @@ _PROCESSES_VECTORS_V3 = """
     )
     """
 
-PROCESSES_VOCAB = Table(
-    "processes_vocab", Kind.DERIVED, _PROCESSES_VOCAB_V3, derived_from="processes_fts"
-)
 PROCESSES_VECTORS = Table(
     "processes_vectors", Kind.DERIVED, _PROCESSES_VECTORS_V3, derived_from="processes"
 )
@@ -193,7 +208,65 @@ def _to_v3(conn: sqlite3.Connection) -> None:
     conn.execute(_PROCESSES_VECTORS_V3)
 
 
-MIGRATIONS: Mapping[int, MigrationStep] = {2: _to_v2, 3: _to_v3}
+# Version 4 (issue 18): per-owner statistics, so a scoped call counts only what it may read.
+_PROCESSES_POSTINGS_V4 = """
+    CREATE TABLE processes_postings (
+      owner TEXT NOT NULL,
+      term TEXT NOT NULL,
+      doc_rowid INTEGER NOT NULL,
+      freq REAL NOT NULL,
+      PRIMARY KEY (owner, term, doc_rowid)
+    ) WITHOUT ROWID
+    """
+_PROCESSES_OWNER_TERMS_V4 = """
+    CREATE TABLE processes_owner_terms (
+      term TEXT NOT NULL,
+      owner TEXT NOT NULL,
+      docs INTEGER NOT NULL,
+      PRIMARY KEY (term, owner)
+    ) WITHOUT ROWID
+    """
+_PROCESSES_LENGTHS_V4 = """
+    CREATE TABLE processes_lengths (
+      doc_rowid INTEGER PRIMARY KEY,
+      owner TEXT NOT NULL,
+      tokens INTEGER NOT NULL,
+      terms TEXT NOT NULL
+    )
+    """
+_PROCESSES_LENGTHS_OWNER_INDEX_V4 = (
+    "CREATE INDEX processes_lengths_owner ON processes_lengths (owner, tokens)"
+)
+
+PROCESSES_POSTINGS = Table(
+    "processes_postings", Kind.DERIVED, _PROCESSES_POSTINGS_V4, derived_from="processes"
+)
+PROCESSES_OWNER_TERMS = Table(
+    "processes_owner_terms", Kind.DERIVED, _PROCESSES_OWNER_TERMS_V4, derived_from="processes"
+)
+PROCESSES_LENGTHS = Table(
+    "processes_lengths",
+    Kind.DERIVED,
+    _PROCESSES_LENGTHS_V4,
+    derived_from="processes",
+    indexes=(_PROCESSES_LENGTHS_OWNER_INDEX_V4,),
+)
+
+
+def _to_v4(conn: sqlite3.Connection) -> None:
+    """Migration step 3 -> 4: drop the fleet-wide vocabulary view, create the (empty)
+    per-owner statistics tables; the store fills them when it opens the file."""
+    conn.execute("DROP TABLE processes_vocab")
+    for ddl in (
+        _PROCESSES_POSTINGS_V4,
+        _PROCESSES_OWNER_TERMS_V4,
+        _PROCESSES_LENGTHS_V4,
+        _PROCESSES_LENGTHS_OWNER_INDEX_V4,
+    ):
+        conn.execute(ddl)
+
+
+MIGRATIONS: Mapping[int, MigrationStep] = {2: _to_v2, 3: _to_v3, 4: _to_v4}
 """Key N is the step from version N-1 to N (the kit runs them in order)."""
 
 SCHEMA = Schema(
@@ -201,7 +274,9 @@ SCHEMA = Schema(
     tables=(
         PROCESSES,
         PROCESSES_FTS,
-        PROCESSES_VOCAB,
+        PROCESSES_POSTINGS,
+        PROCESSES_OWNER_TERMS,
+        PROCESSES_LENGTHS,
         PROCESSES_VECTORS,
         FLEET_GROUPS,
         FLEET_ROBOTS,

@@ -8,6 +8,9 @@ refusal always quotes a size the client can check.
 limit                    what happens past it
 =======================  ==========================================================
 ``MAX_DOC_BYTES``        ``save_process`` answers ``too_large``
+``MAX_DOC_TERMS``        ``save_process`` answers ``too_large`` (distinct words)
+``ROBOT_MAX_DOCUMENTS``  a robot token's ``save_process`` of a new document answers
+                         ``too_large`` (the default of ``MEMORY_ROBOT_MAX_DOCUMENTS``)
 ``MAX_QUERY_BYTES``      ``find_processes`` searches the first 2 KiB, ``truncated``
 ``MAX_NOTE_BYTES``       ``record_outcome`` answers ``too_large``
 ``MAX_NOTE_CHARS``       an outcome note is cut to this many characters in the body
@@ -30,6 +33,7 @@ import re
 __all__ = [
     "MAX_COUNT",
     "MAX_DOC_BYTES",
+    "MAX_DOC_TERMS",
     "MAX_ID_LENGTH",
     "MAX_JSON_BYTES",
     "MAX_JSON_DEPTH",
@@ -42,11 +46,27 @@ __all__ = [
     "MAX_QUERY_BYTES",
     "MAX_YAML_DEPTH",
     "MAX_YAML_INDENT",
+    "ROBOT_MAX_DOCUMENTS",
     "clamp",
 ]
 
 MAX_DOC_BYTES = 256 * 1024
 """Largest process document, in UTF-8 bytes of the markdown sent."""
+
+MAX_DOC_TERMS = 10_000
+"""Most distinct words (index terms) one document may have.
+
+Each distinct word is a row of the per-owner statistics and of the index: the bound keeps
+what one save can add to them, and the cost of that save, small. Prose of 256 KiB has
+fewer; a document over it is made of generated or random words.
+"""
+
+ROBOT_MAX_DOCUMENTS = 10_000
+"""Most documents one robot token may own (``MEMORY_ROBOT_MAX_DOCUMENTS`` sets it).
+
+A save that would add one more answers ``too_large``; updates are always accepted. The
+admin token and unscoped servers are not counted.
+"""
 
 MAX_QUERY_BYTES = 2 * 1024
 """A longer query is searched by its first ``MAX_QUERY_BYTES`` (DESIGN §5)."""

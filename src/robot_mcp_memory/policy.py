@@ -8,9 +8,11 @@ tools                                       scoped tenant (robot token)
 ==========================================  ===============================================
 find / get / list processes                 own group + ``shared``; out of scope = absent
                                             (:func:`visible_robots`)
-save_process                                pinned to itself; never a foreign or shared
-                                            document (:func:`pin_document`,
-                                            :func:`update_guard`)
+save_process                                pinned to itself; never a shared document
+                                            (:func:`pin_document`); updates only in its
+                                            scope, else the id is suffixed
+                                            (:func:`updatable`); a bounded number of
+                                            documents per robot
 record_outcome, delete_process              in scope only; never delete a shared document
 register_robot, set_robot_meta              only itself, never into another group
                                             (:func:`require_self`)
@@ -55,7 +57,7 @@ __all__ = [
     "pin_document",
     "require_admin",
     "require_self",
-    "update_guard",
+    "updatable",
     "visible_owner",
     "visible_robots",
 ]
@@ -141,26 +143,24 @@ def pin_document(doc: ProcessDoc, tenant: Tenant) -> ProcessDoc:
     return doc
 
 
-def update_guard(fleet: FleetPort, tenant: Tenant | None) -> Callable[[Owner], None] | None:
-    """The check a scoped save runs on the document it is about to update, inside its
-    transaction.
+def updatable(fleet: FleetPort, tenant: Tenant | None) -> Callable[[Owner], bool] | None:
+    """Which existing documents a scoped save may update; None (any) for an unscoped one.
 
-    The collision rule may move a save from ``id`` to ``id-2``, ``id-3``…; whichever
-    document is finally updated must be in the tenant's scope and not fleet-wide, checked on
-    the save's own connection (the registry read joins the transaction), so no concurrent
-    regroup or rename slips between check and write (decision 0004).
+    Asked inside the save's transaction about each row the collision rule meets (the
+    registry read joins the transaction, so no concurrent regroup slips between check and
+    write, decision 0004). A row outside the tenant's scope, or fleet-wide, is passed over
+    like another mission's: the save goes to a suffixed id, and the answer says no more
+    than that the id was taken (decision 0022) — never ``forbidden``, which would let a
+    robot test guesses of other groups' ids and mission ids.
     """
     if tenant is None or tenant.robot is None:
         return None
     robot = tenant.robot
 
-    def guard(owner: Owner) -> None:
-        if owner.shared or owner.robot not in fleet.visible_robots(robot):
-            raise ToolFailure.forbidden(
-                f"process {quote(owner.id)} belongs to another scope; choose another id"
-            )
+    def may_update(owner: Owner) -> bool:
+        return not owner.shared and owner.robot in fleet.visible_robots(robot)
 
-    return guard
+    return may_update
 
 
 def visible_owner(

@@ -45,7 +45,13 @@ class ProcessesPort(Protocol):
 
     def count(self, *, robots: Collection[str] | None = None) -> int: ...
 
-    def save(self, doc: ProcessDoc, *, guard: Callable[[Owner], None] | None = None) -> Saved: ...
+    def save(
+        self,
+        doc: ProcessDoc,
+        *,
+        may_update: Callable[[Owner], bool] | None = None,
+        max_robot_documents: int | None = None,
+    ) -> Saved: ...
 
     def record_outcome(self, id: str, success: bool, note: str = "") -> ProcessDoc | None: ...
 

@@ -24,6 +24,7 @@ from robot_mcp_kit.store import SqliteStore
 from robot_mcp_memory._exceptions import EmbedderUnavailable
 from robot_mcp_memory.db import open_index
 from robot_mcp_memory.fleet import FleetRegistry
+from robot_mcp_memory.limits import ROBOT_MAX_DOCUMENTS
 from robot_mcp_memory.params import ScopedParams
 from robot_mcp_memory.ports import (
     FleetPort,
@@ -57,11 +58,16 @@ _log = get_logger("robot_mcp_memory.server")
 
 @dataclass(frozen=True)
 class Memory:
-    """The services behind the tools; the SQLite adapters share one ``index.db``."""
+    """The services behind the tools; the SQLite adapters share one ``index.db``.
+
+    ``robot_max_documents`` bounds the documents a robot token may own
+    (``MEMORY_ROBOT_MAX_DOCUMENTS``).
+    """
 
     processes: ProcessesPort
     fleet: FleetPort
     lessons: LessonsPort
+    robot_max_documents: int = ROBOT_MAX_DOCUMENTS
 
     def close(self) -> None:
         """Close the lessons file and the process store (flushing queued hot writes)."""
@@ -113,6 +119,7 @@ def _assemble(settings: Settings, index: SqliteStore, embedder: Embedder | None)
         processes=ProcessStore(index, robot_id=settings.robot_id, embedder=embedder),
         fleet=fleet,
         lessons=ScopedParams(fleet, settings.data_dir / LESSONS_FILENAME),
+        robot_max_documents=settings.robot_max_documents,
     )
 
 

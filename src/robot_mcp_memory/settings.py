@@ -27,6 +27,7 @@ from robot_mcp_memory._exceptions import (
     SettingsError,
     TokenMapError,
 )
+from robot_mcp_memory.limits import ROBOT_MAX_DOCUMENTS
 from robot_mcp_memory.tenant import parse_robot_tokens
 
 __all__ = ["ENV_VARS", "SearchMode", "Settings", "Transport", "load_settings"]
@@ -87,6 +88,12 @@ ENV_VARS: dict[str, tuple[str, str, str]] = {
         "10",
         "seconds a connection may take to send a complete request head (0 < s <= 300); "
         "then it is closed",
+    ),
+    "MEMORY_ROBOT_MAX_DOCUMENTS": (
+        "robot_max_documents",
+        str(ROBOT_MAX_DOCUMENTS),
+        "most documents one robot token may own (1-1000000); a save of one more answers "
+        "too_large, updates are always accepted; the admin token is not counted",
     ),
     "MEMORY_SEARCH": (
         "search",
@@ -154,6 +161,13 @@ class Settings(BaseSettings):
         le=300,
         allow_inf_nan=False,
         validation_alias=AliasChoices("header_timeout_s", "MEMORY_HEADER_TIMEOUT_S"),
+    )
+
+    robot_max_documents: int = Field(
+        default=ROBOT_MAX_DOCUMENTS,
+        ge=1,
+        le=1_000_000,
+        validation_alias=AliasChoices("robot_max_documents", "MEMORY_ROBOT_MAX_DOCUMENTS"),
     )
 
     search: SearchMode = Field(

@@ -15,9 +15,9 @@ from robot_mcp_kit.store import (
     SchemaTooNew,
     SqliteStore,
     StoreUnreadable,
+    Table,
 )
 from robot_mcp_memory import db
-from robot_mcp_memory.documents import ProcessDoc
 from robot_mcp_memory.fleet import FleetRegistry
 from robot_mcp_memory.search import HashingEmbedder
 from robot_mcp_memory.store import ProcessStore
@@ -32,24 +32,26 @@ def index(tmp_path: Path):
 
 class TestDeclaration:
     def test_each_table_has_its_kind(self) -> None:
-        """processes, the fleet tables and store_meta are definitions; processes_fts and
-        processes_vectors derive from processes, processes_vocab from processes_fts."""
+        """processes, the fleet tables and store_meta are definitions; the index, the
+        per-owner statistics and the vectors derive from processes."""
         kinds = {t.name: t.kind for t in db.SCHEMA.all_tables()}
         assert kinds == {
             "processes": Kind.DEFINITION,
             "processes_fts": Kind.DERIVED,
-            "processes_vocab": Kind.DERIVED,
+            "processes_postings": Kind.DERIVED,
+            "processes_owner_terms": Kind.DERIVED,
+            "processes_lengths": Kind.DERIVED,
             "processes_vectors": Kind.DERIVED,
             "fleet_robots": Kind.DEFINITION,
             "fleet_groups": Kind.DEFINITION,
             "fleet_settings": Kind.DEFINITION,
             "store_meta": Kind.DEFINITION,
         }
-        assert db.SCHEMA.table("processes_fts").derived_from == "processes"
-        assert db.SCHEMA.table("processes_vectors").derived_from == "processes"
-        assert db.SCHEMA.table("processes_vocab").derived_from == "processes_fts"
-        assert db.SCHEMA.version == db.SCHEMA_VERSION == 3
-        assert set(db.SCHEMA.migrations) == {2, 3}
+        for name, kind in kinds.items():
+            if kind is Kind.DERIVED:
+                assert db.SCHEMA.table(name).derived_from == "processes"
+        assert db.SCHEMA.version == db.SCHEMA_VERSION == 4
+        assert set(db.SCHEMA.migrations) == {2, 3, 4}
 
     def test_nothing_is_pruned(self) -> None:
         """No table of this service ages out."""
@@ -95,13 +97,13 @@ class TestDeclaration:
 
 class TestOpen:
     def test_open_creates_directory_file_and_version(self, tmp_path: Path) -> None:
-        """open_index makes data_dir/index.db at the current schema version (3)."""
+        """open_index makes data_dir/index.db at the current schema version (4)."""
         store = db.open_index(tmp_path / "a" / "b")
         try:
             assert store.path == (tmp_path / "a" / "b" / "index.db").absolute()
             row = store.query_one("SELECT value FROM store_meta WHERE key = 'schema_version'")
             assert row is not None
-            assert row[0] == str(db.SCHEMA_VERSION) == "3"
+            assert row[0] == str(db.SCHEMA_VERSION) == "4"
         finally:
             store.close()
 
@@ -146,11 +148,11 @@ class TestOpen:
         assert path.read_text() == '{"truncated": '
 
     def test_newer_file_is_refused_untouched(self, tmp_path: Path) -> None:
-        """A file written by schema version 4 raises SchemaTooNew and keeps its bytes."""
+        """A file written by schema version 5 raises SchemaTooNew and keeps its bytes."""
         db.open_index(tmp_path).close()
         path = tmp_path / "index.db"
         conn = sqlite3.connect(path)
-        conn.execute("UPDATE store_meta SET value = '4' WHERE key = 'schema_version'")
+        conn.execute("UPDATE store_meta SET value = '5' WHERE key = 'schema_version'")
         conn.commit()
         conn.close()
         before = path.read_bytes()
@@ -164,15 +166,30 @@ class TestOpen:
 V1_SCHEMA = Schema(version=1, tables=(db.PROCESSES, db.PROCESSES_FTS))
 
 
+def _insert_documents(store: SqliteStore, *docs: tuple[str, str, str, int]) -> None:
+    """Rows and index entries as every version wrote them: (id, title, body, successes)."""
+    with store.transaction() as conn:
+        for id, title, body, successes in docs:
+            rowid = conn.execute(
+                "INSERT INTO processes (id, title, robot, success_count, body) "
+                "VALUES (?, ?, 'rap-1', ?, ?)",
+                (id, title, successes, body),
+            ).lastrowid
+            conn.execute(
+                "INSERT INTO processes_fts (rowid, id, title, task_pattern, tags, body) "
+                "VALUES (?, ?, ?, '', '[]', ?)",
+                (rowid, id, title, body),
+            )
+
+
 def _make_v1(data_dir: Path) -> None:
-    """A version-1 index.db holding two documents, written through ProcessStore."""
-    store = ProcessStore(SqliteStore(data_dir / "index.db", V1_SCHEMA))
-    try:
-        store.save(ProcessDoc(id="fetch-parcel", title="Fetch a parcel", body="Go to the mailroom"))
-        store.save(ProcessDoc(id="water-plants", title="Water the plants", body="Fill the can"))
-        store.record_outcome("fetch-parcel", True)
-    finally:
-        store.close()
+    """A version-1 index.db holding two documents."""
+    with SqliteStore(data_dir / "index.db", V1_SCHEMA) as store:
+        _insert_documents(
+            store,
+            ("fetch-parcel", "Fetch a parcel", "Go to the mailroom\n", 1),
+            ("water-plants", "Water the plants", "Fill the can\n", 0),
+        )
 
 
 def _tables(path: Path) -> set[str]:
@@ -184,8 +201,8 @@ def _tables(path: Path) -> set[str]:
 
 
 class TestMigration:
-    def test_v1_file_migrates_to_v3_and_keeps_its_documents(self, tmp_path: Path) -> None:
-        """A file made by the v1 declaration opens at v3: the fleet tables and their index
+    def test_v1_file_migrates_to_v4_and_keeps_its_documents(self, tmp_path: Path) -> None:
+        """A file made by the v1 declaration opens at v4: the fleet tables and their index
         exist, the documents, counters and search index are intact."""
         _make_v1(tmp_path)
         assert "fleet_robots" not in _tables(tmp_path / "index.db")
@@ -193,7 +210,7 @@ class TestMigration:
         try:
             row = store.store.query_one("SELECT value FROM store_meta WHERE key = 'schema_version'")
             assert row is not None
-            assert row[0] == "3"
+            assert row[0] == "4"
             assert {"fleet_robots", "fleet_groups", "fleet_settings"} <= _tables(store.store.path)
             indexes = {
                 r[0] for r in store.store.query("SELECT name FROM sqlite_schema WHERE type='index'")
@@ -238,30 +255,71 @@ class TestMigration:
 
         assert shape(tmp_path / "old" / "index.db") == shape(tmp_path / "new" / "index.db")
 
-    def test_v2_file_migrates_to_v3_and_a_server_embeds_its_documents(self, tmp_path: Path) -> None:
-        """v2 -> v3 adds the vocabulary view and an empty vectors table; a store opened with
-        an embedder then embeds every document once (issue 11)."""
+    def test_v2_file_migrates_and_a_server_embeds_its_documents(self, tmp_path: Path) -> None:
+        """v2 -> v4 adds an empty vectors table; a store opened with an embedder then
+        embeds every document once (issue 11)."""
         v2 = Schema(
             version=2,
-            tables=tuple(
-                t
-                for t in db.SCHEMA.tables
-                if t.name not in ("processes_vocab", "processes_vectors")
+            tables=(
+                db.PROCESSES,
+                db.PROCESSES_FTS,
+                db.FLEET_GROUPS,
+                db.FLEET_ROBOTS,
+                db.FLEET_SETTINGS,
             ),
             migrations={2: db.MIGRATIONS[2]},
         )
-        old = ProcessStore(SqliteStore(tmp_path / "index.db", v2))
-        old.save(ProcessDoc(id="fetch-parcel", title="Fetch a parcel", body="Go to the mailroom"))
-        old.close()
+        with SqliteStore(tmp_path / "index.db", v2) as old:
+            _insert_documents(old, ("fetch-parcel", "Fetch a parcel", "Go to the mailroom\n", 0))
         assert "processes_vectors" not in _tables(tmp_path / "index.db")
         store = ProcessStore(db.open_index(tmp_path), embedder=HashingEmbedder())
         try:
-            assert {"processes_vocab", "processes_vectors"} <= _tables(store.store.path)
+            assert "processes_vectors" in _tables(store.store.path)
             assert store.store.counts()["processes_vectors"] == 1
             assert store.search_mode == "hybrid"
             assert [f.doc.id for f in store.find("parcel")] == ["fetch-parcel"]
-            terms = {r[0] for r in store.store.query("SELECT term FROM processes_vocab")}
-            assert {"parcel", "mailroom"} <= terms
+        finally:
+            store.close()
+
+    def test_v3_file_migrates_to_v4_and_counts_every_document(self, tmp_path: Path) -> None:
+        """v3 -> v4 drops the fleet-wide vocabulary view and creates the per-owner
+        statistics; the store counts each existing document into them when it opens the
+        file, so a narrowed search finds them at once (issue 18)."""
+        v3_vocab = Table(
+            "processes_vocab",
+            Kind.DERIVED,
+            "CREATE VIRTUAL TABLE processes_vocab USING fts5vocab(processes_fts, row)",
+            derived_from="processes_fts",
+        )
+        v3 = Schema(
+            version=3,
+            tables=(
+                db.PROCESSES,
+                db.PROCESSES_FTS,
+                v3_vocab,
+                db.PROCESSES_VECTORS,
+                db.FLEET_GROUPS,
+                db.FLEET_ROBOTS,
+                db.FLEET_SETTINGS,
+            ),
+        )
+        with SqliteStore(tmp_path / "index.db", v3) as old:
+            _insert_documents(
+                old,
+                ("fetch-parcel", "Fetch a parcel", "Go to the mailroom\n", 0),
+                ("water-plants", "Water the plants", "Fill the can\n", 0),
+            )
+            assert "processes_vocab" in _tables(old.path)
+        store = ProcessStore(db.open_index(tmp_path))
+        try:
+            tables = _tables(store.store.path)
+            assert "processes_vocab" not in tables
+            counts = store.store.counts()
+            assert counts["processes_lengths"] == 2
+            assert counts["processes_postings"] > 0
+            assert [f.doc.id for f in store.find("parcel", robots=["rap-1"])] == ["fetch-parcel"]
+            assert store.find("parcel", robots=["rap-2"]) == []
+            assert store.sync_terms() == 0  # nothing left to count
         finally:
             store.close()
 

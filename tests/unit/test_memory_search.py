@@ -29,6 +29,7 @@ from robot_mcp_memory.search import (
     FunctionEmbedder,
     HashingEmbedder,
     ProcessSearch,
+    Repair,
     VectorIndex,
     from_blob,
     load_default_embedder,
@@ -139,16 +140,17 @@ class TestTypoRepair:
     def test_words_in_the_index_and_short_words_are_not_repaired(self, docs: ProcessStore) -> None:
         """Known words (as stems too) and words under 4 letters are left alone."""
         typos = ProcessSearch(docs.store).typos
-        assert typos.repair(["packages", "mailroom", "zebra"]) == []  # 'zebra': no neighbour
-        assert typos.repair(["pakage"]) == ["packag"]  # the stem of 'package'
-        assert typos.repair(["cofee"]) == ["coffee"]  # spelt so that it stems to 'coffe'
-        assert typos.repair(["pak"]) == []
+        assert typos.repair(["packages", "mailroom", "zebra"], None) == []  # 'zebra': no neighbour
+        # The stem of 'package', searched as itself; 'coffe' spelt so that it stems back.
+        assert typos.repair(["pakage"], None) == [Repair("packag", "packag")]
+        assert typos.repair(["cofee"], None) == [Repair("coffe", "coffee")]
+        assert typos.repair(["pak"], None) == []
 
     def test_repair_is_bounded_per_query(self, docs: ProcessStore) -> None:
         """At most MAX_REPAIRED_WORDS absent words are looked at."""
         typos = ProcessSearch(docs.store).typos
         words = [f"zzz{chr(97 + i)}xq" for i in range(MAX_REPAIRED_WORDS)] + ["pakage"]
-        assert typos.repair(words) == []
+        assert typos.repair(words, None) == []
 
     def test_the_vocabulary_follows_writes(self, docs: ProcessStore) -> None:
         """A word saved after the vocabulary was read is known at the next search."""

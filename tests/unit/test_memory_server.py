@@ -403,7 +403,7 @@ class TestErrors:
         """A store IntegrityError maps to conflict; any other exception to internal, logged."""
 
         class ExplodingStore:
-            def save(self, doc, guard=None):
+            def save(self, doc, may_update=None, max_robot_documents=None):
                 raise sqlite3.IntegrityError("UNIQUE constraint failed: processes.id")
 
             def owner(self, id):

@@ -10,8 +10,9 @@ answer against a small model of what each caller may see and do:
 - every stored process document's robot, ``shared`` flag, mission id and title word,
   following the server's save rules (a scoped save of ``robot: unknown`` is pinned to the
   tenant; a foreign robot or ``shared: true`` is forbidden; the collision rule updates the
-  same mission's row in place or moves on to ``-2``, ``-3``…, and a scoped save whose final
-  row is out of scope or fleet-wide is forbidden and writes nothing);
+  same mission's row in place or moves on to ``-2``, ``-3``…, and a scoped save passes over
+  a row that is out of its scope or fleet-wide like another mission's, whatever that row's
+  mission id: it never learns more than "taken");
 - every lesson by scope (``robot:<id>`` private, ``group:<G>`` or ``solo:<id>`` shared)
   with its outcome counts, so recall (exact place, place-less, earned transfer) is exact.
 
@@ -426,22 +427,28 @@ class TenancyMachine(RuleBasedStateMachine):
                 assert out["error"] == "forbidden", (tenant, id, robot, shared, out)
                 return
             robot = tenant.robot
-        # The collision rule, as the store runs it.
+
+        # The collision rule, as the store runs it: a row the caller may not update is
+        # another mission's whatever its mission id (decision 0022).
+        def may_update(doc: Doc) -> bool:
+            if not scoped:
+                return True
+            assert tenant is not None
+            assert tenant.robot is not None
+            return not doc.shared and doc.robot in self.visible_robots(tenant.robot)
+
         candidate, n = id, 1
         while candidate in self.docs and not (
-            self.docs[candidate].mission is None
-            or mission is None
-            or self.docs[candidate].mission == mission
+            may_update(self.docs[candidate])
+            and (
+                self.docs[candidate].mission is None
+                or mission is None
+                or self.docs[candidate].mission == mission
+            )
         ):
             n += 1
             candidate = _suffixed(id, n)
         existing = self.docs.get(candidate)
-        if existing is not None and scoped:
-            assert tenant is not None
-            assert tenant.robot is not None
-            if existing.shared or existing.robot not in self.visible_robots(tenant.robot):
-                assert out["error"] == "forbidden", (tenant, id, candidate, existing, out)
-                return
         assert "error" not in out, (tenant, id, robot, shared, mission, out)
         if existing is None:
             self.docs[candidate] = Doc(robot, shared, mission, word)
@@ -468,7 +475,8 @@ class TenancyMachine(RuleBasedStateMachine):
     def scoped_save_as_itself(
         self, tenant: Tenant, id: str, owner: str, mission: str | None, word: str
     ) -> None:
-        """A robot saving its own document: stored, suffixed, or refused by the final row."""
+        """A robot saving its own document: stored or suffixed, never refused for a row
+        another scope holds."""
         self.save_process(tenant, id, owner, False, mission, word)
 
     def pick_id(self, data: st.DataObject) -> str:

@@ -32,7 +32,7 @@ from robot_mcp_memory import (
     open_memory,
 )
 from robot_mcp_memory.documents import Owner
-from robot_mcp_memory.policy import update_guard, visible_owner
+from robot_mcp_memory.policy import updatable, visible_owner
 from robot_mcp_memory.tenant import ADMIN, Tenant
 from robot_mcp_memory.tools import ANSWER_SCHEMA, ToolRunner, answer_for
 from robot_mcp_memory.tools import fleet as fleet_tools
@@ -147,16 +147,15 @@ class FakeProcesses:
 
 
 class TestPolicyOverPorts:
-    def test_update_guard_refuses_a_foreign_or_shared_owner(self) -> None:
-        """The save guard speaks Owner: in-scope passes, foreign and shared are forbidden."""
-        guard = update_guard(FakeFleet({"rap-1": frozenset({"rap-1", "rap-2"})}), ROBOT)  # type: ignore[arg-type]
-        assert guard is not None
-        guard(Owner(id="a", robot="rap-2", shared=False))
-        for owner in (Owner("b", "rap-9", False), Owner("c", "rap-1", True)):
-            with pytest.raises(ToolFailure) as info:
-                guard(owner)
-            assert info.value.code == "forbidden"
-        assert update_guard(FakeFleet({}), ADMIN) is None  # type: ignore[arg-type]
+    def test_a_scoped_save_may_update_only_in_scope_documents(self) -> None:
+        """The save's predicate speaks Owner: in-scope yes, foreign and shared no (those are
+        passed over like another mission's); the admin may update anything (None)."""
+        may_update = updatable(FakeFleet({"rap-1": frozenset({"rap-1", "rap-2"})}), ROBOT)  # type: ignore[arg-type]
+        assert may_update is not None
+        assert may_update(Owner(id="a", robot="rap-2", shared=False))
+        assert not may_update(Owner("b", "rap-9", False))
+        assert not may_update(Owner("c", "rap-1", True))
+        assert updatable(FakeFleet({}), ADMIN) is None  # type: ignore[arg-type]
 
     def test_out_of_scope_reads_as_absent(self) -> None:
         """A foreign robot's document is not_found for a scoped tenant, visible to the admin."""
@@ -184,10 +183,11 @@ class TestAnswerFor:
                 "too_large",
                 {
                     "error": "too_large",
-                    "detail": "the document is 300000 bytes; the limit is 262144 bytes",
+                    "detail": "the document is 300000 bytes; the limit is 262144 bytes (256 KiB)",
                     "field": "document",
                     "size": 300_000,
                     "limit": 262_144,
+                    "unit": "bytes",
                 },
             ),
             (

@@ -1,5 +1,5 @@
-"""Finding process documents: query words, typo repair, lexical and hybrid ranking, vectors
-and the embedders.
+"""Finding process documents: query words, the index's tokens and per-owner statistics, typo
+repair, lexical and hybrid ranking, vectors and the embedders.
 
 :class:`ProcessSearch` ranks (bm25 alone, or fused with the cosine of an
 :class:`Embedder`'s vectors, decision 0011); the module-level knobs tune it.
@@ -18,7 +18,6 @@ from robot_mcp_memory.search._embedding import (
     normalise,
 )
 from robot_mcp_memory.search._process_search import (
-    BM25_WEIGHTS,
     LEXICAL_POOL,
     RELIABILITY_SQL,
     SEMANTIC_FLOOR,
@@ -27,10 +26,26 @@ from robot_mcp_memory.search._process_search import (
     Found,
     ProcessSearch,
 )
+from robot_mcp_memory.search._term_index import (
+    SHARED_OWNER,
+    Phrase,
+    TermIndex,
+    index_document,
+    owner_key,
+    rebuild_term_index,
+    unindex_document,
+    visible_owners,
+)
+from robot_mcp_memory.search._tokens import (
+    BM25_WEIGHTS,
+    DocTerms,
+    Tokenizer,
+)
 from robot_mcp_memory.search._typos import (
     MAX_REPAIRED_WORDS,
     MAX_REPAIRS_PER_WORD,
     REPAIR_WEIGHT,
+    Repair,
     TypoRepair,
 )
 from robot_mcp_memory.search._vector_table import (
@@ -67,13 +82,19 @@ __all__ = [
     "SEMANTIC_FLOOR",
     "SEMANTIC_POOL",
     "SEMANTIC_WEIGHT",
+    "SHARED_OWNER",
     "STOPWORDS",
+    "DocTerms",
     "Embedder",
     "Found",
     "FunctionEmbedder",
     "HashingEmbedder",
     "Pairs",
+    "Phrase",
     "ProcessSearch",
+    "Repair",
+    "TermIndex",
+    "Tokenizer",
     "TypoRepair",
     "VectorIndex",
     "VectorTable",
@@ -81,10 +102,15 @@ __all__ = [
     "content_words",
     "document_texts",
     "from_blob",
+    "index_document",
     "load_default_embedder",
     "match_expression",
     "normalise",
+    "owner_key",
+    "rebuild_term_index",
     "search_terms",
     "to_blob",
     "truncate_query",
+    "unindex_document",
+    "visible_owners",
 ]

@@ -1,16 +1,23 @@
 """Finding the right process: robot-aware words, typo repair, bm25 fused with cosine.
 
-Issue 11, decision 0011. :class:`ProcessSearch` answers :meth:`ProcessStore.find
-<robot_mcp_memory.store.ProcessStore.find>`. The words a query is searched by are
-:mod:`._words`' (robot-aware stopwords, joined pairs, quoted terms), the repair of
-misspelt words :mod:`._typos`'s. This module ranks.
+Issue 11, decision 0011; issue 18, decision 0022. :class:`ProcessSearch` answers
+:meth:`ProcessStore.find <robot_mcp_memory.store.ProcessStore.find>`. The words a query is
+searched by are :mod:`._words`' (robot-aware stopwords, joined pairs, quoted terms), the
+repair of misspelt words :mod:`._typos`'s. This module ranks.
+
+**Relevance** is bm25 over the documents the call may read. An unscoped call (``robots``
+None) may read everything, so FTS5 computes it: ``-bm25(processes_fts, weights)`` with
+column weights :data:`BM25_WEIGHTS` (title, task pattern, tags, body). A call narrowed to
+some robots' documents (every robot-token call, and the admin's ``robot=``) gets the same
+formula with every statistic — the document count, the average length, each term's
+document frequency — counted over those documents only, from the per-owner statistics of
+:mod:`._term_index`: FTS5's own bm25 counts the whole table, and a robot could read other
+groups' documents from its own scores. Over every document the two are equal.
 
 **Lexical ranking** (no embedder, or ``MEMORY_SEARCH=lexical``): in SQL over every match::
 
-    score = relevance * (s + 1) / (s + f + 2)      relevance = -bm25(processes_fts, weights)
+    score = relevance * (s + 1) / (s + f + 2)
     ORDER BY score DESC LIMIT k
-
-with column weights :data:`BM25_WEIGHTS` (title, task pattern, tags, body).
 
 **Hybrid ranking** (an embedder): the :data:`LEXICAL_POOL` best visible matches by bm25 and
 the :data:`SEMANTIC_POOL` best visible documents by cosine (the better of a document's
@@ -25,6 +32,12 @@ counts relevance 0). A document with no lexical match takes part only with a cos
 least :data:`SEMANTIC_FLOOR`, so a query about nothing stored still finds nothing.
 Visibility: the vector index only preselects; the rows are read through the same SQL
 filter as the lexical path (:func:`robot_mcp_memory.documents.rows.scope_sql`).
+
+What a narrowed call can observe therefore depends only on the documents it may read:
+scores, order, which documents match and which words are repaired. The time a search takes
+still grows with how often its words occur in the whole index (FTS5 and the postings are
+read per term); measuring that from outside takes many repeated calls against a noisy
+server, and decision 0022 weighs it.
 """
 
 from __future__ import annotations
@@ -44,8 +57,18 @@ from robot_mcp_memory.limits import (
     MAX_K,
     clamp,
 )
+from robot_mcp_memory.search._term_index import (
+    Phrase,
+    TermIndex,
+    visible_owners,
+)
+from robot_mcp_memory.search._tokens import (
+    BM25_WEIGHTS,
+    Tokenizer,
+)
 from robot_mcp_memory.search._typos import (
     REPAIR_WEIGHT,
+    Repair,
     TypoRepair,
 )
 from robot_mcp_memory.search._words import (
@@ -69,9 +92,6 @@ __all__ = [
     "Found",
     "ProcessSearch",
 ]
-
-BM25_WEIGHTS = (0.0, 4.0, 3.0, 2.0, 1.0)
-"""bm25 weights of ``processes_fts``'s columns: id (unindexed), title, task_pattern, tags, body."""
 
 SEMANTIC_WEIGHT = 0.7
 """The cosine's share of the fused score; bm25 has the rest (chosen in decision 0011)."""
@@ -110,7 +130,8 @@ class Found:
     semantic: float | None = None
 
 
-def _matches_sql(repaired: bool) -> str:
+def _fts_matches_sql(repaired: bool) -> str:
+    """``(rid, relevance)`` of every match, by FTS5's bm25 over the whole index."""
     weights = ", ".join(repr(float(w)) for w in BM25_WEIGHTS)
     exact = (
         f"SELECT rowid AS rid, -bm25(processes_fts, {weights}) AS relevance "  # noqa: S608
@@ -131,6 +152,7 @@ class ProcessSearch:
     Args:
         store: the kit store of ``index.db``.
         embedder, vectors: both or neither; with them, :meth:`find` is hybrid.
+        tokenizer: the index's tokenizer (a new one by default).
     """
 
     def __init__(
@@ -139,11 +161,14 @@ class ProcessSearch:
         *,
         embedder: Embedder | None = None,
         vectors: VectorIndex | None = None,
+        tokenizer: Tokenizer | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
         self.vectors = vectors
-        self.typos = TypoRepair(store)
+        self.tokenizer = tokenizer if tokenizer is not None else Tokenizer()
+        self.terms = TermIndex(store)
+        self.typos = TypoRepair(self.terms, self.tokenizer)
 
     @property
     def mode(self) -> str:
@@ -156,19 +181,39 @@ class ProcessSearch:
         terms = search_terms(text)
         if not terms:
             return []
-        repaired = self.typos.repair(list(dict.fromkeys(content_words(text))))
-        params: list[Any] = [match_expression(terms)]
-        if repaired:
-            params.append(match_expression(repaired))
+        owners = None if robots is None else visible_owners(robots)
+        repaired = self.typos.repair(list(dict.fromkeys(content_words(text))), owners)
+        matches = self._matches(terms, repaired, owners)
+        if matches is None:
+            return []
         k = clamp(k, 1, MAX_K)
         if self.embedder is None or self.vectors is None:
-            return self._lexical(params, bool(repaired), k, robots)
-        return self._hybrid(text, params, bool(repaired), k, robots)
+            return self._lexical(matches, k, robots)
+        return self._hybrid(text, matches, k, robots)
+
+    def _matches(
+        self, terms: list[str], repaired: list[Repair], owners: list[str] | None
+    ) -> tuple[str, list[Any]] | None:
+        """The subquery ``(rid, relevance)`` of every document matching a term, with its
+        parameters: FTS5's bm25 for an unscoped call, the owners' bm25 for a narrowed one;
+        None when nothing can match."""
+        if owners is None:
+            params: list[Any] = [match_expression(terms)]
+            if repaired:
+                params.append(match_expression([r.spelling for r in repaired]))
+            return _fts_matches_sql(bool(repaired)), params
+        phrases = [Phrase(t) for stems in self.tokenizer.stems(terms) for t in stems]
+        phrases += [Phrase(r.term, REPAIR_WEIGHT) for r in repaired]
+        if not phrases:
+            return None
+        sql_params = self.terms.matches_sql(phrases, owners)
+        return None if sql_params is None else (sql_params[0], list(sql_params[1]))
 
     def _lexical(
-        self, params: list[Any], repaired: bool, k: int, robots: Collection[str] | None
+        self, matches: tuple[str, list[Any]], k: int, robots: Collection[str] | None
     ) -> list[Found]:
         where, scope_params = scope_sql(robots, "p.")
+        matches_sql, match_params = matches
         # Two steps: score every match joining the index to the rows by rowid (the index
         # row shares its document row's rowid), keep the top k by score, and only then
         # read those k rows in full. Reading the fts `id` column, or carrying bodies
@@ -179,13 +224,13 @@ class ProcessSearch:
             "FROM ("
             "  SELECT m.rid, m.relevance, "
             f"   {RELIABILITY_SQL} AS reliability, m.relevance * {RELIABILITY_SQL} AS score "
-            f"  FROM ({_matches_sql(repaired)}) AS m JOIN processes AS p ON p.rowid = m.rid "
+            f"  FROM ({matches_sql}) AS m JOIN processes AS p ON p.rowid = m.rid "
             f"  {'WHERE ' + where if where else ''} "
             "  ORDER BY score DESC, m.rid LIMIT ?"
             ") AS top JOIN processes AS p ON p.rowid = top.rid "
             "ORDER BY top.score DESC, top.rid"
         )
-        rows = self.store.query(sql, (*params, *scope_params, k))
+        rows = self.store.query(sql, (*match_params, *scope_params, k))
         found = []
         for row in rows:
             doc = readable(row)
@@ -203,20 +248,20 @@ class ProcessSearch:
     def _hybrid(
         self,
         text: str,
-        params: list[Any],
-        repaired: bool,
+        matches: tuple[str, list[Any]],
         k: int,
         robots: Collection[str] | None,
     ) -> list[Found]:
         assert self.embedder is not None
         assert self.vectors is not None
         where, scope_params = scope_sql(robots, "p.")
+        matches_sql, match_params = matches
         lexical = self.store.query(
             f"SELECT m.rid, m.relevance, {RELIABILITY_SQL} AS reliability "  # noqa: S608
-            f"FROM ({_matches_sql(repaired)}) AS m "
+            f"FROM ({matches_sql}) AS m "
             f"JOIN processes AS p ON p.rowid = m.rid {'WHERE ' + where if where else ''} "
             "ORDER BY m.relevance DESC, m.rid LIMIT ?",
-            (*params, *scope_params, LEXICAL_POOL),
+            (*match_params, *scope_params, LEXICAL_POOL),
         )
         relevance = {int(r["rid"]): float(r["relevance"]) for r in lexical}
         reliability = {int(r["rid"]): float(r["reliability"]) for r in lexical}

@@ -1,29 +1,34 @@
-"""Typo repair: query words the index does not hold, matched to its vocabulary.
+"""Typo repair: query words the caller's documents do not hold, matched to their vocabulary.
 
-**Typo repair** (:class:`TypoRepair`). A query word of 4 to 24 ASCII letters that the index
-does not hold (neither as written nor as its porter stem) is matched to the index's
-vocabulary (``processes_vocab``, an ``fts5vocab`` view): vocabulary terms one edit (a
-deletion, insertion, substitution or transposition) away from the word, or from the word
-less up to three final letters (the vocabulary holds stems: "pakage" → "packag"), each
-searched by a spelling that stems back into the index ("coffe" as "coffee"). At most
-:data:`MAX_REPAIRS_PER_WORD` terms per word, the most frequent first, for at most
-:data:`MAX_REPAIRED_WORDS` words per query; repaired terms count :data:`REPAIR_WEIGHT` of
-an exact term's bm25. Cost: a set lookup per candidate string (about 60 x word length of
-them) and a few one-row index probes per repaired word, plus one scan of the vocabulary
-after each write that changed it.
+**Typo repair** (:class:`TypoRepair`). A query word of 4 to 24 ASCII letters whose stem
+none of the caller's documents holds is matched to the vocabulary of the documents the
+caller may read (``processes_owner_terms``, counted per owner,
+:mod:`._term_index`): vocabulary terms one edit (a deletion, insertion, substitution or
+transposition) away from the word, or from the word less up to three final letters (the
+vocabulary holds stems: "pakage" → "packag"), each searched by a spelling that stems back
+to it ("coffe" as "coffee"). At most :data:`MAX_REPAIRS_PER_WORD` terms per word, those in
+the most documents first, for at most :data:`MAX_REPAIRED_WORDS` words per query; repaired
+terms count :data:`REPAIR_WEIGHT` of an exact term's bm25.
+
+Only the caller's vocabulary is read, so whether a misspelling is repaired says nothing
+about the words of documents it may not read (issue 18). Nothing is cached: every lookup
+is an indexed read of the vocabulary table, which each write keeps up to date in its own
+transaction, so a write never makes the next search reload anything. Cost: one stem
+lookup per query, then one indexed read of a few hundred candidate strings per absent
+word.
 """
 
 from __future__ import annotations
 
 import re
 import string
-import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from robot_mcp_kit.store import SqliteStore
-from robot_mcp_memory.search._words import match_expression
+from robot_mcp_memory.search._term_index import TermIndex
+from robot_mcp_memory.search._tokens import Tokenizer
 
-__all__ = ["MAX_REPAIRED_WORDS", "MAX_REPAIRS_PER_WORD", "REPAIR_WEIGHT", "TypoRepair"]
+__all__ = ["MAX_REPAIRED_WORDS", "MAX_REPAIRS_PER_WORD", "REPAIR_WEIGHT", "Repair", "TypoRepair"]
 
 REPAIR_WEIGHT = 0.5
 """A repaired term's bm25 counts this much of an exact term's."""
@@ -47,84 +52,76 @@ def _edits1(word: str) -> set[str]:
     return set(deletes + transposes + replaces + inserts)
 
 
-class TypoRepair:
-    """Repairs query words the index does not hold to nearby vocabulary terms.
+@dataclass(frozen=True)
+class Repair:
+    """A vocabulary term standing in for a misspelt query word: the ``term`` (a stem, as
+    the index holds it) and a ``spelling`` that a MATCH stems back to it."""
 
-    The vocabulary (term -> number of documents) is read from ``processes_vocab`` on first
-    use and again after :meth:`invalidate` (every write that changes the index calls it).
-    Thread-safe. A store whose schema has no ``processes_vocab`` repairs nothing.
+    term: str
+    spelling: str
+
+
+class TypoRepair:
+    """Repairs query words the caller's documents do not hold to nearby vocabulary terms.
+
+    Args:
+        terms: the per-owner statistics (the vocabulary is their ``processes_owner_terms``).
+        tokenizer: the index's tokenizer (stems of query words and spellings).
+
+    Thread-safe; reads only.
     """
 
-    def __init__(self, store: SqliteStore) -> None:
-        self._store = store
-        self._enabled = any(t.name == "processes_vocab" for t in store.schema.tables)
-        self._lock = threading.Lock()
-        self._vocab: dict[str, int] | None = None
+    def __init__(self, terms: TermIndex, tokenizer: Tokenizer) -> None:
+        self._terms = terms
+        self._tokenizer = tokenizer
 
-    def invalidate(self) -> None:
-        """The index changed: read the vocabulary again before the next repair."""
-        with self._lock:
-            self._vocab = None
-
-    def _vocabulary(self) -> dict[str, int]:
-        with self._lock:
-            vocab = self._vocab
-        if vocab is None:
-            rows = self._store.query("SELECT term, doc FROM processes_vocab")
-            vocab = {str(r[0]): int(r[1]) for r in rows}
-            with self._lock:
-                self._vocab = vocab
-        return vocab
-
-    def _indexed(self, word: str) -> bool:
-        row = self._store.query_one(
-            "SELECT 1 FROM processes_fts WHERE processes_fts MATCH ? LIMIT 1",
-            (match_expression([word]),),
-        )
-        return row is not None
-
-    def repair(self, words: Sequence[str]) -> list[str]:
-        """Vocabulary terms standing in for the ``words`` the index does not hold."""
-        if not self._enabled:
-            return []
+    def repair(self, words: Sequence[str], owners: Sequence[str] | None) -> list[Repair]:
+        """The terms standing in for the ``words`` that no document of ``owners`` (None:
+        every owner) holds, in the order of the words."""
         candidates = [w for w in words if _REPAIRABLE_WORD.fullmatch(w)]
         if not candidates:
             return []
-        vocab = self._vocabulary()
-        repaired: dict[str, None] = {}
+        stems = [
+            s[0] if len(s) == 1 else w
+            for w, s in zip(candidates, self._tokenizer.stems(candidates), strict=True)
+        ]
+        held = self._terms.document_frequency(stems, owners)
+        repaired: dict[str, Repair] = {}
         looked_at = 0
-        for word in candidates:
-            if word in vocab or self._indexed(word):
+        for word, stem in zip(candidates, stems, strict=True):
+            if stem in held:
                 continue
             looked_at += 1
             if looked_at > MAX_REPAIRED_WORDS:
                 break
-            for term in self._nearest(word, vocab):
-                surface = self._surface(term)
-                if surface is not None:
-                    repaired.setdefault(surface)
-        return [t for t in repaired if t not in words]
+            for term in self._nearest(word, owners):
+                spelling = self._spelling(term)
+                if spelling is not None and spelling not in words:
+                    repaired.setdefault(term, Repair(term, spelling))
+        return list(repaired.values())
 
-    def _surface(self, term: str) -> str | None:
+    def _nearest(self, word: str, owners: Sequence[str] | None) -> list[str]:
+        # The word itself first, then the word less one, two, three final letters (the
+        # vocabulary holds porter stems), never shorter than four letters: the first form
+        # with a neighbour in the vocabulary wins, its most common neighbours first.
+        forms = [word[:n] for n in range(len(word), max(3, len(word) - 4), -1)]
+        edits = {form: {t for t in _edits1(form) if len(t) >= 4} for form in forms}
+        found = self._terms.document_frequency(set().union(*edits.values()), owners)
+        for form in forms:
+            near = [t for t in edits[form] if t in found]
+            if near:
+                near.sort(key=lambda t: (-found[t], t))
+                return near[:MAX_REPAIRS_PER_WORD]
+        return []
+
+    def _spelling(self, term: str) -> str | None:
         # The vocabulary holds porter stems, and a query term is stemmed again: "coffe"
-        # (from "coffee") would become "coff". Use the first spelling that stems back into
-        # the index: the term itself, or with the final letters porter removed.
+        # (from "coffee") would become "coff". Use the first spelling that stems back to
+        # the term: the term itself, or with the final letters porter removed.
         spellings = [term, term + "e", term + "s"]
         if term.endswith("i"):
             spellings.insert(1, term[:-1] + "y")
-        for spelling in spellings:
-            if self._indexed(spelling):
+        for spelling, stems in zip(spellings, self._tokenizer.stems(spellings), strict=True):
+            if stems == (term,):
                 return spelling
         return None
-
-    @staticmethod
-    def _nearest(word: str, vocab: dict[str, int]) -> list[str]:
-        # The word itself first, then the word less one, two, three final letters (the
-        # vocabulary holds porter stems), never shorter than four letters.
-        forms = [word[:n] for n in range(len(word), max(3, len(word) - 4), -1)]
-        for form in forms:
-            found = [t for t in _edits1(form) if t in vocab and len(t) >= 4]
-            if found:
-                found.sort(key=lambda t: (-vocab[t], t))
-                return found[:MAX_REPAIRS_PER_WORD]
-        return []

@@ -64,6 +64,9 @@ from robot_mcp_memory.search import (
     Found,
     ProcessSearch,
     VectorTable,
+    index_document,
+    owner_key,
+    unindex_document,
 )
 from robot_mcp_memory.store._writes import (
     ProcessWriter,
@@ -77,6 +80,9 @@ if TYPE_CHECKING:
 __all__ = ["ProcessStore"]
 
 _log = get_logger("robot_mcp_memory.store")
+
+_TERMS_BATCH = 500
+"""Documents counted into the term statistics per transaction by :meth:`ProcessStore.sync_terms`."""
 
 
 class ProcessStore:
@@ -114,8 +120,9 @@ class ProcessStore:
             robot_id=robot_id,
             clock=clock,
             vectors=self._vector_table,
-            typos=self._search.typos,
+            tokenizer=self._search.tokenizer,
         )
+        self.sync_terms()
         if self.embedder is not None:
             self.sync_vectors()
 
@@ -194,32 +201,46 @@ class ProcessStore:
 
     # --- cold writes (._writes) ---------------------------------------------------
 
-    def save(self, doc: ProcessDoc, *, guard: Callable[[Owner], None] | None = None) -> Saved:
-        """Insert or update a document; row and index in one transaction (cold).
+    def save(
+        self,
+        doc: ProcessDoc,
+        *,
+        may_update: Callable[[Owner], bool] | None = None,
+        max_robot_documents: int | None = None,
+    ) -> Saved:
+        """Insert or update a document; row, index and statistics in one transaction (cold).
 
-        Collision rules (memory spec §5): if a document with this id exists and comes from
-        the same teaching mission — equal ``source_mission_id``, or either one missing — it
-        is updated in place: content replaced, ``updated`` bumped, ``created``, the
-        counters and ``last_used`` kept. If it comes from a different mission, the document
-        goes to ``id-2``, then ``id-3``… (updating the first of those that is from its
+        Collision rules (memory spec §5): if a document with this id exists, may be updated
+        by the caller and comes from the same teaching mission — equal
+        ``source_mission_id``, or either one missing — it is updated in place: content
+        replaced, ``updated`` bumped, ``created``, the counters and ``last_used`` kept.
+        Otherwise the document goes to ``id-2``, then ``id-3``… ``id-99``, then an id with
+        a random suffix (updating the first of those it may update and that is from its
         mission). A new document keeps the counters and timestamps it carries (a copy
         between deployments stays a copy); ``created`` defaults to now.
 
+        ``may_update``, when given, is asked inside the save's transaction about each
+        existing row the rule meets; a row it refuses is passed over like another
+        mission's, without looking at its ``source_mission_id`` (a robot token's save never
+        updates, and never learns more than "taken" about, a document it may not read:
+        decision 0022). ``max_robot_documents`` bounds how many documents the saved
+        document's robot may own: a new one past it is refused.
+
         ``robot: unknown`` becomes this store's ``robot_id`` (on an update: the stored
         robot, unless this store has a robot id).
-
-        ``guard``, when given, is called inside the save's transaction with the row it is
-        about to update (columns ``id``, ``robot``, ``shared``, ``source_mission_id``) — the
-        row the collision rule finally chose, not the id that was asked for — and may raise
-        to refuse the save; nothing is written then.
 
         The size limit is the document model's (on the markdown the client sent, and on
         the body), never on a re-rendered form the client did not write.
 
         Raises:
-            DocError: ``reason="conflict"`` when ``id-2`` … ``id-1000`` are all taken.
+            DocTooLarge: more than :data:`~robot_mcp_memory.limits.MAX_DOC_TERMS` distinct
+                words (``unit="distinct words"``), or a new document past
+                ``max_robot_documents`` (``field="documents"``).
+            DocError: ``reason="conflict"`` when every id the rule tries is taken.
         """
-        return self._writer.save(doc, guard=guard)
+        return self._writer.save(
+            doc, may_update=may_update, max_robot_documents=max_robot_documents
+        )
 
     def delete(self, id: str) -> bool:
         """Remove the document, its index entry and its vectors in one transaction; False if
@@ -230,6 +251,55 @@ class ProcessStore:
         """Rebuild the search index and vectors from the rows; how many documents it
         indexed (see :meth:`ProcessWriter.reindex`, for a tokenizer, weight or model change)."""
         return self._writer.reindex()
+
+    def sync_terms(self) -> int:
+        """Bring the per-owner term statistics up to date with the rows; return how many
+        documents were counted.
+
+        Every write keeps them in step in its own transaction, so this finds work only in
+        a file that has rows but not their statistics (just migrated to schema version 4):
+        each missing document is counted, a batch per transaction, and statistics of rows
+        that no longer exist are dropped. Run at construction.
+        """
+        stale = [
+            int(r[0])
+            for r in self.store.query(
+                "SELECT l.doc_rowid FROM processes_lengths AS l "
+                "LEFT JOIN processes AS p ON p.rowid = l.doc_rowid WHERE p.rowid IS NULL"
+            )
+        ]
+        missing = [
+            int(r[0])
+            for r in self.store.query(
+                "SELECT p.rowid FROM processes AS p "
+                "LEFT JOIN processes_lengths AS l ON l.doc_rowid = p.rowid "
+                "WHERE l.doc_rowid IS NULL ORDER BY p.rowid"
+            )
+        ]
+        if not stale and not missing:
+            return 0
+        with self.store.transaction() as conn:
+            for rowid in stale:
+                unindex_document(conn, rowid)
+        tokenizer = self._search.tokenizer
+        for start in range(0, len(missing), _TERMS_BATCH):
+            batch = missing[start : start + _TERMS_BATCH]
+            marks = ", ".join("?" for _ in batch)
+            with self.store.transaction() as conn:
+                # Read inside the transaction, so a concurrent save is never counted twice.
+                for row in conn.execute(
+                    "SELECT p.rowid, p.robot, p.shared, p.title, p.task_pattern, p.tags, p.body "  # noqa: S608
+                    "FROM processes AS p LEFT JOIN processes_lengths AS l "
+                    f"ON l.doc_rowid = p.rowid WHERE p.rowid IN ({marks}) "
+                    "AND l.doc_rowid IS NULL",
+                    batch,
+                ).fetchall():
+                    terms = tokenizer.document(
+                        str(row[3]), str(row[4] or ""), str(row[5]), str(row[6])
+                    )
+                    index_document(conn, int(row[0]), owner_key(str(row[1]), bool(row[2])), terms)
+        _log.info("process_terms_synced", counted=len(missing), dropped=len(stale))
+        return len(missing)
 
     def sync_vectors(self) -> int:
         """Bring ``processes_vectors`` up to date with the rows and load it; return how many

@@ -1,11 +1,13 @@
 """The cold writes of :class:`~robot_mcp_memory.store.ProcessStore`: save, delete, reindex,
 and the outcome note appended to a body.
 
-Each write puts a document's row, its search index entry (``processes_fts``, same rowid)
-and its vectors (:class:`~robot_mcp_memory._vector_table.VectorTable`) in ONE cold
-transaction (:meth:`SqliteStore.transaction`, on the caller's thread, never dropped), so
-they cannot disagree and a kill -9 leaves either the old or the new document; after the
-commit the in-memory copies (typo vocabulary, vector index) follow. A save never writes
+Each write puts a document's row, its search index entry (``processes_fts``, same rowid),
+its per-owner term statistics (:mod:`robot_mcp_memory.search._term_index`) and its vectors
+(:class:`~robot_mcp_memory._vector_table.VectorTable`) in ONE cold transaction
+(:meth:`SqliteStore.transaction`, on the caller's thread, never dropped), so they cannot
+disagree and a kill -9 leaves either the old or the new document; after the commit the
+in-memory vector index follows. Nothing else is cached, so a write never makes a later
+search reload anything. A save never writes
 the counters of an existing row: they belong to the hot path (``n = n + 1`` on the kit's
 writer thread), so the two paths never overwrite each other.
 """
@@ -13,6 +15,7 @@ writer thread), so the two paths never overwrite each other.
 from __future__ import annotations
 
 import re
+import secrets
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,7 +24,7 @@ from datetime import datetime
 from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.models import format_ts
 from robot_mcp_kit.store import SqliteStore
-from robot_mcp_memory._exceptions import DocError
+from robot_mcp_memory._exceptions import DocError, DocTooLarge
 from robot_mcp_memory.documents import Owner, ProcessDoc
 from robot_mcp_memory.documents.rows import (
     COLUMNS,
@@ -30,21 +33,28 @@ from robot_mcp_memory.documents.rows import (
 )
 from robot_mcp_memory.limits import (
     MAX_DOC_BYTES,
+    MAX_DOC_TERMS,
     MAX_ID_LENGTH,
     MAX_NOTE_CHARS,
 )
 from robot_mcp_memory.search import (
+    DocTerms,
     Pairs,
-    TypoRepair,
+    Tokenizer,
     VectorTable,
     document_texts,
+    index_document,
+    owner_key,
+    rebuild_term_index,
+    unindex_document,
 )
 
 __all__ = ["ProcessWriter", "Saved", "append_outcome", "outcome_line"]
 
 _log = get_logger("robot_mcp_memory.store")
 
-_MAX_SUFFIX = 1000  # id-2 … id-1000: beyond that, something is generating ids in a loop
+_SEQUENTIAL_SUFFIXES = 99  # id-2 … id-99, then random ones: nobody can fill the family
+_RANDOM_SUFFIX_TRIES = 16
 
 _OUTCOME_HEADING = re.compile(r"^##[ \t]+outcome log[ \t]*$", re.MULTILINE | re.IGNORECASE)
 _SECTION_END = re.compile(r"^#{1,2}[ \t]", re.MULTILINE)
@@ -104,7 +114,7 @@ class ProcessWriter:
         robot_id: replaces a saved document's ``robot: unknown``.
         clock: the time source.
         vectors: the vector table every write keeps in step.
-        typos: the typo repair whose vocabulary every write invalidates.
+        tokenizer: the index's tokenizer (a document's terms for the per-owner statistics).
     """
 
     def __init__(
@@ -114,21 +124,45 @@ class ProcessWriter:
         robot_id: str,
         clock: Callable[[], datetime],
         vectors: VectorTable,
-        typos: TypoRepair,
+        tokenizer: Tokenizer,
     ) -> None:
         self.store = store
         self.robot_id = robot_id
         self._clock = clock
         self._vectors = vectors
-        self._typos = typos
+        self._tokenizer = tokenizer
 
-    def save(self, doc: ProcessDoc, *, guard: Callable[[Owner], None] | None = None) -> Saved:
+    def terms(self, title: str, task_pattern: str, tags: str, body: str) -> DocTerms:
+        """A document's terms, refused past :data:`MAX_DOC_TERMS` distinct ones.
+
+        Raises:
+            DocTooLarge: ``field="document"``, ``unit="distinct words"``.
+        """
+        terms = self._tokenizer.document(title, task_pattern, tags, body)
+        if terms.distinct > MAX_DOC_TERMS:
+            raise DocTooLarge(
+                terms.distinct,
+                MAX_DOC_TERMS,
+                unit="distinct words",
+                detail=f"the document has {terms.distinct} distinct words; the limit is "
+                f"{MAX_DOC_TERMS} per document: split it, or leave out generated text",
+            )
+        return terms
+
+    def save(
+        self,
+        doc: ProcessDoc,
+        *,
+        may_update: Callable[[Owner], bool] | None = None,
+        max_robot_documents: int | None = None,
+    ) -> Saved:
         """See :meth:`robot_mcp_memory.store.ProcessStore.save`."""
         now = format_ts(self._clock())
         robot = doc.robot if doc.robot != "unknown" else self.robot_id
         base = doc.id
-        # Embedded before the transaction (the text does not depend on the final id), so
-        # the write lock is not held while the model runs.
+        # Terms and vectors are computed before the transaction (the text does not depend
+        # on the final id), so the write lock is not held while they are.
+        terms = self.terms(doc.title, doc.task_pattern, tags_json(doc.tags), doc.body)
         vectors = self._vectors.embed(
             [document_texts(doc.title, doc.task_pattern, doc.tags, doc.body)]
         )
@@ -141,36 +175,33 @@ class ProcessWriter:
                     (candidate,),
                 ).fetchone()
                 if row is None:
+                    if max_robot_documents is not None:
+                        _check_robot_documents(conn, robot, max_robot_documents)
                     rowid = self._insert(conn, doc, candidate, robot, now)
                     created = True
                     break
-                if _same_mission(row["source_mission_id"], doc.source_mission_id):
-                    if guard is not None:
-                        guard(
-                            Owner(
-                                id=str(row["id"]),
-                                robot=str(row["robot"]),
-                                shared=bool(row["shared"]),
-                            )
-                        )
+                # A row the caller may not update is another mission's whatever its
+                # source_mission_id says: the answer never depends on a document the caller
+                # may not read (decision 0022).
+                owner = Owner(
+                    id=str(row["id"]), robot=str(row["robot"]), shared=bool(row["shared"])
+                )
+                if (may_update is None or may_update(owner)) and _same_mission(
+                    row["source_mission_id"], doc.source_mission_id
+                ):
                     rowid = self._update(conn, doc, candidate, row, robot, now)
                     created = False
                     break
                 n += 1
-                if n > _MAX_SUFFIX:
-                    raise DocError(
-                        "id",
-                        "conflict",
-                        f"id {base!r} and its suffixed forms up to "
-                        f"{_suffixed(base, _MAX_SUFFIX)!r} all belong to other missions; "
-                        "choose a different id",
-                    )
-                candidate = _suffixed(base, n)
-            self._vectors.write(conn, rowid, vectors)
+                candidate = _next_candidate(base, n)
             stored = conn.execute(
                 f"SELECT {COLUMNS} FROM processes WHERE id = ?",  # noqa: S608
                 (candidate,),
             ).fetchone()
+            index_document(
+                conn, rowid, owner_key(str(stored["robot"]), bool(stored["shared"])), terms
+            )
+            self._vectors.write(conn, rowid, vectors)
         self._written(rowid, vectors, str(stored["robot"]), bool(stored["shared"]))
         return Saved(
             doc=row_to_doc(stored),
@@ -244,6 +275,7 @@ class ProcessWriter:
                 return False
             conn.execute("DELETE FROM processes WHERE id = ?", (id,))
             _unindex(conn, row["rowid"])
+            unindex_document(conn, row["rowid"])
             self._vectors.write(conn, row["rowid"], None)
         self._written(int(row["rowid"]), None, "", False)
         return True
@@ -252,8 +284,9 @@ class ProcessWriter:
         """Rebuild ``processes_fts`` (and, with an embedder, every document's vectors) from
         the rows; return how many documents it indexed.
 
-        Flushes queued hot writes first, then deletes and refills the index in one
-        transaction; the vectors are then recomputed in batches (:meth:`sync_vectors`).
+        Flushes queued hot writes first, then deletes and refills the index and the
+        per-owner statistics in one transaction; the vectors are then recomputed in
+        batches (:meth:`sync_vectors`).
         For a tokenizer, weight or model change — the index cannot drift from the rows,
         since every write updates both in one transaction.
         """
@@ -265,9 +298,8 @@ class ProcessWriter:
                 "SELECT rowid, id, title, task_pattern, tags, body FROM processes"
             )
             conn.execute("INSERT INTO processes_fts (processes_fts) VALUES ('optimize')")
-            n = int(conn.execute("SELECT count(*) FROM processes").fetchone()[0])
+            n = rebuild_term_index(conn, self._tokenizer)
             self._vectors.clear_table(conn)
-        self._typos.invalidate()
         self._vectors.sync()
         _log.info("processes_reindexed", indexed=n)
         return n
@@ -290,6 +322,11 @@ class ProcessWriter:
                 return None
             conn.execute("UPDATE processes SET body = ? WHERE id = ?", (body, id))
             _index(conn, row["rowid"], id, row["title"], row["task_pattern"], row["tags"], body)
+            # The note is searchable like the rest of the body (tokenized under the write
+            # lock: the body is only known here; at most a few milliseconds).
+            terms = self._tokenizer.document(row["title"], row["task_pattern"], row["tags"], body)
+            owner = owner_key(str(row["robot"]), bool(row["shared"]))
+            index_document(conn, row["rowid"], owner, terms)
             # The whole-document vector follows the body (embedded under the write lock:
             # the body is only known here; one document is well under a millisecond).
             vectors = self._vectors.embed(
@@ -300,12 +337,47 @@ class ProcessWriter:
         return body
 
     def _written(self, rowid: int, vectors: Pairs | None, robot: str, shared: bool) -> None:
-        """After a committed write: the in-memory copies follow the table."""
-        self._typos.invalidate()
+        """After a committed write: the in-memory vector index follows the table."""
         self._vectors.committed(rowid, vectors, robot, shared)
 
 
-# --- index helpers ----------------------------------------------------------------
+# --- helpers ------------------------------------------------------------------------
+
+
+def _next_candidate(base: str, n: int) -> str:
+    """The id the collision rule tries ``n``-th: ``base-2`` … ``base-99``, then random.
+
+    Past the sequential family the suffix is random (six hex digits), so no one — however
+    many ids they hold — can fill every id another save would go to.
+    """
+    if n <= _SEQUENTIAL_SUFFIXES:
+        return _suffixed(base, n)
+    if n > _SEQUENTIAL_SUFFIXES + _RANDOM_SUFFIX_TRIES:
+        raise DocError(
+            "id",
+            "conflict",
+            f"id {base!r}, its suffixed forms up to {_suffixed(base, _SEQUENTIAL_SUFFIXES)!r} "
+            f"and {_RANDOM_SUFFIX_TRIES} random ones are all taken; choose a different id",
+        )
+    return base[: MAX_ID_LENGTH - 7].rstrip("-") + "-" + secrets.token_hex(3)
+
+
+def _check_robot_documents(conn: sqlite3.Connection, robot: str, limit: int) -> None:
+    """Refuse a new document of ``robot`` when it already owns ``limit`` (in the save's
+    transaction, so concurrent saves cannot both pass)."""
+    owned = int(
+        conn.execute("SELECT count(*) FROM processes WHERE robot = ?", (robot,)).fetchone()[0]
+    )
+    if owned >= limit:
+        raise DocTooLarge(
+            owned + 1,
+            limit,
+            field="documents",
+            unit="documents",
+            detail=f"robot {robot!r} already has {owned} documents, the most one robot may "
+            f"have ({limit}, MEMORY_ROBOT_MAX_DOCUMENTS): update an existing one (same id and "
+            "source_mission_id) or delete one with delete_process",
+        )
 
 
 def _index(

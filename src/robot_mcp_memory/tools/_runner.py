@@ -168,7 +168,9 @@ def answer_for(exc: Exception, tool: str) -> tuple[str, dict[str, Any]]:
     if isinstance(exc, FleetError):
         return exc.code, exc.to_dict()
     if isinstance(exc, DocTooLarge):
-        return "too_large", ToolFailure.too_large(exc.field, exc.size, exc.limit).payload()
+        return "too_large", ToolFailure.too_large(
+            exc.field, exc.size, exc.limit, unit=exc.unit, detail=str(exc)
+        ).payload()
     if isinstance(exc, DocError):
         code = "conflict" if exc.reason == "conflict" else "invalid"
         return code, {"error": code, "detail": str(exc), "field": exc.field, "reason": exc.reason}

@@ -27,7 +27,7 @@ from robot_mcp_memory.policy import (
     check_text,
     pin_document,
     require_admin,
-    update_guard,
+    updatable,
     visible_owner,
     visible_robots,
 )
@@ -100,9 +100,15 @@ def save_process(memory: Memory, tenant: Tenant | None, *, markdown: str) -> dic
     """The ``save_process`` tool's body (its description is the wrapper's)."""
     _check_size("document", markdown, MAX_DOC_BYTES)
     doc = ProcessDoc.parse(markdown)
-    if tenant is not None and tenant.scoped:
+    scoped = tenant is not None and tenant.scoped
+    if scoped:
+        assert tenant is not None
         doc = pin_document(doc, tenant)
-    saved = memory.processes.save(doc, guard=update_guard(memory.fleet, tenant))
+    saved = memory.processes.save(
+        doc,
+        may_update=updatable(memory.fleet, tenant),
+        max_robot_documents=memory.robot_max_documents if scoped else None,
+    )
     out: dict[str, Any] = {**saved.doc.frontmatter(), "inserted": saved.created}
     if saved.renamed_from is not None:
         out["renamed_from"] = saved.renamed_from
@@ -214,9 +220,10 @@ def register(mcp: FastMCP, runner: ToolRunner) -> None:
         """Store a process document (YAML frontmatter + markdown body, at most 256 KiB).
 
         Normally called by the system when a taught mission ends. An existing id is updated
-        in place (counters kept, `updated` bumped) unless its `source_mission_id` differs,
-        in which case the new document gets a suffixed id (`-2`, `-3`…). A robot-scoped
-        connection saves as its own robot and never a `shared: true` document.
+        in place (counters kept, `updated` bumped) unless its `source_mission_id` differs
+        or it is not this connection's to update, in which case the new document gets a
+        suffixed id (`-2`, `-3`…). A robot-scoped connection saves as its own robot and
+        never a `shared: true` document.
         Returns JSON: the stored frontmatter (its `created` is the document's creation
         time) plus "inserted" (true for a new document, false for an update) and
         "renamed_from" when the id was suffixed; {"error": "invalid", "field": ...} names a
