@@ -18,8 +18,8 @@ table                   kind         why
                                      statistics of scoped ranking (issue 18)
 ``processes_owner_terms``  derived   per term and owner, how many documents hold it: the
                                      vocabulary typo repair reads, and each term's df
-``processes_lengths``   derived      each document's owner, length in tokens and distinct
-                                     terms (what a rewrite or delete takes out again)
+``processes_lengths``   derived      each document's owner, length in tokens and term
+                                     frequencies (what a rewrite or delete takes out again)
 ``processes_vectors``   derived      each document's two embedding vectors (float32 blobs) with
                                      the model's name and dimension; recomputed by a save, by
                                      ``reindex()`` and, for a changed model, at open
@@ -78,6 +78,7 @@ from pathlib import Path
 from robot_mcp_kit.store import Kind, MigrationStep, Schema, SqliteStore, Table
 
 __all__ = [
+    "CHECKPOINT_PAGES",
     "FLEET_GROUPS",
     "FLEET_ROBOTS",
     "FLEET_SETTINGS",
@@ -92,6 +93,7 @@ __all__ = [
     "SCHEMA",
     "SCHEMA_VERSION",
     "TOKENIZE",
+    "WRITE_CACHE_KIB",
     "open_index",
 ]
 
@@ -287,6 +289,15 @@ SCHEMA = Schema(
 """``index.db`` as the kit opens it (the kit adds its own ``store_meta``)."""
 
 
+WRITE_CACHE_KIB = 32 * 1024
+"""Page cache of the write connection: a save touches a page of the per-owner statistics per
+distinct word, and the pages it touches should be in memory (measured: 2-3x the saves/s)."""
+
+CHECKPOINT_PAGES = 4_000
+"""WAL pages (16 MiB at 4 KiB) before a commit checkpoints: a statistics page rewritten by
+many saves is copied back to the file once per checkpoint."""
+
+
 def open_index(data_dir: str | Path, *, hot_queue_max: int = 10_000) -> SqliteStore:
     """Open (creating if missing) ``data_dir/index.db`` against :data:`SCHEMA`.
 
@@ -296,4 +307,10 @@ def open_index(data_dir: str | Path, *, hot_queue_max: int = 10_000) -> SqliteSt
     """
     directory = Path(data_dir)
     directory.mkdir(parents=True, exist_ok=True)
-    return SqliteStore(directory / INDEX_FILENAME, SCHEMA, hot_queue_max=hot_queue_max)
+    return SqliteStore(
+        directory / INDEX_FILENAME,
+        SCHEMA,
+        hot_queue_max=hot_queue_max,
+        write_cache_kib=WRITE_CACHE_KIB,
+        checkpoint_pages=CHECKPOINT_PAGES,
+    )

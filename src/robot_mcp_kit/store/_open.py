@@ -199,11 +199,19 @@ def _create_schema(path: Path, schema: Schema) -> None:
         conn.close()
 
 
-def connect(path: Path, *, busy_timeout_ms: int) -> sqlite3.Connection:
+def connect(
+    path: Path,
+    *,
+    busy_timeout_ms: int,
+    cache_kib: int | None = None,
+    checkpoint_pages: int | None = None,
+) -> sqlite3.Connection:
     """Open the write connection: WAL, ``synchronous=NORMAL``, foreign keys, ``Row`` rows.
 
     Autocommit (``isolation_level=None``) and usable from any thread; the caller
-    serialises its use.
+    serialises its use. ``cache_kib`` sets its page cache, ``checkpoint_pages`` the WAL
+    size (in pages) at which a commit checkpoints; None keeps sqlite's defaults (about
+    2 MiB, 1 000 pages).
 
     Raises:
         StoreUnreadable: the file cannot be put in WAL mode (the connection is closed).
@@ -217,6 +225,10 @@ def connect(path: Path, *, busy_timeout_ms: int) -> sqlite3.Connection:
         raise _unreadable(path, f"it cannot be put in WAL mode (journal_mode={mode})")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA foreign_keys=ON")
+    if cache_kib is not None:
+        conn.execute(f"PRAGMA cache_size={-int(cache_kib)}")
+    if checkpoint_pages is not None:
+        conn.execute(f"PRAGMA wal_autocheckpoint={int(checkpoint_pages)}")
     return conn
 
 

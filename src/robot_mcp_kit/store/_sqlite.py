@@ -65,6 +65,11 @@ class SqliteStore:
         batch_max: most hot records written per transaction (bounds how long the writer
             holds the write lock, and so how long a cold write can wait for it).
         busy_timeout_ms: how long a statement waits for another process's lock.
+        write_cache_kib: the page cache of the write connection (None: sqlite's ~2 MiB). A
+            table whose writes touch many pages (an inverted index) needs its pages cached.
+        checkpoint_pages: the WAL size, in pages, at which a commit checkpoints (None:
+            sqlite's 1 000). Larger means fewer, bigger checkpoints: a page written by many
+            commits is copied back once.
 
     Raises:
         StoreUnreadable, SchemaTooNew, SchemaMismatch, MigrationFailed: see above.
@@ -81,6 +86,8 @@ class SqliteStore:
         hot_queue_max: int = 10_000,
         batch_max: int = 512,
         busy_timeout_ms: int = 5_000,
+        write_cache_kib: int | None = None,
+        checkpoint_pages: int | None = None,
     ) -> None:
         self.path = Path(path).absolute()
         self.schema = schema
@@ -97,7 +104,12 @@ class SqliteStore:
         created, from_version = _open.prepare_file(
             self.path, schema, busy_timeout_ms=busy_timeout_ms
         )
-        self._conn = _open.connect(self.path, busy_timeout_ms=busy_timeout_ms)
+        self._conn = _open.connect(
+            self.path,
+            busy_timeout_ms=busy_timeout_ms,
+            cache_kib=write_cache_kib,
+            checkpoint_pages=checkpoint_pages,
+        )
         try:
             if from_version < schema.version and not created:
                 _open.migrate(

@@ -13,8 +13,8 @@ needs — three DERIVED tables written in the same transaction as the document r
                            the document
 ``processes_owner_terms``  (term, owner) -> how many of the owner's documents hold the term
                            (the vocabulary typo repair reads, and each term's df)
-``processes_lengths``      doc -> its owner, its length in tokens and its distinct terms
-                           (what a rewrite or delete takes out again)
+``processes_lengths``      doc -> its owner, its length in tokens and its terms with their
+                           frequencies (what a rewrite or delete takes out again)
 =========================  ===============================================================
 
 An owner is :func:`owner_key`: ``"shared"`` for a fleet-wide document, ``"robot:<id>"`` for
@@ -97,20 +97,48 @@ class Phrase:
 
 def index_document(conn: sqlite3.Connection, rowid: int, owner: str, terms: DocTerms) -> None:
     """Count document ``rowid`` (under ``owner``) in the statistics, replacing what was
-    counted for it before."""
-    unindex_document(conn, rowid)
-    conn.execute(
-        "INSERT INTO processes_lengths (doc_rowid, owner, tokens, terms) VALUES (?, ?, ?, ?)",
-        (rowid, owner, terms.tokens, json.dumps(sorted(terms.freq), ensure_ascii=False)),
-    )
+    counted for it before.
+
+    A rewrite under the same owner writes only the difference (an outcome note, a
+    corrected step): each changed word costs a row, not the whole document.
+    """
+    row = conn.execute(
+        "SELECT owner, terms FROM processes_lengths WHERE doc_rowid = ?", (rowid,)
+    ).fetchone()
+    before: dict[str, float] = {}
+    if row is not None and str(row[0]) == owner:
+        before = {str(t): float(f) for t, f in json.loads(row[1]).items()}
+    elif row is not None:
+        unindex_document(conn, rowid)
+        row = None
+    after = terms.freq
+    removed = [t for t in before if t not in after]
+    added = [t for t in after if t not in before]
+    changed = [t for t in after if t in before and before[t] != after[t]]
+    text = json.dumps(after, ensure_ascii=False, sort_keys=True)
+    if row is None:
+        conn.execute(
+            "INSERT INTO processes_lengths (doc_rowid, owner, tokens, terms) VALUES (?, ?, ?, ?)",
+            (rowid, owner, terms.tokens, text),
+        )
+    else:
+        conn.execute(
+            "UPDATE processes_lengths SET tokens = ?, terms = ? WHERE doc_rowid = ?",
+            (terms.tokens, text, rowid),
+        )
+    _uncount(conn, rowid, owner, removed)
     conn.executemany(
         "INSERT INTO processes_postings (owner, term, doc_rowid, freq) VALUES (?, ?, ?, ?)",
-        [(owner, term, rowid, freq) for term, freq in terms.freq.items()],
+        [(owner, term, rowid, after[term]) for term in added],
+    )
+    conn.executemany(
+        "UPDATE processes_postings SET freq = ? WHERE owner = ? AND term = ? AND doc_rowid = ?",
+        [(after[term], owner, term, rowid) for term in changed],
     )
     conn.executemany(
         "INSERT INTO processes_owner_terms (term, owner, docs) VALUES (?, ?, 1) "
         "ON CONFLICT (term, owner) DO UPDATE SET docs = docs + 1",
-        [(term, owner) for term in terms.freq],
+        [(term, owner) for term in added],
     )
 
 
@@ -121,9 +149,11 @@ def unindex_document(conn: sqlite3.Connection, rowid: int) -> None:
     ).fetchone()
     if row is None:
         return
-    owner = str(row[0])
-    terms = [str(t) for t in json.loads(row[1])]
     conn.execute("DELETE FROM processes_lengths WHERE doc_rowid = ?", (rowid,))
+    _uncount(conn, rowid, str(row[0]), [str(t) for t in json.loads(row[1])])
+
+
+def _uncount(conn: sqlite3.Connection, rowid: int, owner: str, terms: Sequence[str]) -> None:
     conn.executemany(
         "DELETE FROM processes_postings WHERE owner = ? AND term = ? AND doc_rowid = ?",
         [(owner, term, rowid) for term in terms],
