@@ -98,14 +98,21 @@ async def test_writes_are_pinned_and_confined(fleet, mcp_call):
         for markdown in (
             doc("foreign-robot", "rap-3"),
             doc("new-shared", "rap-1", shared=True),
-            doc("doc-rap-3", "rap-1"),  # an out-of-scope id, same mission: would update it
-            doc("fleet-wide", "rap-1"),  # a shared document is the admin's
         ):
             out = await mcp_call(s, "save_process", markdown=markdown)
             assert out["error"] == "forbidden", out
-        # Another mission's save of an out-of-scope id is suffixed, never an update of it.
-        moved = await mcp_call(s, "save_process", markdown=doc("doc-rap-3", "rap-1", mission="m-2"))
-        assert (moved["id"], moved["robot"]) == ("doc-rap-3-2", "rap-1")
+        # An id another group holds (or a shared one) is passed over like another
+        # mission's, whatever its mission id: suffixed, never an update and never refused.
+        for taken in ("doc-rap-3", "fleet-wide"):
+            moved = await mcp_call(s, "save_process", markdown=doc(taken, "rap-1"))
+            assert (moved["id"], moved["robot"], moved["renamed_from"]) == (
+                f"{taken}-2",
+                "rap-1",
+                taken,
+            ), moved
+            assert moved["inserted"] is True
+        other = await mcp_call(s, "save_process", markdown=doc("doc-rap-3", "rap-1", mission="m-2"))
+        assert (other["id"], other["renamed_from"]) == ("doc-rap-3-3", "doc-rap-3")
         assert (await mcp_call(s, "record_outcome", id="fleet-wide", success=True))["id"]
         refused = await mcp_call(s, "delete_process", id="fleet-wide")
         assert refused["error"] == "forbidden"
