@@ -84,7 +84,8 @@ ENV_VARS: dict[str, tuple[str, str, str]] = {
     "MEMORY_TOKEN": (
         "token",
         "unset",
-        "bearer token required on the HTTP transports (unset: no auth, loopback/tailnet only)",
+        "bearer token (visible ASCII) required on the HTTP transports (unset: no auth, "
+        "loopback/tailnet only)",
     ),
     "MEMORY_ROBOT_TOKENS": (
         "robot_tokens",
@@ -130,8 +131,8 @@ ENV_VARS: dict[str, tuple[str, str, str]] = {
     ),
     "MEMORY_ADMIN_RESERVE": (
         "admin_reserve",
-        f"{DEFAULT_ADMIN_RESERVE} (a quarter of MEMORY_MAX_CONNECTIONS when that is below "
-        f"{4 * DEFAULT_ADMIN_RESERVE})",
+        f"{DEFAULT_ADMIN_RESERVE}, a quarter of MEMORY_MAX_CONNECTIONS below "
+        f"{4 * DEFAULT_ADMIN_RESERVE}",
         "connection slots robot tokens together never make busy, kept for MEMORY_TOKEN "
         "(0 to less than MEMORY_MAX_CONNECTIONS); a robot request past them gets 429",
     ),
