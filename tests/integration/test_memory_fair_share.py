@@ -190,6 +190,7 @@ async def test_a_noisy_robot_on_sse_is_held_to_its_share_while_others_work(spawn
             line = next(x for x in lines if x.startswith("data: /messages/"))
             endpoints.append(line.removeprefix("data: "))
         with http.stream("GET", "/sse", headers=auth(NOISY)) as third:
+            assert third.status_code == 429  # before reading: a stream would never end
             third.read()
             assert_share_refusal(third, NOISY, "MEMORY_ROBOT_MAX_STREAMS=2")
 
@@ -231,6 +232,7 @@ async def test_a_noisy_robot_on_streamable_http_is_held_to_its_share_while_other
             assert stream.status_code == 200
         assert_share_refusal(noisy.initialize(), NOISY, "MEMORY_ROBOT_MAX_SESSIONS=2")
         with noisy.stream(third) as extra:
+            assert extra.status_code == 429  # before reading: a stream would never end
             extra.read()
             assert_share_refusal(extra, NOISY, "MEMORY_ROBOT_MAX_STREAMS=2")
 
@@ -333,6 +335,7 @@ def test_another_token_can_neither_end_nor_stream_nor_post_into_a_streamable_ses
             ):
                 assert (reply.status_code, reply.content) == (404, unknown.content)
             with intruder.stream(session) as stream:
+                assert stream.status_code == 404  # before reading: a stream would never end
                 stream.read()
                 assert (stream.status_code, stream.content) == (404, unknown.content)
 
