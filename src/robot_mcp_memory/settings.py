@@ -28,9 +28,19 @@ from robot_mcp_memory._exceptions import (
     TokenMapError,
 )
 from robot_mcp_memory.limits import ROBOT_MAX_DOCUMENTS
-from robot_mcp_memory.tenant import parse_robot_tokens
+from robot_mcp_memory.tenant import ASCII_WHITESPACE, parse_robot_tokens
 
-__all__ = ["ENV_VARS", "SearchMode", "Settings", "Transport", "load_settings"]
+__all__ = [
+    "DEFAULT_ADMIN_RESERVE",
+    "DEFAULT_ROBOT_MAX_REQUESTS",
+    "DEFAULT_ROBOT_MAX_SESSIONS",
+    "DEFAULT_ROBOT_MAX_STREAMS",
+    "ENV_VARS",
+    "SearchMode",
+    "Settings",
+    "Transport",
+    "load_settings",
+]
 
 
 class Transport(StrEnum):
@@ -48,6 +58,18 @@ class SearchMode(StrEnum):
     LEXICAL = "lexical"  # bm25 alone; the embedding model is never loaded
 
 
+DEFAULT_ROBOT_MAX_STREAMS = 4
+"""Long-lived streams per robot token: a brain holds one per session."""
+
+DEFAULT_ROBOT_MAX_REQUESTS = 16
+"""Requests in progress per robot token, streams included."""
+
+DEFAULT_ROBOT_MAX_SESSIONS = 4
+"""Streamable-HTTP sessions per robot token."""
+
+DEFAULT_ADMIN_RESERVE = 16
+"""Connection slots robot tokens never fill; at most a quarter of the cap when unset."""
+
 # env var -> (field name, default shown in --help, meaning). The one table --help, the
 # error messages and the docs read, so they cannot drift from each other.
 ENV_VARS: dict[str, tuple[str, str, str]] = {
@@ -63,7 +85,8 @@ ENV_VARS: dict[str, tuple[str, str, str]] = {
     "MEMORY_TOKEN": (
         "token",
         "unset",
-        "bearer token required on the HTTP transports (unset: no auth, loopback/tailnet only)",
+        "bearer token (visible ASCII) required on the HTTP transports (unset: no auth, "
+        "loopback/tailnet only)",
     ),
     "MEMORY_ROBOT_TOKENS": (
         "robot_tokens",
@@ -95,6 +118,31 @@ ENV_VARS: dict[str, tuple[str, str, str]] = {
         "most documents one robot token may own (1-1000000); a save of one more answers "
         "too_large, updates are always accepted; the admin token is not counted",
     ),
+    "MEMORY_ROBOT_MAX_STREAMS": (
+        "robot_max_streams",
+        str(DEFAULT_ROBOT_MAX_STREAMS),
+        "long-lived streams (GET /sse, GET /mcp) one robot token may hold at once (1-1024); "
+        "past it 429 with Retry-After",
+    ),
+    "MEMORY_ROBOT_MAX_REQUESTS": (
+        "robot_max_requests",
+        str(DEFAULT_ROBOT_MAX_REQUESTS),
+        "requests one robot token may have in progress, streams included (1-65536, at least "
+        "MEMORY_ROBOT_MAX_STREAMS); past it 429 with Retry-After",
+    ),
+    "MEMORY_ROBOT_MAX_SESSIONS": (
+        "robot_max_sessions",
+        str(DEFAULT_ROBOT_MAX_SESSIONS),
+        "streamable-HTTP sessions one robot token may hold (1-1024); opening one more ends its "
+        "least recently used idle session, or is refused with 429 when all are busy",
+    ),
+    "MEMORY_ADMIN_RESERVE": (
+        "admin_reserve",
+        f"{DEFAULT_ADMIN_RESERVE}, a quarter of MEMORY_MAX_CONNECTIONS below "
+        f"{4 * DEFAULT_ADMIN_RESERVE}",
+        "connection slots robot tokens together never make busy, kept for MEMORY_TOKEN "
+        "(0 to less than MEMORY_MAX_CONNECTIONS); a robot request past them gets 429",
+    ),
     "MEMORY_SEARCH": (
         "search",
         "hybrid",
@@ -104,6 +152,8 @@ ENV_VARS: dict[str, tuple[str, str, str]] = {
 }
 _FIELD_TO_ENV = {field: env for env, (field, _, _) in ENV_VARS.items()}
 
+
+_VISIBLE_ASCII = re.compile(r"[!-~]+")  # 0x21-0x7e
 
 _HOST_PATTERN = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:(\*|[0-9]{1,5}))?")
 
@@ -162,6 +212,29 @@ class Settings(BaseSettings):
         allow_inf_nan=False,
         validation_alias=AliasChoices("header_timeout_s", "MEMORY_HEADER_TIMEOUT_S"),
     )
+    robot_max_requests: int = Field(
+        default=DEFAULT_ROBOT_MAX_REQUESTS,
+        ge=1,
+        le=65536,
+        validation_alias=AliasChoices("robot_max_requests", "MEMORY_ROBOT_MAX_REQUESTS"),
+    )
+    robot_max_streams: int = Field(
+        default=DEFAULT_ROBOT_MAX_STREAMS,
+        ge=1,
+        le=1024,
+        validation_alias=AliasChoices("robot_max_streams", "MEMORY_ROBOT_MAX_STREAMS"),
+    )
+    robot_max_sessions: int = Field(
+        default=DEFAULT_ROBOT_MAX_SESSIONS,
+        ge=1,
+        le=1024,
+        validation_alias=AliasChoices("robot_max_sessions", "MEMORY_ROBOT_MAX_SESSIONS"),
+    )
+    admin_reserve: int | None = Field(
+        default=None,
+        ge=0,
+        validation_alias=AliasChoices("admin_reserve", "MEMORY_ADMIN_RESERVE"),
+    )
 
     robot_max_documents: int = Field(
         default=ROBOT_MAX_DOCUMENTS,
@@ -207,18 +280,52 @@ class Settings(BaseSettings):
     @classmethod
     def _blank_token_is_unset(cls, value: Any) -> Any:
         # `MEMORY_TOKEN=` in an EnvironmentFile means "no token", not "the empty token".
+        # Only ASCII whitespace around it is dropped: str.strip() would also eat a stray
+        # "\xa0" or "\x85" and start with a token the operator never wrote.
         if isinstance(value, str):
-            value = value.strip()
+            value = value.strip(ASCII_WHITESPACE)
             if not value:
                 return None
-            if any(ch.isspace() for ch in value):
-                raise ValueError("must not contain whitespace")
+            if _VISIBLE_ASCII.fullmatch(value) is None:
+                raise ValueError(
+                    "must be visible ASCII characters only (no spaces, no non-breaking or "
+                    "other Unicode spaces around or inside it)"
+                )
         return value
+
+    @field_validator("robot_max_streams")
+    @classmethod
+    def _streams_within_requests(cls, value: int, info: ValidationInfo) -> int:
+        requests = info.data.get("robot_max_requests")
+        if requests is not None and value > requests:
+            raise ValueError(
+                f"is more than MEMORY_ROBOT_MAX_REQUESTS={requests}; a stream is a request in "
+                "progress, so raise MEMORY_ROBOT_MAX_REQUESTS too"
+            )
+        return value
+
+    @field_validator("admin_reserve")
+    @classmethod
+    def _reserve_below_the_cap(cls, value: int | None, info: ValidationInfo) -> int | None:
+        cap = info.data.get("max_connections")
+        if value is not None and cap is not None and value >= cap:
+            raise ValueError(
+                f"must be less than MEMORY_MAX_CONNECTIONS={cap}, or robots get no connection "
+                "at all"
+            )
+        return value
+
+    @property
+    def admin_reserve_slots(self) -> int:
+        """``MEMORY_ADMIN_RESERVE``, or its default: 16, at most a quarter of the cap."""
+        if self.admin_reserve is not None:
+            return self.admin_reserve
+        return min(DEFAULT_ADMIN_RESERVE, self.max_connections // 4)
 
     @field_validator("robot_tokens")
     @classmethod
     def _robot_tokens_parse(cls, value: SecretStr | None, info: ValidationInfo) -> SecretStr | None:
-        if value is None or not value.get_secret_value().strip():
+        if value is None or not value.get_secret_value().strip(ASCII_WHITESPACE):
             return None
         admin = info.data.get("token")
         try:

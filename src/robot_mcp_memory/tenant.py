@@ -25,12 +25,18 @@ from robot_mcp_memory.limits import ID_PATTERN
 
 __all__ = [
     "ADMIN",
+    "ASCII_WHITESPACE",
     "TENANT_SCOPE_KEY",
     "Tenant",
     "current_tenant",
     "parse_robot_tokens",
     "tenant_of_request",
 ]
+
+ASCII_WHITESPACE = " \t\r\n\f\v"
+"""What may surround a token in the environment: ASCII whitespace only. ``str.strip()``
+would also remove Unicode spaces (``\xa0``, ``\x85``…), turning a mangled value into a
+valid token."""
 
 TENANT_SCOPE_KEY = "robot_mcp_memory.tenant"
 """The ASGI scope key under which the middleware stores the request's tenant."""
@@ -69,10 +75,11 @@ current_tenant: ContextVar[Tenant | None] = ContextVar("robot_mcp_memory_tenant"
 def parse_robot_tokens(text: str, *, admin_token: str | None = None) -> dict[str, str]:
     """Parse ``"rap-1:tokA,rap-2:tokB"`` into ``{token: robot}``.
 
-    The grammar: comma-separated ``robot:token`` entries; whitespace around an entry, the
-    robot or the token is ignored; empty entries (a trailing comma) are skipped. A robot id
-    is 1–64 letters, digits, ``.``, ``_`` or ``-`` starting with a letter or digit; a token
-    is at least 16 visible ASCII characters without ``,``.
+    The grammar: comma-separated ``robot:token`` entries; ASCII whitespace (space, tab,
+    CR, LF, FF, VT) around an entry, the robot or the token is ignored, any other space
+    (``\xa0``, ``\x85``…) is part of it and refused; empty entries (a trailing comma) are
+    skipped. A robot id is 1–64 letters, digits, ``.``, ``_`` or ``-`` starting with a
+    letter or digit; a token is at least 16 visible ASCII characters without ``,``.
 
     Raises:
         TokenMapError: an entry without ``:``, a bad robot id, a short or non-ASCII token,
@@ -82,10 +89,10 @@ def parse_robot_tokens(text: str, *, admin_token: str | None = None) -> dict[str
     tokens: dict[str, str] = {}
     robots: set[str] = set()
     for position, raw in enumerate(text.split(","), start=1):
-        entry = raw.strip()
+        entry = raw.strip(ASCII_WHITESPACE)
         if not entry:
             continue
-        robot, sep, token = (part.strip() for part in entry.partition(":"))
+        robot, sep, token = (part.strip(ASCII_WHITESPACE) for part in entry.partition(":"))
         where = f"entry {position}"
         if not sep:
             raise TokenMapError(f"{where} has no ':'; write robot:token, e.g. rap-1:<token>")

@@ -270,10 +270,11 @@ def test_posting_into_another_tenants_sse_session_is_403_and_not_executed(spawn,
     assert sum(e.get("event") == "session_tenant_mismatch" for e in server.log_events()) == 2
 
 
-def test_a_streamable_http_session_reused_with_another_token_acts_as_that_robot(
+def test_a_streamable_http_session_used_with_another_token_is_refused_unrun(
     spawn, mcp_initialize, mcp_accept
 ):
-    """The tenant comes from each request's own token, never from who opened the session."""
+    """The admin opens a session; rap-3's calls on it are answered like an unknown session
+    and never run (decision 0020); the admin's own calls on it go on."""
     server = spawn(
         transport="streamable-http", env={"MEMORY_ROBOT_TOKENS": ROBOT_TOKENS}, token=TOKEN
     )
@@ -291,31 +292,29 @@ def test_a_streamable_http_session_reused_with_another_token_acts_as_that_robot(
         return json.loads(json.loads(text)["result"]["content"][0]["text"])
 
     with httpx.Client(base_url=server.base, timeout=10) as http:
-        init = rpc(
-            http,
-            TOKEN,
-            None,
-            mcp_initialize,
-        )
-        session = init.headers["mcp-session-id"]
+        session = rpc(http, TOKEN, None, mcp_initialize).headers["mcp-session-id"]
         rpc(http, TOKEN, session, {"jsonrpc": "2.0", "method": "notifications/initialized"})
 
-        def call(token: str, name: str, arguments: dict, id: int) -> dict:
+        def call(token: str, name: str, arguments: dict, id: int) -> httpx.Response:
             body = {
                 "jsonrpc": "2.0",
                 "id": id,
                 "method": "tools/call",
                 "params": {"name": name, "arguments": arguments},
             }
-            return result(rpc(http, token, session, body))
+            return rpc(http, token, session, body)
 
-        saved = call(TOKEN, "save_process", {"markdown": doc("admin-doc", "rap-1")}, 2)
+        saved = result(call(TOKEN, "save_process", {"markdown": doc("admin-doc", "rap-1")}, 2))
         assert saved["robot"] == "rap-1"
-        # The admin opened the session; rap-3's token on it acts as rap-3 only.
-        assert call(TOKENS["rap-3"], "get_process", {"id": "admin-doc"}, 3)["error"] == "not_found"
-        forbidden = call(TOKENS["rap-3"], "upsert_group", {"group_id": "g"}, 4)
-        assert forbidden["error"] == "forbidden"
-        assert call(TOKEN, "get_process", {"id": "admin-doc"}, 5)["id"] == "admin-doc"
+        for name, arguments in (
+            ("get_process", {"id": "admin-doc"}),
+            ("upsert_group", {"group_id": "g"}),
+        ):
+            refused = call(TOKENS["rap-3"], name, arguments, 3)
+            assert refused.status_code == 404
+            assert refused.json()["error"]["message"] == "Session not found"
+        assert result(call(TOKEN, "get_process", {"id": "admin-doc"}, 5))["id"] == "admin-doc"
+        assert result(call(TOKEN, "list_groups", {}, 6))["groups"] == []  # "g" was never made
 
 
 @pytest.mark.parametrize(

@@ -61,6 +61,13 @@ class TestFromEnvironment:
         monkeypatch.setenv("MEMORY_TOKEN", "  ")
         assert load_settings().token is None
 
+    def test_ascii_whitespace_around_the_token_is_dropped(self, monkeypatch):
+        """A trailing newline or spaces (an EnvironmentFile, a heredoc) are not the token."""
+        monkeypatch.setenv("MEMORY_TOKEN", " \tadmin-token-0123456789\r\n")
+        token = load_settings().token
+        assert token is not None
+        assert token.get_secret_value() == "admin-token-0123456789"
+
     def test_token_is_hidden_in_repr(self, monkeypatch):
         """The token never appears in the settings' repr (logs, tracebacks)."""
         monkeypatch.setenv("MEMORY_TOKEN", "hunter2hunter2")
@@ -79,6 +86,13 @@ class TestValidation:
             ("ROBOT_ID", ""),
             ("ROBOT_ID", "two words"),
             ("MEMORY_TOKEN", "has space"),
+            # Issue 18: only ASCII whitespace around the token is dropped.
+            ("MEMORY_TOKEN", "\xa0admin-token-0123456789"),
+            ("MEMORY_TOKEN", "admin-token-0123456789\x85"),
+            ("MEMORY_TOKEN", "admin-token-0123456789\u2003"),
+            ("MEMORY_TOKEN", "\u3000"),
+            ("MEMORY_TOKEN", "admin-tökén-0123456789"),
+            ("MEMORY_ROBOT_TOKENS", "rap-1:\xa0robot-token-0123456789"),
         ],
     )
     def test_invalid_value_is_one_line_naming_the_variable(self, monkeypatch, variable, value):
@@ -185,3 +199,64 @@ class TestHttpLimits:
     def test_listed_for_help(self):
         assert ENV_VARS["MEMORY_MAX_CONNECTIONS"][:2] == ("max_connections", "256")
         assert ENV_VARS["MEMORY_HEADER_TIMEOUT_S"][:2] == ("header_timeout_s", "10")
+
+
+class TestRobotShares:
+    def test_defaults(self):
+        """Unset: 4 streams, 16 requests, 4 sessions per robot; 16 slots for the admin."""
+        s = load_settings()
+        assert (s.robot_max_streams, s.robot_max_requests, s.robot_max_sessions) == (4, 16, 4)
+        assert (s.admin_reserve, s.admin_reserve_slots) == (None, 16)
+
+    @pytest.mark.parametrize(("cap", "reserve"), [(4, 1), (32, 8), (64, 16), (1024, 16)])
+    def test_default_reserve_is_at_most_a_quarter_of_the_cap(self, monkeypatch, cap, reserve):
+        monkeypatch.setenv("MEMORY_MAX_CONNECTIONS", str(cap))
+        assert load_settings().admin_reserve_slots == reserve
+
+    def test_read_from_the_environment(self, monkeypatch):
+        monkeypatch.setenv("MEMORY_ROBOT_MAX_STREAMS", "2")
+        monkeypatch.setenv("MEMORY_ROBOT_MAX_REQUESTS", "5")
+        monkeypatch.setenv("MEMORY_ROBOT_MAX_SESSIONS", "3")
+        monkeypatch.setenv("MEMORY_ADMIN_RESERVE", "0")
+        s = load_settings()
+        assert (s.robot_max_streams, s.robot_max_requests, s.robot_max_sessions) == (2, 5, 3)
+        assert s.admin_reserve_slots == 0
+
+    @pytest.mark.parametrize(
+        ("env", "variable", "names"),
+        [
+            ({"MEMORY_ROBOT_MAX_STREAMS": "0"}, "MEMORY_ROBOT_MAX_STREAMS", "1-1024"),
+            ({"MEMORY_ROBOT_MAX_REQUESTS": "0"}, "MEMORY_ROBOT_MAX_REQUESTS", "1-65536"),
+            ({"MEMORY_ROBOT_MAX_SESSIONS": "1025"}, "MEMORY_ROBOT_MAX_SESSIONS", "1-1024"),
+            ({"MEMORY_ADMIN_RESERVE": "-1"}, "MEMORY_ADMIN_RESERVE", "kept for MEMORY_TOKEN"),
+            (
+                {"MEMORY_ROBOT_MAX_STREAMS": "20"},
+                "MEMORY_ROBOT_MAX_STREAMS",
+                "more than MEMORY_ROBOT_MAX_REQUESTS=16",
+            ),
+            (
+                {"MEMORY_MAX_CONNECTIONS": "32", "MEMORY_ADMIN_RESERVE": "32"},
+                "MEMORY_ADMIN_RESERVE",
+                "less than MEMORY_MAX_CONNECTIONS=32",
+            ),
+        ],
+    )
+    def test_impossible_shares_are_one_line_naming_the_variable(
+        self, monkeypatch, env, variable, names
+    ):
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        with pytest.raises(SettingsError) as info:
+            load_settings()
+        assert info.value.variable == variable
+        assert "\n" not in str(info.value)
+        assert names in str(info.value)
+
+    def test_listed_for_help(self):
+        for variable, field in (
+            ("MEMORY_ROBOT_MAX_STREAMS", "robot_max_streams"),
+            ("MEMORY_ROBOT_MAX_REQUESTS", "robot_max_requests"),
+            ("MEMORY_ROBOT_MAX_SESSIONS", "robot_max_sessions"),
+            ("MEMORY_ADMIN_RESERVE", "admin_reserve"),
+        ):
+            assert ENV_VARS[variable][0] == field

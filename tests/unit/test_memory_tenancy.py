@@ -197,6 +197,7 @@ class TestParseRobotTokens:
             TOK_B: "rap-2",
         }
         assert parse_robot_tokens("") == {}
+        assert parse_robot_tokens(f"\trap-1 :\r\n{TOK_A}\f,\v") == {TOK_A: "rap-1"}
 
     @pytest.mark.parametrize(
         ("text", "names"),
@@ -213,6 +214,14 @@ class TestParseRobotTokens:
             ),
             (f"rap-1:{TOK_A},rap-2:{TOK_A}", "already robot 'rap-1'"),
             (f"rap-1:{TOK}", "equals MEMORY_TOKEN"),
+            # Issue 18: only ASCII whitespace around a part is dropped; a Unicode space
+            # (a pasted non-breaking space, NEL) stays and makes the part invalid.
+            (f"rap-1:\xa0{TOK_A}", "at least 16 visible ASCII"),
+            (f"rap-1:{TOK_A}\x85", "at least 16 visible ASCII"),
+            (f"rap-1:{TOK_A}\u2003", "at least 16 visible ASCII"),
+            (f"\xa0rap-1:{TOK_A}", "entry 1: robot id '\\xa0rap-1'"),
+            (f"rap-1\x85:{TOK_A}", "entry 1: robot id"),
+            (f"rap-1:{TOK_A},\u3000", "entry 2 has no ':'"),
         ],
     )
     def test_malformed_maps_name_the_entry_never_the_token(self, text, names):

@@ -8,7 +8,9 @@ message endpoint (malformed JSON-RPC is a 400 with a JSON-RPC error, never the S
 and wraps it all in :class:`TenantAuthMiddleware` when a token is set. Uvicorn is
 started here rather than through ``FastMCP.run`` so that wrapping is possible, uvicorn logs
 through our structlog pipeline, and connections are limited (:mod:`._limits`: header
-timeout, connection cap, file-descriptor budget; docs/decisions/0006-http-limits.md).
+timeout, connection cap, file-descriptor budget; docs/decisions/0006-http-limits.md). The
+middleware gives each robot token its share of the server and keeps slots for the admin
+(:mod:`._shares`, docs/decisions/0020-fair-share-http.md).
 
 The store is opened by :func:`serve` *before* anything listens, so a corrupt ``index.db``
 surfaces as an exception the entry point turns into one line and exit code 2.
@@ -31,6 +33,8 @@ from robot_mcp_memory.http._limits import (
     ensure_fd_limit,
     limited_h11_protocol,
 )
+from robot_mcp_memory.http._sessions import SessionBook
+from robot_mcp_memory.http._shares import RobotShares, ShareLimits
 from robot_mcp_memory.http.auth import (
     TenantAuthMiddleware,
     TokenAuth,
@@ -42,7 +46,7 @@ from robot_mcp_memory.settings import (
     Transport,
 )
 
-__all__ = ["HEALTHZ_PATH", "build_http_app", "serve"]
+__all__ = ["HEALTHZ_PATH", "build_http_app", "serve", "share_limits"]
 
 HEALTHZ_PATH = "/healthz"
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -57,6 +61,10 @@ def build_http_app(settings: Settings, mcp: FastMCP, holder: StoreHolder) -> ASG
     open, 503 ``{"status": "unavailable"}`` otherwise. It says nothing countable and touches
     no database (anyone who reaches the port may ask, whatever ``Host`` they name); the
     document count is in the ``memory_server_starting`` log line (decision 0006).
+
+    With robot tokens, each robot gets the shares of :func:`share_limits`, and robots
+    together leave ``MEMORY_ADMIN_RESERVE`` of ``MEMORY_MAX_CONNECTIONS`` to the admin
+    (decision 0020).
     """
 
     async def healthz(_: Request) -> Response:
@@ -83,14 +91,33 @@ def build_http_app(settings: Settings, mcp: FastMCP, holder: StoreHolder) -> ASG
     robot_tokens = settings.robot_token_map
     if settings.token is not None or robot_tokens:
         admin = settings.token.get_secret_value() if settings.token is not None else None
+        streamable = settings.transport is Transport.STREAMABLE_HTTP
         app = TenantAuthMiddleware(
             app,
             TokenAuth.from_settings(admin, robot_tokens),
             exempt_paths=frozenset({HEALTHZ_PATH}),
             sse_path=mcp.settings.sse_path,
             messages_path=mcp.settings.message_path,
+            streamable_path=mcp.settings.streamable_http_path if streamable else None,
+            shares=RobotShares(share_limits(settings), max_connections=settings.max_connections),
+            # Sessions the SDK ends for idleness are forgotten after its own timeout (absent
+            # from older mcp 1.x settings: there sessions never expire).
+            sessions=SessionBook(
+                idle_timeout_s=getattr(mcp.settings, "session_idle_timeout", None)
+            ),
         )
     return app
+
+
+def share_limits(settings: Settings) -> ShareLimits:
+    """Each robot's share and the admin's reserve, from ``MEMORY_ROBOT_*`` and
+    ``MEMORY_ADMIN_RESERVE``."""
+    return ShareLimits(
+        max_streams=settings.robot_max_streams,
+        max_requests=settings.robot_max_requests,
+        max_sessions=settings.robot_max_sessions,
+        admin_reserve=settings.admin_reserve_slots,
+    )
 
 
 def serve(settings: Settings) -> None:
@@ -115,12 +142,20 @@ def serve(settings: Settings) -> None:
             documents=store.count(),
         )
         if settings.is_http:
+            shares = share_limits(settings)
             _log.info(
                 "http_limits",
                 max_connections=settings.max_connections,
                 header_timeout_s=settings.header_timeout_s,
                 fd_soft_limit_raised=list(fd_raised) if fd_raised else None,
+                robot_max_streams=shares.max_streams,
+                robot_max_requests=shares.max_requests,
+                robot_max_sessions=shares.max_sessions,
+                admin_reserve=shares.admin_reserve,
             )
+            room_warning = shares.room_warning(settings.max_connections)
+            if room_warning is not None and settings.robot_token_map:
+                _log.warning("robot_share_exceeds_room", detail=room_warning)
         if settings.is_http and settings.token is None and settings.host not in _LOOPBACK:
             _log.warning(
                 "serving_without_auth",
