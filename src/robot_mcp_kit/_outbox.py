@@ -36,18 +36,29 @@ first attempt, so a receiver never sees an event that a crash could then forget;
 accepted but not yet flushed when the process is killed is lost with its ``seq``, and the
 next start reuses that ``seq`` for the ``INTERRUPTED`` event, so the receiver sees no gap.
 
-See ``docs/decisions/0012-durable-outbox.md``.
+One process per file: the outbox holds an exclusive lock on ``<file>.lock`` from before
+the file is opened until it is closed (:mod:`robot_mcp_kit._lockfile`); a second process
+is refused at start with :class:`~robot_mcp_kit.OutboxLocked` naming the file and the
+holder's pid. Opening also checks the file whole: its size against its pages,
+``PRAGMA integrity_check``, and every row (each event body must be the event its row
+names, each task row a task), refusing a damaged file with
+:class:`~robot_mcp_kit.store.StoreUnreadable` rather than sending what it holds.
+
+See ``docs/decisions/0012-durable-outbox.md`` and
+``docs/decisions/0019-outbox-lock-integrity-and-failed-writes.md``.
 """
 
 from __future__ import annotations
 
 import os
+import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from robot_mcp_kit._exceptions import ConfigurationError
+from robot_mcp_kit._exceptions import ConfigurationError, StoreUnreadable
+from robot_mcp_kit._lockfile import LockFile
 from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.models import TaskEvent, TaskInfo
 from robot_mcp_kit.store import Kind, Schema, SqliteStore, Table
@@ -110,6 +121,19 @@ _UPSERT_TASK = (
 )
 _FORGET_TASK = "DELETE FROM tasks WHERE task_id = ?"
 
+_LOCKED_REMEDY = (
+    "Stop that process, or give this one its own outbox file (RVC_OUTBOX, or "
+    "EventPoster(outbox=...))."
+)
+
+
+def _damaged_remedy(path: Path) -> str:
+    return (
+        f"Move it aside (e.g. to {path.name}.broken) and start again with a fresh one: the "
+        "events still pending in it are then not sent, and the brain's reconciliation poll "
+        "(list_tasks) covers their tasks; or restore it from a backup."
+    )
+
 
 @dataclass(frozen=True, slots=True)
 class OutboxRow:
@@ -132,7 +156,10 @@ class Outbox:
         hot_queue_max: bound of the store's hot-write queue.
 
     Raises:
-        robot_mcp_kit.store.StoreError: the file cannot be opened (see the store).
+        OutboxLocked: another process (or another open in this one) holds the file.
+        robot_mcp_kit.store.StoreUnreadable: the file is damaged: cut short, failing
+            ``integrity_check``, or a row that is not what it says (see the store for the
+            other reasons a file cannot be opened).
 
     Thread-safe like the store. Owned by the poster's
     :class:`~robot_mcp_kit._backlog.DurableBacklog`, which opens and closes it.
@@ -149,9 +176,21 @@ class Outbox:
             raise ConfigurationError(f"delivered_tail must be >= 0, got {delivered_tail}.")
         self.path = Path(path)
         self.delivered_tail = delivered_tail
-        self.store = SqliteStore(self.path, OUTBOX_SCHEMA, hot_queue_max=hot_queue_max)
-        self.write_failures = 0
-        """Hot writes the store refused (its queue was full); each is logged."""
+        self._lock = LockFile(self.path, what="outbox", remedy=_LOCKED_REMEDY)
+        self._lock.acquire()  # before the file is opened: a holder may be writing it
+        try:
+            self.store = SqliteStore(
+                self.path,
+                OUTBOX_SCHEMA,
+                hot_queue_max=hot_queue_max,
+                full_check=True,
+                check_rows=self._check_rows,
+            )
+        except BaseException:
+            self._lock.release()
+            raise
+        self.enqueue_refusals = 0
+        """Hot writes the store refused (its queue was full, or it was closed); logged."""
 
     def __repr__(self) -> str:
         return f"<Outbox {str(self.path)!r} {self.store!r}>"
@@ -272,8 +311,46 @@ class Outbox:
     # -- closing ------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Write what is queued and close the file. Idempotent."""
-        self.store.close()
+        """Write what is queued, close the file and release its lock. Idempotent."""
+        try:
+            self.store.close()
+        finally:
+            self._lock.release()
+
+    def _check_rows(self, conn: sqlite3.Connection) -> None:
+        """Refuse a file whose rows are not what they say (a read of every row, at open).
+
+        Bounded: the poster keeps at most ``queue_max + delivered_tail`` event rows and the
+        manager its running and retained tasks.
+        """
+        for rowid, event_id, task_id, seq, body in conn.execute(
+            "SELECT id, event_id, task_id, seq, body FROM outbox_events ORDER BY id"
+        ):
+            try:
+                event = TaskEvent.model_validate_json(bytes(body))
+            except ValueError:
+                raise self._damaged("outbox_events", rowid, "its body is not an event") from None
+            if (event.event_id, event.task_id, event.seq) != (event_id, task_id, seq):
+                raise self._damaged(
+                    "outbox_events", rowid, f"its body is another event than {event_id!r}"
+                )
+        for rowid, task_id, info_json in conn.execute(
+            "SELECT rowid, task_id, info FROM tasks ORDER BY rowid"
+        ):
+            try:
+                info = TaskInfo.model_validate_json(info_json)
+            except ValueError:
+                raise self._damaged("tasks", rowid, "its info is not a task") from None
+            if info.task_id != task_id:
+                raise self._damaged("tasks", rowid, f"its info is another task than {task_id!r}")
+
+    def _damaged(self, table: str, rowid: int, what: str) -> StoreUnreadable:
+        remedy = _damaged_remedy(self.path)
+        return StoreUnreadable(
+            f"The outbox {self.path} is damaged: row {rowid} of {table}: {what}. {remedy}",
+            path=str(self.path),
+            remedy=remedy,
+        )
 
     def _enqueue(self, sql: str, params: tuple[Any, ...]) -> bool:
         try:
@@ -282,5 +359,5 @@ class Outbox:
             _log.exception("outbox_write_refused", outbox=str(self.path))
             ok = False
         if not ok:
-            self.write_failures += 1
+            self.enqueue_refusals += 1
         return ok

@@ -23,7 +23,18 @@ def states(path: Path) -> dict[str, str]:
 
 
 def item(n: int, task_id: str = "nav-1") -> QueuedEvent:
-    return QueuedEvent(f"ev-{n}", task_id, n, b"{}")
+    """A queued event whose body is the event it names (the outbox checks that at open)."""
+    body = TaskEvent(
+        event_id=f"ev-{n}",
+        task_id=task_id,
+        server="navigation",
+        tool="navigate_to",
+        type="progress",
+        seq=n,
+        ts=T0,
+        payload={"n": n},
+    )
+    return QueuedEvent(f"ev-{n}", task_id, n, body.model_dump_json().encode())
 
 
 def backlog(path: Path, adopted: list[QueuedEvent] | None = None) -> DurableBacklog:
@@ -131,7 +142,9 @@ async def test_the_journal_recovers_plain_data_and_trims_task_rows(tmp_path):
     journal.save(info("old", TaskState.SUCCEEDED, 1), 2)
     journal.save(info("new", TaskState.FAILED, 2), 3)
     journal.save(info("run", TaskState.RUNNING, 3), 1)
-    b.accept(QueuedEvent("run-1", "run", 1, failed_event("run", 1).model_dump_json().encode()), 1.0)
+    b.accept(
+        QueuedEvent("run-int", "run", 1, failed_event("run", 1).model_dump_json().encode()), 1.0
+    )
     b.close()
 
     again = backlog(path)

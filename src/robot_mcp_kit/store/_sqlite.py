@@ -65,6 +65,12 @@ class SqliteStore:
         batch_max: most hot records written per transaction (bounds how long the writer
             holds the write lock, and so how long a cold write can wait for it).
         busy_timeout_ms: how long a statement waits for another process's lock.
+        full_check: inspect an existing file with ``PRAGMA integrity_check`` (every index
+            against its table) rather than ``quick_check``; for small files whose every
+            row matters (the durable outbox).
+        check_rows: called with the open write connection after the table check and
+            before the store is ready (and logged so); whatever it raises refuses the file
+            (closed, nothing written). For a check of the rows themselves.
 
     Raises:
         StoreUnreadable, SchemaTooNew, SchemaMismatch, MigrationFailed: see above.
@@ -81,6 +87,8 @@ class SqliteStore:
         hot_queue_max: int = 10_000,
         batch_max: int = 512,
         busy_timeout_ms: int = 5_000,
+        full_check: bool = False,
+        check_rows: Callable[[sqlite3.Connection], None] | None = None,
     ) -> None:
         self.path = Path(path).absolute()
         self.schema = schema
@@ -95,7 +103,7 @@ class SqliteStore:
 
         started = time.monotonic()
         created, from_version = _open.prepare_file(
-            self.path, schema, busy_timeout_ms=busy_timeout_ms
+            self.path, schema, busy_timeout_ms=busy_timeout_ms, full_check=full_check
         )
         self._conn = _open.connect(self.path, busy_timeout_ms=busy_timeout_ms)
         try:
@@ -108,6 +116,8 @@ class SqliteStore:
                     steps=schema.migrations if migrations is None else migrations,
                 )
             _open.check_tables(self._conn, self.path, schema)
+            if check_rows is not None:
+                check_rows(self._conn)
             counts = _open.count_rows(self._conn, self._tables)
         except BaseException:
             self._conn.close()
