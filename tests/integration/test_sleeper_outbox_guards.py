@@ -5,8 +5,11 @@
   running and delivering; SIGKILL of the holder releases the file for the next start.
 - A damaged outbox (cut short by 100 bytes) is refused at open with one line and exit
   code 1, no traceback, and nothing it held is sent.
-- A full disk (``RLIMIT_FSIZE`` in the child, ``SIGXFSZ`` ignored, so writes past the
-  limit fail with ``EFBIG``): see ``test_writes_that_fail_*``.
+- A full disk: ``RLIMIT_FSIZE`` in the child with ``SIGXFSZ`` ignored, so its writes past
+  the limit fail with ``EFBIG`` (a real write failure at the file boundary, no patching).
+  No event is sent before its row is in the file; failed writes are counted in the
+  poster's stats and logged once per episode; after kill -9 and a restart every event the
+  receiver saw is in the file, and each task's seqs run without a gap.
 
 Each sleeper is ``examples/sleeper.py`` in a child process over real SSE, posting to
 fake_rvc under uvicorn on a free loopback port.
@@ -17,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -36,6 +40,16 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 REPO = Path(__file__).resolve().parents[2]
 SLEEPER = REPO / "examples" / "sleeper.py"
 SECRET = "outbox-guard-secret"
+FULL_DISK_POSTER = Path(__file__).with_name("_full_disk_poster.py")
+# Runs argv[2:] with RLIMIT_FSIZE set to argv[1] bytes and SIGXFSZ ignored: past the limit
+# the child's writes to regular files fail with EFBIG, as on a full disk.
+LIMITED = (
+    "import os, resource, signal, sys\n"
+    "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+    "hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]\n"
+    "resource.setrlimit(resource.RLIMIT_FSIZE, (int(sys.argv[1]), hard))\n"
+    "os.execv(sys.executable, [sys.executable, *sys.argv[2:]])\n"
+)
 
 
 @asynccontextmanager
@@ -234,3 +248,135 @@ def test_a_file_that_is_no_database_is_one_line_too(tmp_path):
         f"next start."
     ]
     assert os.path.getsize(outbox) == len("not a database\n" * 100)
+
+
+# -- a full disk ----------------------------------------------------------------------------
+
+
+def event_ids_in(outbox: Path) -> set[str]:
+    with closing(sqlite3.connect(outbox)) as conn:
+        return {r[0] for r in conn.execute("SELECT event_id FROM outbox_events")}
+
+
+def test_failed_writes_are_counted_logged_once_and_nothing_unwritten_is_sent(tmp_path):
+    """The poster in a child whose outbox stops growing: what it tells, what it sends."""
+    outbox = tmp_path / "outbox.db"
+    with FakeRvcServer({"sleeper": SECRET}) as rvc:
+        child = subprocess.Popen(
+            [sys.executable, str(FULL_DISK_POSTER), rvc.events_url, SECRET, str(outbox)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert child.stdin is not None
+            assert child.stdout is not None
+            failing = json.loads(child.stdout.readline() or "{}")
+            received_while_failing = len(rvc.state.events())
+            child.stdin.write("go\n")
+            child.stdin.flush()
+            recovered = json.loads(child.stdout.readline() or "{}")
+            closed = json.loads(child.stdout.readline() or "{}")
+            _, log = child.communicate(timeout=60)
+        finally:
+            child.kill()
+            child.wait()
+        assert child.returncode == 0, log
+        received = rvc.state.events()
+
+    # While the file cannot grow: counted, visible, nothing unwritten sent.
+    stats = failing["stats"]
+    assert stats["outbox_failing"] is True, failing
+    assert stats["outbox_unwritten"] == 200, failing
+    assert stats["outbox_write_failures"] >= 3, failing
+    assert (stats["sent"], stats["queued"], stats["dropped"]) == (20, 200, 0), failing
+    assert "outbox='failing'" in failing["repr"]
+    assert received_while_failing == 20
+    # Once it can: every event written, then sent; the episode over, its count kept.
+    stats = recovered["stats"]
+    assert (stats["outbox_failing"], stats["outbox_unwritten"]) == (False, 0), recovered
+    assert stats["sent"] == 220
+    assert stats["outbox_write_failures"] >= failing["stats"]["outbox_write_failures"]
+    assert "outbox='ok'" in recovered["repr"]
+    assert (closed["stats"]["dropped"], closed["stats"]["kept"]) == (0, 0)
+    # One line when the episode starts, one when it ends, whatever the number of failures.
+    assert log.count("outbox_write_failing") == 1, log
+    assert log.count("outbox_write_recovered") == 1, log
+    assert log.count("store_hot_write_failed") <= 1, log
+    assert "Traceback" not in log
+    # The delivery.md promise: every event the receiver saw is in the file.
+    assert len(received) == 220
+    assert {e.event_id for e in received} <= event_ids_in(outbox)
+    for task_id in ("sleep-a", "sleep-b"):
+        seqs, _ = seqs_and_types(rvc, task_id)
+        assert seqs == list(range(1, len(seqs) + 1))
+
+
+async def test_a_sleeper_on_a_full_disk_sends_only_what_is_in_its_outbox(tmp_path):
+    """kill -9 while its outbox cannot grow, restart with room: no event the receiver saw is
+    missing from the file, and each task's seqs run on without a gap to INTERRUPTED."""
+    outbox = tmp_path / "outbox.db"
+    limit = 512 * 1024  # the outbox's -wal reaches it after a few dozen events
+    argv = [sys.executable, "-c", LIMITED, str(limit), str(SLEEPER)]
+    with FakeRvcServer({"sleeper": SECRET}) as rvc:
+        first = sleeper(rvc, outbox, argv=argv, LOG_LEVEL="WARNING").start(ready_timeout_s=30)
+        try:
+            async with session_to(url_of(first)) as session:
+                task = await call(session, "sleep_task", duration_s=60, tick_s=0.02)
+                task_id = task["task_id"]
+                deadline = time.monotonic() + 60
+                while "outbox_write_failing" not in first.log_text():
+                    assert time.monotonic() < deadline, first.log_tail()
+                    time.sleep(0.1)
+                time.sleep(0.5)  # an attempt already under way may still land
+                seen_at_failure = len(rvc.state.events(task_id=task_id))
+                # The server keeps serving; the task keeps running; nothing more is sent.
+                later = await call(session, "sleep_task", duration_s=60, tick_s=0.05)
+                time.sleep(1.5)
+                info = await call(session, "get_task", task_id=task_id)
+                assert info["state"] == "running"
+                assert (info.get("progress") or {}).get("elapsed_s", 0) > 1.5
+                assert len(rvc.state.events(task_id=task_id)) == seen_at_failure
+                assert rvc.state.events(task_id=later["task_id"]) == []
+        finally:
+            first.kill()
+            log = first.log_text()
+            first.close()
+        assert seen_at_failure > 0
+        assert log.count("outbox_write_failing") == 1, log
+        assert log.count("store_hot_write_failed") == 1, log
+        assert "Traceback" not in log
+        assert os.path.getsize(outbox) <= limit
+        received_before = {e.event_id for e in rvc.state.events()}
+        assert received_before <= event_ids_in(outbox)
+
+        # The task started while the disk was full is in the journal only if its task
+        # row found room; either way a receiver hears of it consistently after a restart.
+        with closing(sqlite3.connect(outbox)) as conn:
+            journalled = {r[0] for r in conn.execute("SELECT task_id FROM tasks")}
+        assert task_id in journalled
+        reported = [t for t in (task_id, later["task_id"]) if t in journalled]
+
+        second = sleeper(rvc, outbox).start(ready_timeout_s=30)
+        try:
+            for tid in reported:
+                await rvc.state.wait_for_event_async(tid, "task_failed", 30)
+            async with session_to(url_of(second)) as session:
+                marker = await call(session, "sleep_task", duration_s=0.1, tick_s=0.1)
+                await rvc.state.wait_for_event_async(marker["task_id"], "task_done", 30)
+                after = await call(session, "get_task", task_id=later["task_id"])
+        finally:
+            second.close()
+        for tid in reported:
+            seqs, types = seqs_and_types(rvc, tid)
+            assert seqs == list(range(1, len(seqs) + 1)), (tid, seqs)
+            assert types[-1] == "task_failed"
+            assert types.count("task_failed") == 1
+            assert "task_done" not in types
+            last = rvc.state.events(task_id=tid, type="task_failed")[0]
+            assert last.payload["error_code"] == "INTERRUPTED"
+        if later["task_id"] not in journalled:
+            assert rvc.state.events(task_id=later["task_id"]) == []
+            assert after.get("error") == "not_found"
+        assert {e.event_id for e in rvc.state.events()} <= event_ids_in(outbox)

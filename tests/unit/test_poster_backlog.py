@@ -22,10 +22,11 @@ def states(path: Path) -> dict[str, str]:
         return dict(conn.execute("SELECT event_id, state FROM outbox_events ORDER BY id"))
 
 
-def item(n: int, task_id: str = "nav-1") -> QueuedEvent:
+def item(n: int, task_id: str = "nav-1", event_id: str | None = None) -> QueuedEvent:
     """A queued event whose body is the event it names (the outbox checks that at open)."""
+    event_id = event_id or f"ev-{n}"
     body = TaskEvent(
-        event_id=f"ev-{n}",
+        event_id=event_id,
         task_id=task_id,
         server="navigation",
         tool="navigate_to",
@@ -34,7 +35,7 @@ def item(n: int, task_id: str = "nav-1") -> QueuedEvent:
         ts=T0,
         payload={"n": n},
     )
-    return QueuedEvent(f"ev-{n}", task_id, n, body.model_dump_json().encode())
+    return QueuedEvent(event_id, task_id, n, body.model_dump_json().encode())
 
 
 def backlog(path: Path, adopted: list[QueuedEvent] | None = None) -> DurableBacklog:
@@ -139,23 +140,81 @@ async def test_the_journal_recovers_plain_data_and_trims_task_rows(tmp_path):
     b = backlog(path)
     journal = b.journal
     assert journal.path == path
+    for task_id, minute, last_seq in (("old", 1, 2), ("new", 2, 3), ("run", 3, 1)):
+        journal.save(info(task_id, TaskState.RUNNING, minute), 0)  # what start() writes
+        for seq in range(1, last_seq + 1):
+            b.accept(last := item(seq, task_id=task_id, event_id=f"{task_id}-{seq}"), 1.0)
+    await b.make_durable(last)
     journal.save(info("old", TaskState.SUCCEEDED, 1), 2)
     journal.save(info("new", TaskState.FAILED, 2), 3)
     journal.save(info("run", TaskState.RUNNING, 3), 1)
-    b.accept(
-        QueuedEvent("run-int", "run", 1, failed_event("run", 1).model_dump_json().encode()), 1.0
-    )
     b.close()
 
     again = backlog(path)
     recovered = again.journal.recover(max_finished=1, max_events=100)
     assert [(i.task_id, seq) for i, seq in recovered.finished] == [("new", 3)]
     assert [(i.task_id, seq) for i, seq in recovered.running] == [("run", 1)]
-    assert [e.task_id for e in recovered.events] == ["run"]
+    assert [(e.task_id, e.seq) for e in recovered.events] == [
+        ("new", 1),
+        ("new", 2),
+        ("new", 3),
+        ("run", 1),
+    ]
     again.close()
     third = backlog(path)
     assert {i.task_id for i, _ in third.journal.recover(10, 100).finished} == {"new"}
     third.close()
+
+
+async def test_a_task_row_never_claims_a_seq_whose_event_is_not_in_the_file(tmp_path):
+    """The journal writes a task's seq capped at its newest event row known written: a
+    task row that lands where its event rows did not (a nearly full disk) cannot make the
+    next start skip seqs (INTERRUPTED comes right after what a receiver could have seen)."""
+    path = tmp_path / "outbox.db"
+    b = backlog(path)
+    journal = b.journal
+    journal.save(info("run", TaskState.RUNNING, 1), 0)
+    b.accept(first := item(1, task_id="run", event_id="run-1"), 1.0)
+    await b.make_durable(first)
+    journal.save(info("run", TaskState.RUNNING, 1), 1)
+    journal.save(info("run", TaskState.RUNNING, 1), 5)  # events 2..5 never reached the file
+    b.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT seq FROM tasks").fetchall() == [(1,)]
+    again = backlog(path)
+    assert [(i.task_id, seq) for i, seq in again.journal.recover(10, 100).running] == [("run", 1)]
+    again.close()
+
+
+async def test_a_task_journalled_running_whose_terminal_event_is_in_the_file_is_finished(
+    tmp_path,
+):
+    """Its last task row write failed after its task_done row was written (and perhaps
+    sent): the next start restores it finished instead of reporting it INTERRUPTED."""
+    path = tmp_path / "outbox.db"
+    b = backlog(path)
+    b.journal.save(info("run", TaskState.RUNNING, 1), 0)
+    done = TaskEvent(
+        event_id="run-2",
+        task_id="run",
+        server="navigation",
+        tool="navigate_to",
+        type="task_done",
+        seq=2,
+        ts=T0.replace(minute=9),
+        payload={"result": {"arrived": "dock"}},
+    )
+    b.accept(item(1, task_id="run", event_id="run-1"), 1.0)
+    b.accept(last := QueuedEvent("run-2", "run", 2, done.model_dump_json().encode()), 2.0)
+    await b.make_durable(last)
+    b.close()
+    again = backlog(path)
+    recovered = again.journal.recover(10, 100)
+    assert recovered.running == []
+    [(restored, seq)] = recovered.finished
+    assert (restored.state, restored.result, seq) == ("succeeded", {"arrived": "dock"}, 2)
+    assert restored.updated_at == done.ts
+    again.close()
 
 
 async def test_an_interrupted_event_is_committed_and_adopted_only_after_recovery(tmp_path):

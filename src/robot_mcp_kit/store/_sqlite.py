@@ -270,14 +270,16 @@ class SqliteStore:
         older_than_s: float | None = None,
         keep_last: int | None = None,
         spare: Mapping[str, str | int] | None = None,
+        spare_where: str | None = None,
     ) -> int:
         """Delete old rows from a declared RECORD table; return how many were deleted.
 
         The one chokepoint that deletes by age or count. ``older_than_s`` deletes rows whose
         ``time_column`` is older than that many seconds; ``keep_last`` keeps only the N
         newest rows (by ``time_column``, else rowid). Both may be given. Rows whose columns
-        hold every value in ``spare`` (e.g. ``{"state": "pending"}``) are never deleted and
-        do not count towards ``keep_last``. A cold write.
+        hold every value in ``spare`` (e.g. ``{"state": "pending"}``), and rows matching
+        the SQL condition ``spare_where`` (the caller's own SQL, never user input), are
+        never deleted and do not count towards ``keep_last``. A cold write.
 
         Raises:
             PruneRefused: before deleting anything, unless ``table`` is a declared RECORD.
@@ -303,6 +305,8 @@ class SqliteStore:
             )
         name = _q(declared.name)
         spared = " AND ".join(f"{_q(column)} = ?" for column in spare or {})
+        if spare_where:
+            spared = f"({spared}) OR ({spare_where})" if spared else f"({spare_where})"
         unspared = f"NOT ({spared}) AND " if spared else ""
         spare_values = tuple((spare or {}).values())
         deleted = 0
