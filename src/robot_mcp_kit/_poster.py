@@ -119,6 +119,9 @@ class EventPoster:
     Raises:
         ConfigurationError: a URL without a secret, a URL that is not http(s), an empty
             or unprintable server name, or a non-positive bound.
+        OutboxLocked: another process (or poster) holds the outbox file.
+        robot_mcp_kit.store.StoreError: the outbox file cannot be opened: damaged
+            (``StoreUnreadable``), written by a newer release (``SchemaTooNew``), ...
     """
 
     def __init__(

@@ -169,6 +169,8 @@ class HotWriter:
                 try:
                     written, failed, error = self._write(batch)
                 except Exception as exc:  # never let one batch kill the thread
+                    if not isinstance(exc, sqlite3.Error):  # a bug, not the disk: loud
+                        _log.exception("store_writer_batch_failed", jobs=len(batch))
                     written, failed, error = 0, len(batch), f"{type(exc).__name__}: {exc}"
                 # Only this thread writes these counters: no lock needed.
                 self._written += written
