@@ -436,8 +436,8 @@ class Outbox:
     def _check_rows(self, conn: sqlite3.Connection) -> None:
         """Refuse a file whose rows are not what they say (a read of every row, at open).
 
-        Bounded: the poster keeps at most ``queue_max + delivered_tail`` event rows and the
-        manager its running and retained tasks.
+        Bounded: the poster keeps at most ``queue_max + delivered_tail`` event rows (plus
+        one per journalled task) and the manager its running and retained tasks.
         """
         for rowid, event_id, task_id, seq, body in conn.execute(
             "SELECT id, event_id, task_id, seq, body FROM outbox_events ORDER BY id"

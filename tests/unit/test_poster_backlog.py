@@ -267,3 +267,43 @@ async def test_an_adopted_event_pushing_out_the_oldest_is_logged_and_counted(tmp
     await poster.aclose()
     assert states(path)["t-2-int"] == "dropped"
     assert states(path)["t-3-int"] == "pending"
+
+
+async def test_a_trim_keeps_the_newest_event_of_each_journalled_task(tmp_path):
+    """A quiet running task's last event holds its last seq: trimming spares it, so the
+    restart's INTERRUPTED follows it (seq 2), not seq 1 again."""
+    path = tmp_path / "outbox.db"
+    b = DurableBacklog(
+        path, server_name="navigation", queue_max=10, delivered_tail=5, adopt=lambda e: None
+    )
+    b.journal.save(info("quiet", TaskState.RUNNING, 1), 0)
+    b.accept(first := item(1, task_id="quiet", event_id="quiet-1"), 1000.0)
+    await b.make_durable(first)
+    await b.settle(first, "delivered")
+    for n in range(2, 40):
+        b.accept(other := item(n, task_id="busy"), 1000.0 + n)
+        await b.make_durable(other)
+        await b.settle(other, "delivered")
+    b.accept(last := item(40, task_id="busy"), 1040.0)
+    await b.make_durable(last)
+    b.trim()
+    b.close()
+    kept = states(path)
+    assert "quiet-1" in kept
+    assert len(kept) == 5 + 1 + 1  # the tail, the quiet task's newest, the pending one
+    again = backlog(path)
+    assert [(i.task_id, seq) for i, seq in again.journal.recover(10, 100).running] == [("quiet", 1)]
+    again.close()
+
+
+async def test_pending_events_of_a_task_come_back_in_seq_order(tmp_path):
+    """Rows rewritten after a failed write can sit out of id order; each task's events
+    still come back in seq order, in the places its rows hold."""
+    path = tmp_path / "outbox.db"
+    b = backlog(path)
+    for n, task_id in ((2, "a"), (1, "b"), (1, "a"), (3, "a")):
+        b.accept(item(n, task_id=task_id, event_id=f"{task_id}-{n}"), 1000.0)
+    b.close()
+    again = backlog(path)
+    assert [e.event_id for e in again.recover()] == ["a-1", "b-1", "a-2", "a-3"]
+    again.close()
