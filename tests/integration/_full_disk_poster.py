@@ -1,12 +1,14 @@
 """A child process for test_sleeper_outbox_guards: an EventPoster whose outbox file fills up.
 
-``python _full_disk_poster.py URL SECRET OUTBOX``. Through the public API only: it posts 20
-events (all delivered), lowers its own ``RLIMIT_FSIZE`` to the outbox's current size (with
-``SIGXFSZ`` ignored, every write past it fails with ``EFBIG``: a full disk, for this file),
-posts 200 more over two tasks, and prints its ``stats`` and ``repr`` as one JSON line. It
-then waits for a line on stdin, lifts the limit (the disk has room again), flushes,
-prints the stats again, closes the poster and prints them a last time. Logs go to stderr
-(a pipe: the limit applies to regular files only).
+``python _full_disk_poster.py URL SECRET OUTBOX [close-while-failing]``. Through the public
+API only: it posts 20 events (all delivered), lowers its own ``RLIMIT_FSIZE`` to the
+outbox's current size (with ``SIGXFSZ`` ignored, every write past it fails with ``EFBIG``: a
+full disk, for this file), posts 200 more over two tasks, and prints its ``stats`` and
+``repr`` as one JSON line. It then waits for a line on stdin, lifts the limit (the disk has
+room again), flushes, prints the stats again, closes the poster and prints them a last
+time; with ``close-while-failing`` it closes the poster at once instead, the limit still
+on, and prints the stats. Logs go to stderr (a pipe: the limit applies to regular files
+only).
 """
 
 from __future__ import annotations
@@ -43,8 +45,8 @@ def report(phase: str, poster: EventPoster, **extra: Any) -> None:
     print(json.dumps({"phase": phase, "stats": stats, "repr": repr(poster), **extra}), flush=True)
 
 
-async def main(url: str, secret: str, outbox: str) -> None:
-    poster = EventPoster("sleeper", url, secret, outbox=outbox)
+async def main(url: str, secret: str, outbox: str, mode: str = "") -> None:
+    poster = EventPoster("sleeper", url, secret, outbox=outbox, close_grace_s=0.5)
     await poster.start()
     for seq in range(1, 21):
         await poster.post(event("sleep-a", seq))
@@ -62,6 +64,10 @@ async def main(url: str, secret: str, outbox: str) -> None:
         await asyncio.sleep(0.01)
     await asyncio.sleep(0.5)  # writes keep failing: more attempts, no more log lines
     report("failing", poster, limit=limit)
+    if mode == "close-while-failing":
+        await poster.aclose()
+        report("closed", poster)
+        return
     await asyncio.to_thread(sys.stdin.readline)
     resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))
     await poster.flush()
@@ -75,4 +81,4 @@ if __name__ == "__main__":
     logging.basicConfig(
         level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
     )
-    asyncio.run(main(*sys.argv[1:4]))
+    asyncio.run(main(*sys.argv[1:5]))
