@@ -18,7 +18,8 @@ Environment:
   poster is a no-op that logs at DEBUG).
 - ``RVC_OUTBOX``: a SQLite file for the durable outbox and task journal (unset: none).
   With it, events survive a restart and a task running when the process died is reported
-  ``task_failed`` / ``INTERRUPTED`` at the next start (``docs/delivery.md``).
+  ``task_failed`` / ``INTERRUPTED`` at the next start (``docs/delivery.md``). One process
+  per file: a second sleeper on it, or a damaged file, exits 1 with one line saying so.
 
 ``python examples/sleeper.py --version`` prints the kit's version, which the server also
 reports as ``serverInfo.version``.
@@ -44,8 +45,8 @@ import sys
 from typing import Any
 
 from robot_mcp_kit import (
-    ConfigurationError,
     ManagerClosed,
+    RobotMcpKitError,
     TaskContext,
     TaskError,
     TaskInfo,
@@ -227,7 +228,9 @@ def main() -> None:
     try:
         # The poster, then the manager (which reads the task journal of an outbox).
         runtime = TaskRuntime(SERVER_NAME, known_trigger_types=KNOWN_TRIGGER_TYPES)
-    except ConfigurationError as exc:
+    except RobotMcpKitError as exc:
+        # A bad setting, an outbox another process holds (OutboxLocked), a damaged or
+        # too new outbox file (StoreError): one line naming it, exit 1, no traceback.
         sys.exit(f"sleeper: {exc}")
     serve(build_server(runtime.manager), runtime, default_port=9100)
 

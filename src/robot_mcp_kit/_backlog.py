@@ -6,24 +6,47 @@
 the event's first attempt, settles it, reads back what a previous process left pending,
 hands the manager its :class:`~robot_mcp_kit._task_journal.TaskJournal`, and closes the file.
 The poster talks to either through :class:`Backlog`.
+
+When the file cannot be written (a full disk, a read-only file), nothing is sent that is
+not in it: :meth:`DurableBacklog.make_durable` retries the write, pausing
+:data:`WRITE_RETRY_FIRST_S` doubling to :data:`WRITE_RETRY_MAX_S`, while the events wait in
+memory under the poster's ``queue_max`` (beyond it the oldest is dropped, as always). One
+ERROR line starts such an episode (``outbox_write_failing``) and one WARNING ends it
+(``outbox_write_recovered``), folded as :class:`~robot_mcp_kit._failures.FailureEpisodes`
+says. Events still unwritten when the poster closes are written once more, and counted
+lost (``outbox_events_lost``, ERROR) if that fails too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Final, Literal, Protocol
 
+from robot_mcp_kit._failures import FailureEpisodes
 from robot_mcp_kit._outbox import Outbox, OutboxRow
 from robot_mcp_kit._task_journal import TaskJournal
 from robot_mcp_kit.log import get_logger
 
-__all__ = ["Backlog", "DurableBacklog", "MemoryBacklog", "QueuedEvent", "Settled"]
+__all__ = [
+    "WRITE_RETRY_FIRST_S",
+    "WRITE_RETRY_MAX_S",
+    "Backlog",
+    "DurableBacklog",
+    "MemoryBacklog",
+    "QueuedEvent",
+    "Settled",
+]
 
 _log = get_logger("robot_mcp_kit.events")
+
+WRITE_RETRY_FIRST_S: Final = 0.1
+"""The first pause before writing unwritten event rows again; it doubles on each failure."""
+WRITE_RETRY_MAX_S: Final = 5.0
+"""The longest pause between two attempts to write unwritten event rows."""
 
 Settled = Literal["delivered", "given_up"]
 
@@ -84,8 +107,30 @@ class Backlog(Protocol):
         """Bound the file after recovery."""
         ...
 
+    def keep(self, items: Sequence[QueuedEvent]) -> list[QueuedEvent]:
+        """At close: make the undelivered ``items`` outlive the process; return those lost.
+
+        Blocking (the poster runs it in a thread).
+        """
+        ...
+
     def close(self) -> None:
         """Write what is queued and release the file. Idempotent."""
+        ...
+
+    @property
+    def write_failures(self) -> int:
+        """Writes to the file that failed so far (0 without a file)."""
+        ...
+
+    @property
+    def unwritten(self) -> int:
+        """Events accepted whose rows are not yet known to be in the file (unsent)."""
+        ...
+
+    @property
+    def failing(self) -> bool:
+        """True while writes to the file fail (from the first failure until one succeeds)."""
         ...
 
 
@@ -94,6 +139,9 @@ class MemoryBacklog:
 
     path: None = None
     journal: None = None
+    write_failures: Final = 0
+    unwritten: Final = 0
+    failing: Final = False
 
     def __repr__(self) -> str:
         return "MemoryBacklog()"
@@ -117,6 +165,10 @@ class MemoryBacklog:
     def trim(self) -> None:
         """Nothing to bound."""
 
+    def keep(self, items: Sequence[QueuedEvent]) -> list[QueuedEvent]:
+        """Nothing outlives the process: every item is lost."""
+        return list(items)
+
     def close(self) -> None:
         """Nothing to release."""
 
@@ -132,9 +184,12 @@ class DurableBacklog:
         adopt: called with each event the journal commits after :meth:`recover` ran (a
             manager built on a running poster reports ``INTERRUPTED`` tasks that way);
             before that such events are simply among the pending rows.
+        sleep: awaited between two attempts to write unwritten event rows (the poster's
+            clock's).
 
     Raises:
-        robot_mcp_kit.store.StoreError: the file cannot be opened.
+        OutboxLocked: another process holds the file.
+        robot_mcp_kit.store.StoreError: the file cannot be opened (damaged, too new, ...).
     """
 
     def __init__(
@@ -145,20 +200,34 @@ class DurableBacklog:
         queue_max: int,
         delivered_tail: int = 1_000,
         adopt: Callable[[QueuedEvent], None],
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.server_name = server_name
         self.queue_max = queue_max
         self._outbox = Outbox(path, delivered_tail=delivered_tail)
         self._adopt = adopt
+        self._sleep = sleep
         self._journal = TaskJournal(self._outbox, self._on_journal_event)
         self._recovered = False
         self._closed = False
-        self._accepted_n = 0  # events accepted so far (the durability numbering)
-        self._durable_n = 0  # events whose rows are known committed
+        self._accepted_n = 0  # events accepted so far (their numbers, for the logs)
+        # Accepted events whose rows are not yet known to be in the file, in acceptance
+        # order, with their wall time of acceptance; none of them has been sent.
+        self._unwritten: dict[str, tuple[QueuedEvent, float]] = {}
+        # True from a row found missing until the cold rewrite that follows succeeds: new
+        # rows then wait for that rewrite (so rows stay in acceptance order), not the store.
+        self._rewriting = False
+        self._episodes = FailureEpisodes()  # of writing event rows
+        self._write_lock: asyncio.Lock | None = None
+        self._write_lock_loop: asyncio.AbstractEventLoop | None = None
         self._settled_since_trim = 0
 
     def __repr__(self) -> str:
-        return f"<DurableBacklog {str(self.path)!r} accepted={self._accepted_n}>"
+        state = "failing" if self.failing else "ok"
+        return (
+            f"<DurableBacklog {str(self.path)!r} {state} accepted={self._accepted_n} "
+            f"unwritten={len(self._unwritten)} write_failures={self.write_failures}>"
+        )
 
     @property
     def path(self) -> Path:
@@ -170,31 +239,103 @@ class DurableBacklog:
         """The task journal in this file (a view; this backlog owns the file)."""
         return self._journal
 
+    @property
+    def write_failures(self) -> int:
+        """Writes to the file that failed: event rows, settlements, task rows, trims."""
+        return self._outbox.write_failures
+
+    @property
+    def unwritten(self) -> int:
+        """Events accepted whose rows are not yet known to be in the file (none sent)."""
+        return len(self._unwritten)
+
+    @property
+    def failing(self) -> bool:
+        """True while event rows cannot be written, or the store's writes fail."""
+        return self._episodes.failing or self._outbox.failing
+
     def accept(self, item: QueuedEvent, now: float) -> None:
-        """Number ``item`` and queue its pending row (a hot write)."""
+        """Number ``item`` and queue its pending row (a hot write; held while rewriting)."""
         self._accepted_n += 1
         item.n = self._accepted_n
-        self._outbox.add(item.event_id, item.task_id, item.seq, item.body, now)
+        self._unwritten[item.event_id] = (item, now)
+        if not self._rewriting and not self._episodes.failing:
+            self._outbox.add(item.event_id, item.task_id, item.seq, item.body, now)
 
     async def make_durable(self, item: QueuedEvent) -> None:
-        """Wait until ``item``'s row is committed; at once if it already is.
+        """Return once ``item``'s row is in the file; at once if it already is.
 
-        One flush covers every event accepted before it started, so a burst costs one
-        wait. A failed flush is logged and delivery goes on.
+        One flush and one read cover every event accepted before it started, so a burst
+        costs one wait. Rows the store did not write are written again, with every other
+        unwritten one, until that succeeds (see the module docstring): ``item`` is never
+        reported durable before it is. Cancelling the wait (the poster's close) leaves
+        ``item`` unwritten, for :meth:`keep`.
         """
-        if item.n <= self._durable_n:
+        if item.event_id not in self._unwritten:
             return
-        target = self._accepted_n
+        loop = asyncio.get_running_loop()
+        if self._write_lock is None or self._write_lock_loop is not loop:
+            self._write_lock, self._write_lock_loop = asyncio.Lock(), loop
+        async with self._write_lock:
+            pause = WRITE_RETRY_FIRST_S
+            while item.event_id in self._unwritten:
+                if await self._write_unwritten():
+                    continue
+                await self._sleep(pause)
+                pause = min(pause * 2, WRITE_RETRY_MAX_S)
+
+    async def _write_unwritten(self) -> bool:
+        """One attempt to get every unwritten row into the file; False when it failed."""
+        batch = dict(self._unwritten)
         try:
-            await self._outbox.make_durable()
-        except Exception:  # a closed or broken store must not stop delivery
-            _log.exception(
-                "outbox_flush_failed",
+            if not self._rewriting and not self._episodes.failing:
+                missing = await asyncio.to_thread(self._outbox.missing, list(batch))
+                if not missing:
+                    self._written(batch)
+                    return True
+                # Rewrite them all, in acceptance order, with whatever came in meanwhile.
+                self._rewriting = True
+                batch = dict(self._unwritten)
+            await asyncio.to_thread(self._outbox.write_events, _rows(batch))
+        except Exception as exc:
+            self._write_failed(exc)
+            return False
+        self._rewriting = False
+        self._written(batch)
+        return True
+
+    def _written(self, batch: dict[str, tuple[QueuedEvent, float]]) -> None:
+        for event_id, (item, _) in batch.items():
+            self._unwritten.pop(event_id, None)
+            self._journal.written(item.task_id, item.seq)
+        if self._episodes.succeeded():
+            _log.warning(
+                "outbox_write_recovered",
                 server=self.server_name,
                 outbox=str(self.path),
-                then="sending anyway",
+                failed_attempts=self._episodes.failures,
+                seconds=self._episodes.seconds(),
+                written=len(batch),
+                write_failures=self.write_failures,
             )
-        self._durable_n = max(self._durable_n, target)
+
+    def _write_failed(self, exc: BaseException) -> None:
+        self._rewriting = True
+        if not self._episodes.failed():
+            return  # logged once per episode
+        _log.error(
+            "outbox_write_failing",
+            server=self.server_name,
+            outbox=str(self.path),
+            error=f"{type(exc).__name__}: {exc}",
+            unwritten=len(self._unwritten),
+            then=(
+                "no event is sent before its row is in the file: they wait in memory "
+                f"(queue_max {self.queue_max}, oldest dropped beyond it) and the write is "
+                f"retried every {WRITE_RETRY_FIRST_S:g} s to {WRITE_RETRY_MAX_S:g} s; "
+                "free space or fix the file's permissions"
+            ),
+        )
 
     async def settle(self, item: QueuedEvent, state: Settled) -> None:
         """Mark ``item``'s row; every so often trim the file (in a thread)."""
@@ -208,7 +349,8 @@ class DurableBacklog:
                 _log.exception("outbox_trim_failed", server=self.server_name, outbox=str(self.path))
 
     def drop(self, item: QueuedEvent) -> None:
-        """Mark ``item``'s row ``dropped``."""
+        """Mark ``item``'s row ``dropped`` (an unwritten one has no row to mark)."""
+        self._unwritten.pop(item.event_id, None)
         self._outbox.mark(item.event_id, "dropped")
 
     def recover(self) -> list[QueuedEvent]:
@@ -240,6 +382,43 @@ class DurableBacklog:
         except Exception:
             _log.exception("outbox_trim_failed", server=self.server_name, outbox=str(self.path))
 
+    def keep(self, items: Sequence[QueuedEvent]) -> list[QueuedEvent]:
+        """Write the rows of undelivered events not yet in the file; return those lost.
+
+        Every item already in the file stays pending there for the next start. Blocking:
+        the poster's close runs it in a thread, once no lane runs any more.
+        """
+        if not self._unwritten:
+            return []
+        batch = dict(self._unwritten)
+        try:
+            missing = (
+                set(batch)
+                if self._rewriting or self._episodes.failing
+                else self._outbox.missing(list(batch))
+            )
+            if missing:
+                self._outbox.write_events(_rows(batch))
+        except Exception as exc:
+            lost = [item for item in items if item.event_id in batch]
+            self._unwritten.clear()
+            if lost:
+                _log.error(
+                    "outbox_events_lost",
+                    server=self.server_name,
+                    outbox=str(self.path),
+                    events=len(lost),
+                    first_event_id=lost[0].event_id,
+                    first_task_id=lost[0].task_id,
+                    first_seq=lost[0].seq,
+                    error=f"{type(exc).__name__}: {exc}",
+                    reason="the poster closed and their rows could not be written",
+                    covered_by="the brain's reconciliation poll",
+                )
+            return lost
+        self._written(batch)
+        return []
+
     def close(self) -> None:
         """Write what is queued and close the file. Idempotent; a failure is logged."""
         self._closed = True
@@ -253,3 +432,9 @@ class DurableBacklog:
         # it stays pending in the file for the next start.
         if self._recovered and not self._closed:
             self._adopt(QueuedEvent.from_row(row))
+
+
+def _rows(
+    batch: dict[str, tuple[QueuedEvent, float]],
+) -> list[tuple[str, str, int, bytes, float]]:
+    return [(i.event_id, i.task_id, i.seq, i.body, at) for i, at in batch.values()]

@@ -24,7 +24,8 @@ issue 13, so a caller catching that builtin keeps working)::
         ├── MigrationFailed          a migration step raised; the file is left at its old version
         ├── PruneRefused             prune() was asked to delete from a non-RECORD table
         ├── FlushTimeout             (TimeoutError) flush() waited longer than its timeout
-        └── StoreClosed              the store was used after close()
+        ├── StoreClosed              the store was used after close()
+        └── OutboxLocked             (RuntimeError) another process holds the durable outbox
 
 Outside it, on purpose: ``TaskError`` (in :mod:`robot_mcp_kit.tasks`), which a task *body*
 raises to fail its task (the kit catches it; it is the body's, not the kit's);
@@ -47,6 +48,7 @@ __all__ = [
     "LessonNotFound",
     "ManagerClosed",
     "MigrationFailed",
+    "OutboxLocked",
     "PruneRefused",
     "RobotMcpKitError",
     "SchemaMismatch",
@@ -196,6 +198,34 @@ class FlushTimeout(StoreError, TimeoutError):
 
 class StoreClosed(StoreError):
     """The store was used after ``close()``."""
+
+
+class OutboxLocked(StoreError, RuntimeError):
+    """Another process holds the durable outbox file; this one was refused at start.
+
+    One outbox file serves one process: two would each send the other's pending events
+    and report the other's running tasks ``INTERRUPTED``. The holder keeps an exclusive
+    lock on ``<outbox>.lock`` while its file is open; the OS releases it when the holder
+    exits, however it exits.
+
+    Attributes: ``path`` (the outbox file), ``lock_path`` (the lock file),
+    ``holder_pid`` and ``holder_host`` (what the holder wrote in the lock file; None when
+    unreadable). Also a ``RuntimeError``, like the kit's other refusals to start.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: str,
+        lock_path: str,
+        holder_pid: int | None,
+        holder_host: str | None,
+    ) -> None:
+        super().__init__(message, path=path)
+        self.lock_path = lock_path
+        self.holder_pid = holder_pid
+        self.holder_host = holder_host
 
 
 class ServiceStartError(RobotMcpKitError, RuntimeError):

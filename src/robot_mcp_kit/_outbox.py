@@ -19,8 +19,9 @@ bounded queue), trimmed by count.
 ``dropped``    pushed out of a full outbox (the size cap is the poster's ``queue_max``)
 =============  ===========================================================================
 
-Trimming keeps every ``pending`` row and the newest ``delivered_tail`` settled ones (the
-store's ``prune(keep_last=..., spare={"state": "pending"})``, the one chokepoint that
+Trimming keeps every ``pending`` row, the newest row of each task in the journal (its
+last ``seq``, see :meth:`Outbox.tasks`) and the newest ``delivered_tail`` settled ones (the
+store's ``prune(keep_last=..., spare=..., spare_where=...)``, the one chokepoint that
 deletes by count). Settled rows are not in ``id`` order (the poster delivers each task's
 lane on its own, so an old event of a refused task can stay pending while newer ones
 settle), which is why the pending rows are spared rather than assumed the newest; the
@@ -30,24 +31,40 @@ poster's ``queue_max`` bounds how many there are.
 last ``seq`` it allocated. A task found ``running`` at the next start was interrupted by
 the process dying; the manager reports it ``task_failed`` / ``INTERRUPTED``.
 
-Durability: rows are written by the store's writer thread. The poster makes an event's
-row durable (``await aflush()``, one flush covering every event accepted so far) before its
-first attempt, so a receiver never sees an event that a crash could then forget; an event
-accepted but not yet flushed when the process is killed is lost with its ``seq``, and the
-next start reuses that ``seq`` for the ``INTERRUPTED`` event, so the receiver sees no gap.
+Durability: rows are written by the store's writer thread. Before an event's first
+attempt the poster makes its row durable and checks that it is: one flush covering every
+event accepted so far, then a read of which of them are in the file
+(:meth:`Outbox.missing`); a row the store could not write (a full disk, a read-only file,
+a full hot queue) is written again in one cold transaction with every other unwritten one,
+in acceptance order (:meth:`Outbox.write_events`), until that succeeds. So a receiver never
+sees an event that is not in the file. An event accepted but not yet in the file when the
+process is killed is lost with its ``seq``; the next start reuses that ``seq`` for the
+``INTERRUPTED`` event (the last ``seq`` of a task is its newest event row's), so the
+receiver sees no gap.
 
-See ``docs/decisions/0012-durable-outbox.md``.
+One process per file: the outbox holds an exclusive lock on ``<file>.lock`` from before
+the file is opened until it is closed (:mod:`robot_mcp_kit._lockfile`); a second process
+is refused at start with :class:`~robot_mcp_kit.OutboxLocked` naming the file and the
+holder's pid. Opening also checks the file whole: its size against its pages,
+``PRAGMA integrity_check``, and every row (each event body must be the event its row
+names, each task row a task), refusing a damaged file with
+:class:`~robot_mcp_kit.store.StoreUnreadable` rather than sending what it holds.
+
+See ``docs/decisions/0012-durable-outbox.md`` and
+``docs/decisions/0019-outbox-lock-integrity-and-failed-writes.md``.
 """
 
 from __future__ import annotations
 
 import os
+import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from robot_mcp_kit._exceptions import ConfigurationError
+from robot_mcp_kit._exceptions import ConfigurationError, StoreUnreadable
+from robot_mcp_kit._lockfile import LockFile
 from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.models import TaskEvent, TaskInfo
 from robot_mcp_kit.store import Kind, Schema, SqliteStore, Table
@@ -110,6 +127,31 @@ _UPSERT_TASK = (
 )
 _FORGET_TASK = "DELETE FROM tasks WHERE task_id = ?"
 
+# A journalled task's newest event row holds its last seq: trimming spares it. Rows of a
+# task are in seq order by id (the poster writes them in acceptance order).
+_NEWEST_OF_EACH_TASK = (
+    "id IN (SELECT max(e.id) FROM outbox_events e "
+    "WHERE e.task_id IN (SELECT task_id FROM tasks) GROUP BY e.task_id)"
+)
+_IDS_PER_QUERY = 500  # well under sqlite's bound on ? placeholders in one statement
+
+_LOCKED_REMEDY = (
+    "Stop that process, or give this one its own outbox file (RVC_OUTBOX, or "
+    "EventPoster(outbox=...))."
+)
+
+
+def _damaged_remedy(path: Path) -> str:
+    return (
+        f"Move it aside (e.g. to {path.name}.broken) and start again with a fresh one: the "
+        "events still pending in it are then not sent, and the brain's reconciliation poll "
+        "(list_tasks) covers their tasks; or restore it from a backup."
+    )
+
+
+def _by_seq(row: OutboxRow) -> int:
+    return row.seq
+
 
 @dataclass(frozen=True, slots=True)
 class OutboxRow:
@@ -132,7 +174,10 @@ class Outbox:
         hot_queue_max: bound of the store's hot-write queue.
 
     Raises:
-        robot_mcp_kit.store.StoreError: the file cannot be opened (see the store).
+        OutboxLocked: another process (or another open in this one) holds the file.
+        robot_mcp_kit.store.StoreUnreadable: the file is damaged: cut short, failing
+            ``integrity_check``, or a row that is not what it says (see the store for the
+            other reasons a file cannot be opened).
 
     Thread-safe like the store. Owned by the poster's
     :class:`~robot_mcp_kit._backlog.DurableBacklog`, which opens and closes it.
@@ -149,9 +194,23 @@ class Outbox:
             raise ConfigurationError(f"delivered_tail must be >= 0, got {delivered_tail}.")
         self.path = Path(path)
         self.delivered_tail = delivered_tail
-        self.store = SqliteStore(self.path, OUTBOX_SCHEMA, hot_queue_max=hot_queue_max)
-        self.write_failures = 0
-        """Hot writes the store refused (its queue was full); each is logged."""
+        self._lock = LockFile(self.path, what="outbox", remedy=_LOCKED_REMEDY)
+        self._lock.acquire()  # before the file is opened: a holder may be writing it
+        try:
+            self.store = SqliteStore(
+                self.path,
+                OUTBOX_SCHEMA,
+                hot_queue_max=hot_queue_max,
+                full_check=True,
+                check_rows=self._check_rows,
+            )
+        except BaseException:
+            self._lock.release()
+            raise
+        self.enqueue_refusals = 0
+        """Hot writes the store refused (its queue was full, or it was closed); logged."""
+        self.cold_write_failures = 0
+        """Cold writes (and durability checks) that raised: each is logged by its caller."""
 
     def __repr__(self) -> str:
         return f"<Outbox {str(self.path)!r} {self.store!r}>"
@@ -167,25 +226,97 @@ class Outbox:
         self._enqueue(_MARK_EVENT, (state, event_id))
 
     def pending(self) -> list[OutboxRow]:
-        """The undelivered events, oldest first (a read)."""
-        rows = self.store.query(
-            "SELECT event_id, task_id, seq, body, enqueued_at FROM outbox_events "
-            "WHERE state = 'pending' ORDER BY id"
-        )
-        return [OutboxRow(r[0], r[1], int(r[2]), bytes(r[3]), float(r[4])) for r in rows]
+        """The undelivered events, oldest first, each task's in ``seq`` order (a read)."""
+        rows = [
+            OutboxRow(r[0], r[1], int(r[2]), bytes(r[3]), float(r[4]))
+            for r in self.store.query(
+                "SELECT event_id, task_id, seq, body, enqueued_at FROM outbox_events "
+                "WHERE state = 'pending' ORDER BY id"
+            )
+        ]
+        # Rows are in acceptance order but for a rewrite after a failed write; a task's
+        # events must still go in seq order, so each task's rows are sorted by seq in the
+        # places its rows hold.
+        places: dict[str, list[int]] = {}
+        for i, row in enumerate(rows):
+            places.setdefault(row.task_id, []).append(i)
+        ordered = list(rows)
+        for indexes in places.values():
+            for i, row in zip(
+                indexes, sorted((rows[i] for i in indexes), key=_by_seq), strict=True
+            ):
+                ordered[i] = row
+        return ordered
 
-    async def make_durable(self) -> None:
-        """Wait until every row queued so far is committed."""
-        await self.store.aflush()
+    def missing(self, event_ids: Iterable[str]) -> set[str]:
+        """Flush the hot queue, then return which of ``event_ids`` have no row (blocking).
+
+        Raises what the flush or the read raises (counted in ``cold_write_failures``).
+        """
+        wanted = list(event_ids)
+        try:
+            self.store.flush()
+            found: set[str] = set()
+            for start in range(0, len(wanted), _IDS_PER_QUERY):
+                chunk = wanted[start : start + _IDS_PER_QUERY]
+                marks = ",".join("?" * len(chunk))
+                found.update(
+                    r[0]
+                    for r in self.store.query(
+                        f"SELECT event_id FROM outbox_events WHERE event_id IN ({marks})",  # noqa: S608 - placeholders
+                        chunk,
+                    )
+                )
+        except Exception:
+            self.cold_write_failures += 1
+            raise
+        return set(wanted) - found
+
+    def write_events(self, rows: Iterable[tuple[str, str, int, bytes, float]]) -> None:
+        """Write event rows ``(event_id, task_id, seq, body, enqueued_at)`` in one transaction.
+
+        A cold write, for events none of which was sent yet: any row one of them already
+        has is replaced, so the rows end up in the order given (acceptance order) even
+        when the store wrote some of them and not others. Raises what the write raises
+        (counted in ``cold_write_failures``); then nothing of it was written.
+        """
+        rows = list(rows)
+        try:
+            with self.store.transaction() as conn:
+                conn.executemany(
+                    "DELETE FROM outbox_events WHERE event_id = ?", [(r[0],) for r in rows]
+                )
+                conn.executemany(_INSERT_EVENT, rows)
+        except Exception:
+            self.cold_write_failures += 1
+            raise
+
+    @property
+    def write_failures(self) -> int:
+        """Writes to the file that failed: hot ones (the store's) and cold ones."""
+        return self.store.stats.failed + self.cold_write_failures
+
+    @property
+    def failing(self) -> bool:
+        """True while the store's hot writes fail (its last batch wrote nothing)."""
+        return self.store.stats.failing
 
     def trim(self) -> int:
-        """Keep every pending row and the newest ``delivered_tail`` others; return how many went.
+        """Keep every pending row, each journalled task's newest row and the newest
+        ``delivered_tail`` others; return how many went.
 
         A cold write through the store's ``prune``.
         """
-        return self.store.prune(
-            "outbox_events", keep_last=self.delivered_tail, spare={"state": "pending"}
-        )
+        try:
+            return self.store.prune(
+                "outbox_events",
+                keep_last=self.delivered_tail,
+                spare={"state": "pending"},
+                spare_where=_NEWEST_OF_EACH_TASK,
+            )
+        except Exception:
+            self.cold_write_failures += 1
+            raise
 
     # -- the manager's side -------------------------------------------------------------
 
@@ -203,13 +334,16 @@ class Outbox:
     def tasks(self) -> list[tuple[TaskInfo, int]]:
         """Every journalled task with its last seq, oldest update first (a read).
 
-        The last seq is the larger of the task row's and of its newest event row's: the
-        event row is written just before the task row, so a kill between the two leaves
-        the event row ahead.
+        The last seq is the task's newest event row's (trimming spares it), and the task
+        row's only when the task has none. An event is sent only once its row is in the
+        file, so no seq a receiver saw is above it, and the journal writes a task row's
+        seq no higher than its newest event row known written (:class:`TaskJournal
+        <robot_mcp_kit._task_journal.TaskJournal>`), so a task row written where its
+        event rows were not (a nearly full disk) does not make the next seq skip any.
         """
         rows = self.store.query(
-            "SELECT t.info, max(t.seq, coalesce((SELECT max(e.seq) FROM outbox_events e "
-            "WHERE e.task_id = t.task_id), 0)) FROM tasks t ORDER BY t.updated_at, t.rowid"
+            "SELECT t.info, coalesce((SELECT max(e.seq) FROM outbox_events e "
+            "WHERE e.task_id = t.task_id), t.seq) FROM tasks t ORDER BY t.updated_at, t.rowid"
         )
         out: list[tuple[TaskInfo, int]] = []
         for info_json, seq in rows:
@@ -218,6 +352,22 @@ class Outbox:
             except ValueError:
                 _log.error("outbox_row_skipped", outbox=str(self.path), table="tasks")
         return out
+
+    def newest_events(self, task_ids: Iterable[str]) -> dict[str, TaskEvent]:
+        """The newest event row of each of ``task_ids`` that has one (a read)."""
+        found: dict[str, TaskEvent] = {}
+        for task_id in task_ids:
+            row = self.store.query_one(
+                "SELECT body FROM outbox_events WHERE task_id = ? ORDER BY id DESC LIMIT 1",
+                (task_id,),
+            )
+            if row is None:
+                continue
+            try:
+                found[task_id] = TaskEvent.model_validate_json(bytes(row[0]))
+            except ValueError:
+                _log.error("outbox_row_skipped", outbox=str(self.path), table="outbox_events")
+        return found
 
     def events(self, task_ids: Iterable[str], limit: int) -> list[TaskEvent]:
         """The newest ``limit`` journalled events of ``task_ids``, oldest first (a read)."""
@@ -243,22 +393,27 @@ class Outbox:
     def interrupt(self, event: TaskEvent, body: bytes, info: TaskInfo, enqueued_at: float) -> None:
         """Write an ``INTERRUPTED`` event (pending) and its task's new state, together.
 
-        A cold write: one transaction, committed before this returns.
+        A cold write: one transaction, committed before this returns; raises what the
+        write raises (counted in ``cold_write_failures``).
         """
-        with self.store.transaction() as conn:
-            conn.execute(
-                _INSERT_EVENT, (event.event_id, event.task_id, event.seq, body, enqueued_at)
-            )
-            conn.execute(
-                _UPSERT_TASK,
-                (
-                    info.task_id,
-                    info.state,
-                    event.seq,
-                    info.updated_at.isoformat(),
-                    info.model_dump_json(),
-                ),
-            )
+        try:
+            with self.store.transaction() as conn:
+                conn.execute(
+                    _INSERT_EVENT, (event.event_id, event.task_id, event.seq, body, enqueued_at)
+                )
+                conn.execute(
+                    _UPSERT_TASK,
+                    (
+                        info.task_id,
+                        info.state,
+                        event.seq,
+                        info.updated_at.isoformat(),
+                        info.model_dump_json(),
+                    ),
+                )
+        except Exception:
+            self.cold_write_failures += 1
+            raise
 
     def keep_tasks(self, task_ids: Iterable[str]) -> int:
         """Delete the task rows not in ``task_ids`` (a cold write); return how many went."""
@@ -272,8 +427,46 @@ class Outbox:
     # -- closing ------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Write what is queued and close the file. Idempotent."""
-        self.store.close()
+        """Write what is queued, close the file and release its lock. Idempotent."""
+        try:
+            self.store.close()
+        finally:
+            self._lock.release()
+
+    def _check_rows(self, conn: sqlite3.Connection) -> None:
+        """Refuse a file whose rows are not what they say (a read of every row, at open).
+
+        Bounded: the poster keeps at most ``queue_max + delivered_tail`` event rows (plus
+        one per journalled task) and the manager its running and retained tasks.
+        """
+        for rowid, event_id, task_id, seq, body in conn.execute(
+            "SELECT id, event_id, task_id, seq, body FROM outbox_events ORDER BY id"
+        ):
+            try:
+                event = TaskEvent.model_validate_json(bytes(body))
+            except ValueError:
+                raise self._damaged("outbox_events", rowid, "its body is not an event") from None
+            if (event.event_id, event.task_id, event.seq) != (event_id, task_id, seq):
+                raise self._damaged(
+                    "outbox_events", rowid, f"its body is another event than {event_id!r}"
+                )
+        for rowid, task_id, info_json in conn.execute(
+            "SELECT rowid, task_id, info FROM tasks ORDER BY rowid"
+        ):
+            try:
+                info = TaskInfo.model_validate_json(info_json)
+            except ValueError:
+                raise self._damaged("tasks", rowid, "its info is not a task") from None
+            if info.task_id != task_id:
+                raise self._damaged("tasks", rowid, f"its info is another task than {task_id!r}")
+
+    def _damaged(self, table: str, rowid: int, what: str) -> StoreUnreadable:
+        remedy = _damaged_remedy(self.path)
+        return StoreUnreadable(
+            f"The outbox {self.path} is damaged: row {rowid} of {table}: {what}. {remedy}",
+            path=str(self.path),
+            remedy=remedy,
+        )
 
     def _enqueue(self, sql: str, params: tuple[Any, ...]) -> bool:
         try:
@@ -282,5 +475,5 @@ class Outbox:
             _log.exception("outbox_write_refused", outbox=str(self.path))
             ok = False
         if not ok:
-            self.write_failures += 1
+            self.enqueue_refusals += 1
         return ok

@@ -46,7 +46,8 @@ class PosterStats:
         retried: attempts beyond the first, over all events.
         dropped: events lost without exhausting their retries: pushed out of a full
             queue, posted after ``aclose()``, unserializable, or still undelivered when
-            the close grace ran out.
+            the close grace ran out (without an outbox, or with one that could not be
+            written).
         queued: events accepted and not yet acknowledged or lost (waiting + in flight).
         given_up: events lost after the retry cap (10 minutes of failed attempts).
         refused: events a receiver refused at least once with a status that retrying the
@@ -56,6 +57,14 @@ class PosterStats:
             outbox for the next start (always 0 without an outbox).
         recovered: events a poster found pending in its outbox file at start, from a
             previous process (always 0 without an outbox).
+        outbox_write_failures: writes to the outbox file that failed (event rows,
+            settlements, task rows, trims); always 0 without an outbox. An event is never
+            sent before its row is written: a failed event row is written again.
+        outbox_unwritten: events accepted whose rows are not yet in the outbox file; they
+            wait in memory, unsent (always 0 without an outbox).
+        outbox_failing: True while writes to the outbox file fail, from the first failure
+            (one ERROR line, ``outbox_write_failing``) until a write succeeds (one WARNING
+            line, ``outbox_write_recovered``).
     """
 
     sent: int = 0
@@ -67,6 +76,9 @@ class PosterStats:
     kept: int = 0
     recovered: int = 0
     refused: int = 0
+    outbox_write_failures: int = 0
+    outbox_unwritten: int = 0
+    outbox_failing: bool = False
 
 
 class EventPoster:
@@ -107,6 +119,9 @@ class EventPoster:
     Raises:
         ConfigurationError: a URL without a secret, a URL that is not http(s), an empty
             or unprintable server name, or a non-positive bound.
+        OutboxLocked: another process (or poster) holds the outbox file.
+        robot_mcp_kit.store.StoreError: the outbox file cannot be opened: damaged
+            (``StoreUnreadable``), written by a newer release (``SchemaTooNew``), ...
     """
 
     def __init__(
@@ -218,6 +233,7 @@ class EventPoster:
                     queue_max=queue_max,
                     delivered_tail=outbox_delivered_tail,
                     adopt=self._adopt,
+                    sleep=self._clock.sleep,
                 )
 
     # -- public API -------------------------------------------------------------------
@@ -255,6 +271,9 @@ class EventPoster:
             kept=self._kept,
             recovered=self._recovered,
             refused=delivery.refused,
+            outbox_write_failures=self._backlog.write_failures,
+            outbox_unwritten=self._backlog.unwritten,
+            outbox_failing=self._backlog.failing,
         )
 
     async def post(self, event: TaskEvent) -> None:
@@ -308,7 +327,9 @@ class EventPoster:
 
         Whatever is still undelivered after the grace is kept in the durable outbox (sent
         by the next start) or, without one, dropped; either is counted and logged at
-        WARNING (``poster_closed``). Then the HTTP client and the outbox file are closed.
+        WARNING (``poster_closed``). An event whose row could not be written to the outbox
+        (a full disk) is tried once more, then dropped (ERROR ``outbox_events_lost``).
+        Then the HTTP client and the outbox file are closed.
         """
         if self._closed:
             if self._close_done is not None and self._loop is asyncio.get_running_loop():
@@ -329,11 +350,14 @@ class EventPoster:
                 self._delivery.reset()
         finally:
             try:
-                self._drop_leftovers()
+                left = self._take_leftovers()
                 if same_loop and self._backlog.path is not None:
+                    lost = await asyncio.to_thread(self._backlog.keep, left)
                     await asyncio.to_thread(self._backlog.close)  # flushes the file
                 else:
+                    lost = self._backlog.keep(left)
                     self._backlog.close()
+                self._log_leftovers(left, lost)
             finally:
                 # Even when cancelled above: a concurrent aclose() waits on this.
                 if self._close_done is not None:
@@ -367,28 +391,38 @@ class EventPoster:
         self._closed = True
         self._backlog.close()
 
-    def _drop_leftovers(self) -> None:
+    def _take_leftovers(self) -> list[QueuedEvent]:
+        """Empty the queue: the undelivered events, in flight first."""
         left = list(self._inflight.values()) + list(self._waiting.values())
         self._lanes.clear()
         self._waiting.clear()
         self._inflight.clear()
+        return left
+
+    def _log_leftovers(self, left: list[QueuedEvent], lost: list[QueuedEvent]) -> None:
+        """Count and log what the close left: kept in the outbox, or dropped (``lost``)."""
         sent = self._delivery.sent
         path = self._backlog.path
-        if left and path is not None:
-            self._kept += len(left)
+        if not left:
+            _log.info("poster_closed", server=self.server_name, sent=sent, undelivered=0)
+            return
+        if path is not None:
+            lost_ids = {item.event_id for item in lost}
+            kept = [item for item in left if item.event_id not in lost_ids]
+            self._kept += len(kept)
+            self._dropped += len(lost)
+            first = (kept or lost)[0]
             _log.warning(
                 "poster_closed",
                 server=self.server_name,
                 sent=sent,
-                kept=len(left),
+                kept=len(kept),
+                dropped=len(lost),  # logged at ERROR by the backlog (outbox_events_lost)
                 outbox=str(path),
-                first_event_id=left[0].event_id,
-                first_task_id=left[0].task_id,
-                first_seq=left[0].seq,
+                first_event_id=first.event_id,
+                first_task_id=first.task_id,
+                first_seq=first.seq,
             )
-            return
-        if not left:
-            _log.info("poster_closed", server=self.server_name, sent=sent, undelivered=0)
             return
         self._dropped += len(left)
         first = left[0]
@@ -414,10 +448,17 @@ class EventPoster:
         s = self.stats
         where = f"url={self.callback_url!r}" if self.enabled else "mode='no-op'"
         state = "closed" if self._closed else "open"
+        outbox = ""
+        if self._backlog.path is not None:
+            health = "failing" if s.outbox_failing else "ok"
+            outbox = (
+                f", outbox={health!r}, outbox_write_failures={s.outbox_write_failures}, "
+                f"outbox_unwritten={s.outbox_unwritten}"
+            )
         return (
             f"EventPoster(server={self.server_name!r}, {where}, {state}, posted={s.posted}, "
             f"sent={s.sent}, retried={s.retried}, dropped={s.dropped}, "
-            f"given_up={s.given_up}, queued={s.queued})"
+            f"given_up={s.given_up}, queued={s.queued}{outbox})"
         )
 
     # -- internals --------------------------------------------------------------------

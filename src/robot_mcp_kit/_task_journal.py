@@ -17,7 +17,7 @@ from typing import Protocol, runtime_checkable
 
 from robot_mcp_kit._outbox import Outbox, OutboxRow
 from robot_mcp_kit.log import get_logger
-from robot_mcp_kit.models import TaskEvent, TaskInfo, TaskState
+from robot_mcp_kit.models import TaskEvent, TaskFailure, TaskInfo, TaskState
 
 __all__ = ["INTERRUPTED", "JournalOwner", "Recovered", "TaskJournal"]
 
@@ -48,11 +48,16 @@ class TaskJournal:
             can queue it when it has already read its pending rows.
 
     Writes are hot (the store's writer thread) except :meth:`interrupt`, which commits.
+    A task row's seq is written no higher than the task's newest event known to be in the
+    file (the owner reports them through :meth:`written`): the next start continues a
+    task's seqs from what a receiver could have seen, whichever writes failed.
     """
 
     def __init__(self, outbox: Outbox, on_pending: Callable[[OutboxRow], None]) -> None:
         self._outbox = outbox
         self._on_pending = on_pending
+        # Per journalled task, the highest seq whose event row is known written.
+        self._written: dict[str, int] = {}
 
     def __repr__(self) -> str:
         return f"<TaskJournal {str(self.path)!r}>"
@@ -63,11 +68,18 @@ class TaskJournal:
         return self._outbox.path
 
     def save(self, info: TaskInfo, seq: int) -> None:
-        """Record a task's current state and last seq (hot write)."""
-        self._outbox.save_task(info, seq)
+        """Record a task's current state and last seq (hot write; see the class docstring)."""
+        written = self._written.setdefault(info.task_id, 0)
+        self._outbox.save_task(info, min(seq, written))
+
+    def written(self, task_id: str, seq: int) -> None:
+        """The owner wrote event ``seq`` of ``task_id`` to the file (a journalled task's)."""
+        if task_id in self._written and seq > self._written[task_id]:
+            self._written[task_id] = seq
 
     def forget(self, task_id: str) -> None:
         """Forget a task the manager no longer remembers (hot write)."""
+        self._written.pop(task_id, None)
         self._outbox.forget_task(task_id)
 
     def recover(self, max_finished: int, max_events: int) -> Recovered:
@@ -85,6 +97,7 @@ class TaskJournal:
                 "task_journal_unreadable", journal=str(outbox.path), then="starting without it"
             )
             return Recovered()
+        rows = self._finish_from_terminal_events(rows)
         running = [(i, seq) for i, seq in rows if i.state == TaskState.RUNNING]
         finished = [(i, seq) for i, seq in rows if i.state != TaskState.RUNNING]
         finished = finished[len(finished) - max_finished :] if max_finished else []
@@ -99,6 +112,40 @@ class TaskJournal:
         except Exception:
             _log.exception("task_journal_trim_failed", journal=str(outbox.path))
         return Recovered(finished=finished, running=running, events=events)
+
+    def _finish_from_terminal_events(
+        self, rows: list[tuple[TaskInfo, int]]
+    ) -> list[tuple[TaskInfo, int]]:
+        """A task journalled running whose newest event row is terminal did finish.
+
+        Its last task row write failed (a full disk) after the terminal event was written,
+        and so perhaps sent: it is restored from that event, not reported ``INTERRUPTED``
+        (which would tell the receiver it failed after it succeeded).
+        """
+        running = [info.task_id for info, _ in rows if info.state == TaskState.RUNNING]
+        if not running:
+            return rows
+        try:
+            newest = self._outbox.newest_events(running)
+        except Exception:
+            _log.exception("task_journal_unreadable", journal=str(self.path), then="as journalled")
+            return rows
+        out: list[tuple[TaskInfo, int]] = []
+        for info, seq in rows:
+            event = newest.get(info.task_id) if info.state == TaskState.RUNNING else None
+            finished = _finished_by(info, event) if event is not None else None
+            if finished is None or event is None:
+                out.append((info, seq))
+                continue
+            _log.warning(
+                "task_journal_repaired",
+                task_id=info.task_id,
+                state=finished.state,
+                seq=event.seq,
+                reason="journalled running, but its terminal event is in the outbox",
+            )
+            out.append((finished, event.seq))
+        return out
 
     def interrupt(self, event: TaskEvent, info: TaskInfo, enqueued_at: float) -> None:
         """Commit an ``INTERRUPTED`` task's event (pending, to be sent) and its new state.
@@ -122,6 +169,31 @@ class TaskJournal:
                 type=event.type,
                 then="the event is in the outbox and goes out on the next start",
             )
+
+
+def _finished_by(info: TaskInfo, event: TaskEvent) -> TaskInfo | None:
+    """``info`` as ``event`` (task_done / task_failed) left it; None for other events."""
+    try:
+        if event.type == "task_done":
+            result = event.payload.get("result")
+            return info.model_copy(
+                update={
+                    "state": TaskState.SUCCEEDED,
+                    "result": result if isinstance(result, dict) else None,
+                    "updated_at": event.ts,
+                }
+            )
+        if event.type == "task_failed":
+            return info.model_copy(
+                update={
+                    "state": TaskState.FAILED,
+                    "failure": TaskFailure.model_validate(event.payload),
+                    "updated_at": event.ts,
+                }
+            )
+    except ValueError:
+        return None
+    return None
 
 
 @runtime_checkable

@@ -43,6 +43,13 @@ order with its original ``event_id``, its 10-minute budget counted from when it 
 accepted. The size cap is ``queue_max``, as without an outbox. Without ``outbox`` nothing
 of this runs.
 
+An event is sent only once its row is in the file. When the file cannot be written (a full
+disk), events wait in memory, unsent, and the write is retried; ``stats.outbox_failing``,
+``outbox_unwritten`` and ``outbox_write_failures`` say so, and the log has one line when it
+starts and one when it ends. One process per file: a second poster on a file another holds
+raises :class:`~robot_mcp_kit.OutboxLocked`; a damaged file raises
+:class:`~robot_mcp_kit.store.StoreUnreadable` at construction, nothing in it sent.
+
 The poster is bound to the event loop of its first ``post()``; construct it anywhere
 (at module import too), use it from one loop.
 """

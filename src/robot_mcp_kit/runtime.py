@@ -71,6 +71,13 @@ class TaskRuntime(Generic[_Sink]):
 
     Raises:
         ConfigurationError: the poster's or the manager's configuration is invalid.
+        OutboxLocked: the default poster's outbox file (``RVC_OUTBOX``) is held by another
+            process.
+        robot_mcp_kit.store.StoreError: that file cannot be opened (damaged, too new).
+
+    All of them are :class:`~robot_mcp_kit.RobotMcpKitError` s with a one-line message:
+    ``except RobotMcpKitError as exc: sys.exit(f"myserver: {exc}")`` around the
+    construction is how ``examples/sleeper.py`` refuses to start without a traceback.
 
     Both are built here, so that tools can be registered on :attr:`manager` at import
     time; nothing runs until ``async with``. A runtime runs once: after its exit the

@@ -22,8 +22,20 @@ def states(path: Path) -> dict[str, str]:
         return dict(conn.execute("SELECT event_id, state FROM outbox_events ORDER BY id"))
 
 
-def item(n: int, task_id: str = "nav-1") -> QueuedEvent:
-    return QueuedEvent(f"ev-{n}", task_id, n, b"{}")
+def item(n: int, task_id: str = "nav-1", event_id: str | None = None) -> QueuedEvent:
+    """A queued event whose body is the event it names (the outbox checks that at open)."""
+    event_id = event_id or f"ev-{n}"
+    body = TaskEvent(
+        event_id=event_id,
+        task_id=task_id,
+        server="navigation",
+        tool="navigate_to",
+        type="progress",
+        seq=n,
+        ts=T0,
+        payload={"n": n},
+    )
+    return QueuedEvent(event_id, task_id, n, body.model_dump_json().encode())
 
 
 def backlog(path: Path, adopted: list[QueuedEvent] | None = None) -> DurableBacklog:
@@ -128,21 +140,81 @@ async def test_the_journal_recovers_plain_data_and_trims_task_rows(tmp_path):
     b = backlog(path)
     journal = b.journal
     assert journal.path == path
+    for task_id, minute, last_seq in (("old", 1, 2), ("new", 2, 3), ("run", 3, 1)):
+        journal.save(info(task_id, TaskState.RUNNING, minute), 0)  # what start() writes
+        for seq in range(1, last_seq + 1):
+            b.accept(last := item(seq, task_id=task_id, event_id=f"{task_id}-{seq}"), 1.0)
+    await b.make_durable(last)
     journal.save(info("old", TaskState.SUCCEEDED, 1), 2)
     journal.save(info("new", TaskState.FAILED, 2), 3)
     journal.save(info("run", TaskState.RUNNING, 3), 1)
-    b.accept(QueuedEvent("run-1", "run", 1, failed_event("run", 1).model_dump_json().encode()), 1.0)
     b.close()
 
     again = backlog(path)
     recovered = again.journal.recover(max_finished=1, max_events=100)
     assert [(i.task_id, seq) for i, seq in recovered.finished] == [("new", 3)]
     assert [(i.task_id, seq) for i, seq in recovered.running] == [("run", 1)]
-    assert [e.task_id for e in recovered.events] == ["run"]
+    assert [(e.task_id, e.seq) for e in recovered.events] == [
+        ("new", 1),
+        ("new", 2),
+        ("new", 3),
+        ("run", 1),
+    ]
     again.close()
     third = backlog(path)
     assert {i.task_id for i, _ in third.journal.recover(10, 100).finished} == {"new"}
     third.close()
+
+
+async def test_a_task_row_never_claims_a_seq_whose_event_is_not_in_the_file(tmp_path):
+    """The journal writes a task's seq capped at its newest event row known written: a
+    task row that lands where its event rows did not (a nearly full disk) cannot make the
+    next start skip seqs (INTERRUPTED comes right after what a receiver could have seen)."""
+    path = tmp_path / "outbox.db"
+    b = backlog(path)
+    journal = b.journal
+    journal.save(info("run", TaskState.RUNNING, 1), 0)
+    b.accept(first := item(1, task_id="run", event_id="run-1"), 1.0)
+    await b.make_durable(first)
+    journal.save(info("run", TaskState.RUNNING, 1), 1)
+    journal.save(info("run", TaskState.RUNNING, 1), 5)  # events 2..5 never reached the file
+    b.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT seq FROM tasks").fetchall() == [(1,)]
+    again = backlog(path)
+    assert [(i.task_id, seq) for i, seq in again.journal.recover(10, 100).running] == [("run", 1)]
+    again.close()
+
+
+async def test_a_task_journalled_running_whose_terminal_event_is_in_the_file_is_finished(
+    tmp_path,
+):
+    """Its last task row write failed after its task_done row was written (and perhaps
+    sent): the next start restores it finished instead of reporting it INTERRUPTED."""
+    path = tmp_path / "outbox.db"
+    b = backlog(path)
+    b.journal.save(info("run", TaskState.RUNNING, 1), 0)
+    done = TaskEvent(
+        event_id="run-2",
+        task_id="run",
+        server="navigation",
+        tool="navigate_to",
+        type="task_done",
+        seq=2,
+        ts=T0.replace(minute=9),
+        payload={"result": {"arrived": "dock"}},
+    )
+    b.accept(item(1, task_id="run", event_id="run-1"), 1.0)
+    b.accept(last := QueuedEvent("run-2", "run", 2, done.model_dump_json().encode()), 2.0)
+    await b.make_durable(last)
+    b.close()
+    again = backlog(path)
+    recovered = again.journal.recover(10, 100)
+    assert recovered.running == []
+    [(restored, seq)] = recovered.finished
+    assert (restored.state, restored.result, seq) == ("succeeded", {"arrived": "dock"}, 2)
+    assert restored.updated_at == done.ts
+    again.close()
 
 
 async def test_an_interrupted_event_is_committed_and_adopted_only_after_recovery(tmp_path):
@@ -195,3 +267,43 @@ async def test_an_adopted_event_pushing_out_the_oldest_is_logged_and_counted(tmp
     await poster.aclose()
     assert states(path)["t-2-int"] == "dropped"
     assert states(path)["t-3-int"] == "pending"
+
+
+async def test_a_trim_keeps_the_newest_event_of_each_journalled_task(tmp_path):
+    """A quiet running task's last event holds its last seq: trimming spares it, so the
+    restart's INTERRUPTED follows it (seq 2), not seq 1 again."""
+    path = tmp_path / "outbox.db"
+    b = DurableBacklog(
+        path, server_name="navigation", queue_max=10, delivered_tail=5, adopt=lambda e: None
+    )
+    b.journal.save(info("quiet", TaskState.RUNNING, 1), 0)
+    b.accept(first := item(1, task_id="quiet", event_id="quiet-1"), 1000.0)
+    await b.make_durable(first)
+    await b.settle(first, "delivered")
+    for n in range(2, 40):
+        b.accept(other := item(n, task_id="busy"), 1000.0 + n)
+        await b.make_durable(other)
+        await b.settle(other, "delivered")
+    b.accept(last := item(40, task_id="busy"), 1040.0)
+    await b.make_durable(last)
+    b.trim()
+    b.close()
+    kept = states(path)
+    assert "quiet-1" in kept
+    assert len(kept) == 5 + 1 + 1  # the tail, the quiet task's newest, the pending one
+    again = backlog(path)
+    assert [(i.task_id, seq) for i, seq in again.journal.recover(10, 100).running] == [("quiet", 1)]
+    again.close()
+
+
+async def test_pending_events_of_a_task_come_back_in_seq_order(tmp_path):
+    """Rows rewritten after a failed write can sit out of id order; each task's events
+    still come back in seq order, in the places its rows hold."""
+    path = tmp_path / "outbox.db"
+    b = backlog(path)
+    for n, task_id in ((2, "a"), (1, "b"), (1, "a"), (3, "a")):
+        b.accept(item(n, task_id=task_id, event_id=f"{task_id}-{n}"), 1000.0)
+    b.close()
+    again = backlog(path)
+    assert [e.event_id for e in again.recover()] == ["a-1", "b-1", "a-2", "a-3"]
+    again.close()

@@ -10,16 +10,20 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import socket
 import sqlite3
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from robot_mcp_kit import EventPoster, RetryPolicy, TaskEvent, TaskManager
+from robot_mcp_kit import EventPoster, OutboxLocked, RetryPolicy, TaskEvent, TaskManager
 from robot_mcp_kit.models import new_event_id, utc_now
+from robot_mcp_kit.store import StoreUnreadable
 
 SECRET = "s3cret"
 URL = "http://brain.test/api/agent/events"
@@ -243,6 +247,44 @@ class TestOutbox:
         await reopened.start()  # trims at load
         await reopened.aclose()
         assert len(states(path)) <= 15
+
+
+class TestGuards:
+    async def test_a_second_open_of_the_file_is_refused_until_the_first_closes(self, tmp_path):
+        """One poster per outbox file: the second is refused, naming the file and holder."""
+        path = tmp_path / "outbox.db"
+        first = poster_on(path, Brain())
+        with pytest.raises(OutboxLocked) as info:
+            poster_on(path, Brain())
+        error = info.value
+        assert (error.path, error.lock_path) == (str(path), f"{path}.lock")
+        assert (error.holder_pid, error.holder_host) == (os.getpid(), socket.gethostname())
+        message = str(error)
+        assert "\n" not in message
+        assert f"{path} is in use by process {os.getpid()} on {socket.gethostname()}" in message
+        assert isinstance(error, RuntimeError)
+        await first.aclose()
+        again = poster_on(path, Brain())  # closing released it
+        await again.aclose()
+
+    async def test_a_row_that_is_not_its_event_refuses_the_file_untouched(self, tmp_path):
+        """An event body that is not the event its row names: refused at open, not sent."""
+        path = tmp_path / "outbox.db"
+        down = Brain(lambda e: 503)
+        first = poster_on(path, down)
+        for i in (1, 2):
+            await first.post(event(i))
+        await wait_until(lambda: len(down.seen) >= 1)
+        await first.aclose()
+        with closing(sqlite3.connect(path)) as conn, conn:
+            conn.execute("UPDATE outbox_events SET body = ? WHERE id = 2", (b'{"seq": 2',))
+        before = path.read_bytes()
+        brain = Brain()
+        with pytest.raises(StoreUnreadable, match="row 2 of outbox_events") as info:
+            poster_on(path, brain)
+        assert "move it aside" in str(info.value).lower()
+        assert path.read_bytes() == before
+        assert brain.seen == []
 
 
 async def _task_body_forever(ctx: Any) -> dict[str, Any]:

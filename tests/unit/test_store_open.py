@@ -203,6 +203,61 @@ class TestRefuse:
         assert "Restore index.db from a backup" in str(info.value)
         assert sha(path) == before
 
+    @pytest.mark.parametrize(
+        ("cut", "reason"),
+        [(100, "not a whole number of 4096-byte pages"), (4096, "holds {n} of the {pages} pages")],
+        ids=["part-of-a-page", "a-whole-page"],
+    )
+    def test_a_file_cut_short_at_its_end_is_unreadable(self, tmp_path, cut, reason):
+        """Cut at the end, the last page reads as zeros: quick_check passes such a file
+        (issue 18: an outbox cut by 100 bytes sent a corrupted body); the size check does not."""
+        path = tmp_path / "index.db"
+        with SqliteStore(path, V1) as store, store.transaction() as conn:
+            conn.executemany(
+                "INSERT INTO notes (body) VALUES (?)", [("x" * 300,) for _ in range(100)]
+            )
+        size = path.stat().st_size
+        pages = size // 4096
+        assert size == pages * 4096
+        reason = reason.format(n=pages - 1, pages=pages)
+        with path.open("r+b") as f:
+            f.truncate(size - cut)
+        if cut < 4096:  # sqlite reads the missing part of the page as zeros: quick_check passes
+            ro = sqlite3.connect(f"{path.as_uri()}?mode=ro&immutable=1", uri=True)
+            try:
+                assert ro.execute("PRAGMA quick_check").fetchall() == [("ok",)]
+            finally:
+                ro.close()
+        before = sha(path)
+        with pytest.raises(StoreUnreadable, match=reason) as info:
+            SqliteStore(path, V1)
+        assert "cut short" in str(info.value)
+        assert sha(path) == before
+
+    def test_full_check_finds_an_index_out_of_step_with_its_table(self, tmp_path):
+        """full_check=True runs integrity_check, which compares every index with its table."""
+        indexed = Table(
+            "notes",
+            Kind.DEFINITION,
+            NOTES.ddl,
+            indexes=("CREATE INDEX notes_body ON notes (body)",),
+        )
+        schema = Schema(1, (indexed,))
+        path = tmp_path / "index.db"
+        with SqliteStore(path, schema) as store:
+            store.execute("INSERT INTO notes (body) VALUES ('a'), ('b')")
+        conn = sqlite3.connect(path)
+        conn.execute("PRAGMA writable_schema=ON")  # the index now claims another column
+        conn.execute(
+            "UPDATE sqlite_schema SET sql = 'CREATE INDEX notes_body ON notes (id)' "
+            "WHERE name = 'notes_body'"
+        )
+        conn.commit()
+        conn.close()
+        SqliteStore(path, schema).close()  # quick_check does not compare indexes
+        with pytest.raises(StoreUnreadable, match="integrity_check reports"):
+            SqliteStore(path, schema, full_check=True)
+
     def test_undeclared_table_is_a_mismatch(self, tmp_path):
         """A table the schema neither declares nor derives stops the open, named."""
         path = tmp_path / "index.db"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 import time
@@ -212,6 +213,28 @@ class TestHotPath:
         assert store.stats.failed == 1
         assert store.stats.written == 3
         assert sorted(r["n"] for r in store.query("SELECT n FROM events")) == [1, 2, 3]
+
+    def test_failing_writes_are_logged_once_per_episode(self, store, caplog):
+        """Batches that write nothing and fail: one ERROR for the run of them, one WARNING
+        when a batch commits again; stats.failing in between (issue 18: a full disk wrote
+        one ERROR line per record)."""
+        caplog.set_level(logging.WARNING, logger="robot_mcp_kit.store")
+        for _ in range(5):
+            for _ in range(40):
+                store.enqueue("INSERT INTO nowhere VALUES (1)")
+            store.flush(timeout_s=10)
+        assert store.stats.failing
+        assert store.stats.failed == 200
+        store.enqueue("INSERT INTO events (n) VALUES (1)")
+        store.flush(timeout_s=10)
+        assert not store.stats.failing
+        lines = [r.getMessage() for r in caplog.records]
+        assert [m.split(" ")[0] for m in lines] == [
+            "store_hot_write_failed",
+            "store_hot_write_recovered",
+        ], lines
+        assert "no such table: nowhere" in lines[0]
+        assert "failed=200" in lines[1]
 
     def test_enqueue_racing_close_is_a_counted_drop_not_a_silent_loss(self, tmp_path):
         """A hot write that reaches the writer after stop() began is refused and counted.

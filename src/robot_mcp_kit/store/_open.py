@@ -1,7 +1,11 @@
 """Opening a store's file: inspect it read-only, create it, migrate it, check its tables.
 
 Opening never writes through a file it refuses: the file is inspected on a read-only
-connection first (header, ``quick_check``, version), and only then opened for writing.
+connection first (header, size, ``quick_check`` or ``integrity_check``, version), and only
+then opened for writing. The size check catches what sqlite's own checks let through: a
+file cut short (or grown) by a part of a page, or shorter than its header says, reads as
+zeros where the cut was, which ``quick_check`` does not look at. It runs when no ``-wal``
+holds committed pages beside the file (with one, sqlite reads the newest pages from it).
 A missing file is created at a temporary name and renamed into place, so the path holds
 either nothing or a complete database — an empty (zero-byte) file at the path is
 therefore not something this store ever leaves, and is refused as ``StoreUnreadable``.
@@ -44,6 +48,8 @@ __all__ = [
 _log = get_logger("robot_mcp_kit.store")
 
 _HEADER = b"SQLite format 3\x00"
+_HEADER_BYTES = 100  # the database header on page 1
+_WAL_HEADER_BYTES = 32
 _VERSION_KEY = "schema_version"
 
 
@@ -67,16 +73,21 @@ def _unreadable(path: Path, reason: str) -> StoreUnreadable:
     )
 
 
-def prepare_file(path: Path, schema: Schema, *, busy_timeout_ms: int) -> tuple[bool, int]:
+def prepare_file(
+    path: Path, schema: Schema, *, busy_timeout_ms: int, full_check: bool = False
+) -> tuple[bool, int]:
     """Inspect ``path`` read-only, or create it; return ``(created, file_version)``.
 
     A missing file, or an existing database with no tables at all, gets ``schema``
     created in it: ``(True, 0)``. Otherwise nothing is written and the file's version
-    comes back as ``(False, version)``; the caller migrates it.
+    comes back as ``(False, version)``; the caller migrates it. ``full_check`` runs
+    ``PRAGMA integrity_check`` (indexes against their tables too) instead of
+    ``quick_check``: for small files whose every row matters.
 
     Raises:
-        StoreUnreadable: not a regular file, empty, no SQLite header, ``quick_check``
-            fails, or no valid version row.
+        StoreUnreadable: not a regular file, empty, no SQLite header, a size that is not
+            the pages its header describes, the integrity check fails, or no valid
+            version row.
         SchemaTooNew: the file's version is above ``schema.version``.
         SchemaMismatch: the file holds tables but no ``store_meta``.
     """
@@ -86,15 +97,17 @@ def prepare_file(path: Path, schema: Schema, *, busy_timeout_ms: int) -> tuple[b
     if not path.is_file():
         raise _unreadable(path, "it is not a regular file")
     with path.open("rb") as f:
-        header = f.read(len(_HEADER))
+        header = f.read(_HEADER_BYTES)
     if not header:
         raise _unreadable(path, "the file is empty (0 bytes)")
-    if header != _HEADER:
+    if header[: len(_HEADER)] != _HEADER:
         raise _unreadable(path, "it does not start with the SQLite header")
     # With no -wal beside it, everything committed is in the main file: read it as
     # immutable, so the inspection creates no -wal/-shm beside a file it may refuse.
     # With a -wal (a crash, or another process has it open), read through it.
     wal = _sidecars(path)[0]
+    if not _has_frames(wal):
+        _check_size(path, header)
     flags = "mode=ro" if wal.exists() else "mode=ro&immutable=1"
     try:
         ro = sqlite3.connect(f"{path.as_uri()}?{flags}", uri=True)
@@ -102,9 +115,10 @@ def prepare_file(path: Path, schema: Schema, *, busy_timeout_ms: int) -> tuple[b
         raise _unreadable(path, f"sqlite could not open it ({exc})") from exc
     try:
         ro.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
-        check = ro.execute("PRAGMA quick_check").fetchall()
+        pragma = "integrity_check" if full_check else "quick_check"
+        check = ro.execute(f"PRAGMA {pragma}").fetchall()
         if [tuple(r) for r in check] != [("ok",)]:
-            raise _unreadable(path, f"quick_check reports {check[0][0]!r}")
+            raise _unreadable(path, f"{pragma} reports {check[0][0]!r}")
         version = read_version(ro, path)
     except sqlite3.DatabaseError as exc:
         raise _unreadable(path, f"sqlite reports {exc}") from exc
@@ -122,6 +136,47 @@ def prepare_file(path: Path, schema: Schema, *, busy_timeout_ms: int) -> tuple[b
         _create_schema(path, schema)
         return True, 0
     return False, version
+
+
+def _check_size(path: Path, header: bytes) -> None:
+    """Refuse a file whose size is not the whole pages its header describes.
+
+    Only meaningful with no committed frames in a ``-wal`` beside it: then every page
+    is in the file, sqlite only ever writes whole pages, and the header's page count is
+    the file's when its "version-valid-for" matches the change counter.
+    """
+    if len(header) < _HEADER_BYTES:
+        raise _unreadable(path, f"it is {len(header)} bytes, shorter than a SQLite header")
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    size = path.stat().st_size
+    if page_size < 512 or page_size & (page_size - 1):
+        raise _unreadable(path, f"its header names no valid page size ({page_size})")
+    if size % page_size:
+        raise _unreadable(
+            path,
+            f"its size ({size} bytes) is not a whole number of {page_size}-byte pages, "
+            "so it was cut short or written past its end",
+        )
+    change_counter, header_pages, valid_for = (
+        int.from_bytes(header[24:28], "big"),
+        int.from_bytes(header[28:32], "big"),
+        int.from_bytes(header[92:96], "big"),
+    )
+    if header_pages and change_counter == valid_for and size < header_pages * page_size:
+        raise _unreadable(
+            path,
+            f"it holds {size // page_size} of the {header_pages} pages its header counts, "
+            "so it was cut short",
+        )
+
+
+def _has_frames(wal: Path) -> bool:
+    """True when ``wal`` exists and is longer than its 32-byte header (it may hold pages)."""
+    try:
+        return wal.stat().st_size > _WAL_HEADER_BYTES
+    except FileNotFoundError:
+        return False
 
 
 def read_version(conn: sqlite3.Connection, path: Path) -> int:

@@ -70,6 +70,12 @@ class SqliteStore:
         checkpoint_pages: the WAL size, in pages, at which a commit checkpoints (None:
             sqlite's 1 000). Larger means fewer, bigger checkpoints: a page written by many
             commits is copied back once.
+        full_check: inspect an existing file with ``PRAGMA integrity_check`` (every index
+            against its table) rather than ``quick_check``; for small files whose every
+            row matters (the durable outbox).
+        check_rows: called with the open write connection after the table check and
+            before the store is ready (and logged so); whatever it raises refuses the file
+            (closed, nothing written). For a check of the rows themselves.
 
     Raises:
         StoreUnreadable, SchemaTooNew, SchemaMismatch, MigrationFailed: see above.
@@ -88,6 +94,8 @@ class SqliteStore:
         busy_timeout_ms: int = 5_000,
         write_cache_kib: int | None = None,
         checkpoint_pages: int | None = None,
+        full_check: bool = False,
+        check_rows: Callable[[sqlite3.Connection], None] | None = None,
     ) -> None:
         self.path = Path(path).absolute()
         self.schema = schema
@@ -102,7 +110,7 @@ class SqliteStore:
 
         started = time.monotonic()
         created, from_version = _open.prepare_file(
-            self.path, schema, busy_timeout_ms=busy_timeout_ms
+            self.path, schema, busy_timeout_ms=busy_timeout_ms, full_check=full_check
         )
         self._conn = _open.connect(
             self.path,
@@ -120,6 +128,8 @@ class SqliteStore:
                     steps=schema.migrations if migrations is None else migrations,
                 )
             _open.check_tables(self._conn, self.path, schema)
+            if check_rows is not None:
+                check_rows(self._conn)
             counts = _open.count_rows(self._conn, self._tables)
         except BaseException:
             self._conn.close()
@@ -272,14 +282,16 @@ class SqliteStore:
         older_than_s: float | None = None,
         keep_last: int | None = None,
         spare: Mapping[str, str | int] | None = None,
+        spare_where: str | None = None,
     ) -> int:
         """Delete old rows from a declared RECORD table; return how many were deleted.
 
         The one chokepoint that deletes by age or count. ``older_than_s`` deletes rows whose
         ``time_column`` is older than that many seconds; ``keep_last`` keeps only the N
         newest rows (by ``time_column``, else rowid). Both may be given. Rows whose columns
-        hold every value in ``spare`` (e.g. ``{"state": "pending"}``) are never deleted and
-        do not count towards ``keep_last``. A cold write.
+        hold every value in ``spare`` (e.g. ``{"state": "pending"}``), and rows matching
+        the SQL condition ``spare_where`` (the caller's own SQL, never user input), are
+        never deleted and do not count towards ``keep_last``. A cold write.
 
         Raises:
             PruneRefused: before deleting anything, unless ``table`` is a declared RECORD.
@@ -305,6 +317,8 @@ class SqliteStore:
             )
         name = _q(declared.name)
         spared = " AND ".join(f"{_q(column)} = ?" for column in spare or {})
+        if spare_where:
+            spared = f"({spared}) OR ({spare_where})" if spared else f"({spare_where})"
         unspared = f"NOT ({spared}) AND " if spared else ""
         spare_values = tuple((spare or {}).values())
         deleted = 0

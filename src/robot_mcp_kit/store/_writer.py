@@ -4,9 +4,16 @@
 False (counting a drop) when the deque is full. The writer thread wakes, takes up to
 ``batch_max`` jobs, and writes them in ONE transaction while holding the store's write
 lock — so a cold write on another thread waits at most one bounded batch. Consecutive jobs
-with the same SQL go through one ``executemany``. A job that raises is logged and counted
-in ``failed``; it never kills the thread, and the other jobs of its batch are still
+with the same SQL go through one ``executemany``. A job that raises is counted in
+``failed``; it never kills the thread, and the other jobs of its batch are still
 written. Shutdown is by a stop flag: the thread drains everything queued, then exits.
+
+Failures are logged once per episode, not once per job (a full disk fails every job
+until space comes back): ``store_hot_write_failed`` (ERROR) when batches start failing,
+``store_hot_write_recovered`` (WARNING) when one commits again, folded as
+:class:`~robot_mcp_kit._failures.FailureEpisodes` says. A batch that both writes and
+fails some jobs (a bad statement among good ones) is logged each time. ``stats.failing``
+is True from a batch that wrote nothing and failed until one commits.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from robot_mcp_kit._exceptions import ConfigurationError, FlushTimeout
+from robot_mcp_kit._failures import FailureEpisodes
 from robot_mcp_kit.log import get_logger
 
 __all__ = ["HotWriter", "Params", "StoreStats"]
@@ -38,8 +46,10 @@ class StoreStats:
     """A snapshot of the hot path's counters.
 
     ``enqueued``: accepted by ``enqueue``; ``written``: committed; ``dropped``: refused
-    because the queue was full; ``failed``: raised when executed (logged); ``queued``:
-    accepted and not yet processed.
+    because the queue was full; ``failed``: raised when executed, or lost with their
+    batch's failed commit (logged once per streak); ``queued``: accepted and not yet
+    processed; ``failing``: the last batch wrote nothing and failed (a full disk, a
+    read-only file), until one commits again.
     """
 
     enqueued: int
@@ -47,6 +57,7 @@ class StoreStats:
     dropped: int
     failed: int
     queued: int
+    failing: bool = False
 
 
 class HotWriter:
@@ -80,6 +91,7 @@ class HotWriter:
         self._dropped = 0
         self._failed = 0
         self._drop_streak = 0
+        self._episodes = FailureEpisodes()  # the writer thread's alone
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
         self.thread.start()
 
@@ -141,6 +153,7 @@ class HotWriter:
                 dropped=self._dropped,
                 failed=self._failed,
                 queued=len(self._jobs),
+                failing=self._episodes.failing,
             )
 
     # --- the thread --------------------------------------------------------------
@@ -154,13 +167,15 @@ class HotWriter:
                 if not batch:
                     break
                 try:
-                    written, failed = self._write(batch)
-                except Exception:  # never let one batch kill the thread
-                    _log.exception("store_writer_batch_failed", jobs=len(batch))
-                    written, failed = 0, len(batch)
-                # Only this thread writes these two counters: no lock needed.
+                    written, failed, error = self._write(batch)
+                except Exception as exc:  # never let one batch kill the thread
+                    if not isinstance(exc, sqlite3.Error):  # a bug, not the disk: loud
+                        _log.exception("store_writer_batch_failed", jobs=len(batch))
+                    written, failed, error = 0, len(batch), f"{type(exc).__name__}: {exc}"
+                # Only this thread writes these counters: no lock needed.
                 self._written += written
                 self._failed += failed
+                self._log_outcome(written, failed, error)
                 with self._done:
                     self._processed += len(batch)
                     self._done.notify_all()
@@ -181,7 +196,27 @@ class HotWriter:
             pass
         return batch
 
-    def _write(self, batch: list[_Job]) -> tuple[int, int]:
+    def _log_outcome(self, written: int, failed: int, error: str) -> None:
+        """Log a failing batch once per episode (see the module docstring)."""
+        episodes = self._episodes
+        if written:
+            if failed:  # a bad job among good ones: not an episode, logged every time
+                _log.error("store_hot_write_failed", error=error, failed=failed, written=written)
+            if episodes.succeeded():
+                _log.warning(
+                    "store_hot_write_recovered",
+                    failed=episodes.failures,
+                    seconds=episodes.seconds(),
+                )
+        elif failed and episodes.failed(failed):
+            _log.error(
+                "store_hot_write_failed",
+                error=error,
+                failed=episodes.failures,
+                then="logged again when writes work again (store_hot_write_recovered)",
+            )
+
+    def _write(self, batch: list[_Job]) -> tuple[int, int, str]:
         conn = self._conn
         with self._lock:
             try:
@@ -198,17 +233,18 @@ class HotWriter:
                         conn.executemany(sql, [job[1] for job in batch[i:j]])
                     i = j
                 conn.execute("COMMIT")
-                return len(batch), 0
+                return len(batch), 0, ""
             except sqlite3.Error:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
             # Slow path, only after an error: one job at a time so a bad job costs itself.
             return self._write_one_by_one(batch)
 
-    def _write_one_by_one(self, batch: list[_Job]) -> tuple[int, int]:
+    def _write_one_by_one(self, batch: list[_Job]) -> tuple[int, int, str]:
+        """Each job on its own in one transaction: (written, failed, the first error)."""
         conn = self._conn
-        written = failed = 0
-        pending = 0
+        failed = pending = 0
+        error = ""
         conn.execute("BEGIN IMMEDIATE")
         for sql, params in batch:
             try:
@@ -216,7 +252,7 @@ class HotWriter:
                 pending += 1
             except sqlite3.Error as exc:
                 failed += 1
-                _log.error("store_hot_write_failed", error=str(exc), sql=sql[:200])
+                error = error or f"{exc} (in {sql[:120]})"
                 if not conn.in_transaction:  # the error rolled the whole transaction back
                     failed += pending
                     pending = 0
@@ -224,9 +260,7 @@ class HotWriter:
         try:
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
-            _log.error("store_hot_commit_failed", error=str(exc))
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            return 0, failed + pending
-        written += pending
-        return written, failed
+            return 0, failed + pending, error or f"{exc} (at COMMIT)"
+        return pending, failed, error
