@@ -20,7 +20,15 @@ limit                    what happens past it
 ``MAX_COUNT``            a counter in a document is ``invalid``; increments saturate
 ``MAX_YAML_DEPTH``       frontmatter nested deeper is ``invalid`` (checked pre-parse)
 ``MAX_ID_LENGTH``        a longer id is ``invalid``
+``MAX_ANSWER_BYTES``     a find leaves markdown out, a list page stops early (the
+                         default of ``MEMORY_MAX_ANSWER_BYTES``)
+``ROBOT_MAX_CALLS``      a robot's further calls wait (``MEMORY_ROBOT_MAX_CALLS``)
+``ROBOT_MAX_QUEUED``     a robot's further calls answer ``busy``
+                         (``MEMORY_ROBOT_MAX_QUEUED``)
 =======================  ==========================================================
+
+The last three are defaults an operator may change through the environment
+(:mod:`robot_mcp_memory.settings`); the others are fixed.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from __future__ import annotations
 import re
 
 __all__ = [
+    "MAX_ANSWER_BYTES",
     "MAX_COUNT",
     "MAX_DOC_BYTES",
     "MAX_ID_LENGTH",
@@ -42,6 +51,8 @@ __all__ = [
     "MAX_QUERY_BYTES",
     "MAX_YAML_DEPTH",
     "MAX_YAML_INDENT",
+    "ROBOT_MAX_CALLS",
+    "ROBOT_MAX_QUEUED",
     "clamp",
 ]
 
@@ -95,6 +106,23 @@ composer recurses once per level) ever sees the text.
 
 MAX_ID_LENGTH = 100
 """Longest process id, in characters."""
+
+MAX_ANSWER_BYTES = 512 * 1024
+"""Default bound on one ``find_processes`` / ``list_processes`` answer, in bytes on the wire.
+
+Counted as the runner sends it: the JSON text *and* the ``structuredContent`` copy. A find
+past it leaves the markdown of further results out (they stay listed, to be fetched with
+``get_process``); a list page stops early with ``next_offset``. The best result's markdown
+(and a list's first summary) is always included, so one answer is at most the larger of
+this bound and one document's (a document is at most :data:`MAX_DOC_BYTES`).
+"""
+
+ROBOT_MAX_CALLS = 2
+"""Default number of calls one robot token runs at once; further calls wait in its lane."""
+
+ROBOT_MAX_QUEUED = 8
+"""Default number of calls of one robot token that may wait; past it a call answers
+``busy`` at once, without running."""
 
 
 def clamp(value: int, low: int, high: int) -> int:

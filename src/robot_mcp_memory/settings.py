@@ -27,6 +27,11 @@ from robot_mcp_memory._exceptions import (
     SettingsError,
     TokenMapError,
 )
+from robot_mcp_memory.limits import (
+    MAX_ANSWER_BYTES,
+    ROBOT_MAX_CALLS,
+    ROBOT_MAX_QUEUED,
+)
 from robot_mcp_memory.tenant import parse_robot_tokens
 
 __all__ = ["ENV_VARS", "SearchMode", "Settings", "Transport", "load_settings"]
@@ -87,6 +92,25 @@ ENV_VARS: dict[str, tuple[str, str, str]] = {
         "10",
         "seconds a connection may take to send a complete request head (0 < s <= 300); "
         "then it is closed",
+    ),
+    "MEMORY_ROBOT_MAX_CALLS": (
+        "robot_max_calls",
+        str(ROBOT_MAX_CALLS),
+        "tool calls one robot token runs at once (1-64); its further calls wait their turn "
+        "in its own queue, never delaying other robots; the admin is not limited",
+    ),
+    "MEMORY_ROBOT_MAX_QUEUED": (
+        "robot_max_queued",
+        str(ROBOT_MAX_QUEUED),
+        "tool calls of one robot token that may wait (0-1024); past it a call answers "
+        '{"error": "busy", "retry_after_s": n} at once, without running',
+    ),
+    "MEMORY_MAX_ANSWER_BYTES": (
+        "max_answer_bytes",
+        str(MAX_ANSWER_BYTES),
+        "bytes one find_processes / list_processes answer may take on the wire "
+        "(65536-67108864); past it a find leaves further results' markdown out "
+        "(get_process fetches them) and a list page stops early with next_offset",
     ),
     "MEMORY_SEARCH": (
         "search",
@@ -154,6 +178,24 @@ class Settings(BaseSettings):
         le=300,
         allow_inf_nan=False,
         validation_alias=AliasChoices("header_timeout_s", "MEMORY_HEADER_TIMEOUT_S"),
+    )
+    robot_max_calls: int = Field(
+        default=ROBOT_MAX_CALLS,
+        ge=1,
+        le=64,
+        validation_alias=AliasChoices("robot_max_calls", "MEMORY_ROBOT_MAX_CALLS"),
+    )
+    robot_max_queued: int = Field(
+        default=ROBOT_MAX_QUEUED,
+        ge=0,
+        le=1024,
+        validation_alias=AliasChoices("robot_max_queued", "MEMORY_ROBOT_MAX_QUEUED"),
+    )
+    max_answer_bytes: int = Field(
+        default=MAX_ANSWER_BYTES,
+        ge=64 * 1024,
+        le=64 * 1024 * 1024,
+        validation_alias=AliasChoices("max_answer_bytes", "MEMORY_MAX_ANSWER_BYTES"),
     )
 
     search: SearchMode = Field(
