@@ -117,12 +117,17 @@ past it leaves the markdown of further results out (they stay listed, to be fetc
 this bound and one document's (a document is at most :data:`MAX_DOC_BYTES`).
 """
 
-ROBOT_MAX_CALLS = 2
-"""Default number of calls one robot token runs at once; further calls wait in its lane."""
+ROBOT_MAX_CALLS = 1
+"""Default number of calls one robot token runs at once in each of its two lanes (the
+document tools; the registry and lesson tools); further calls wait in the lane.
+
+One: a call runs in a worker thread of the one server process, so each call a robot runs
+at once takes CPU (and the GIL) from every other robot's calls. Measured with
+``benchmarks/bench_fairness.py`` (decision 0021)."""
 
 ROBOT_MAX_QUEUED = 8
-"""Default number of calls of one robot token that may wait; past it a call answers
-``busy`` at once, without running."""
+"""Default number of calls of one robot token that may wait in each lane; past it a call
+answers ``busy`` at once, without running."""
 
 
 def clamp(value: int, low: int, high: int) -> int:

@@ -96,13 +96,14 @@ ENV_VARS: dict[str, tuple[str, str, str]] = {
     "MEMORY_ROBOT_MAX_CALLS": (
         "robot_max_calls",
         str(ROBOT_MAX_CALLS),
-        "tool calls one robot token runs at once (1-64); its further calls wait their turn "
-        "in its own queue, never delaying other robots; the admin is not limited",
+        "tool calls one robot token runs at once in each of its two lanes, the document tools "
+        "and the registry/lesson tools (1-64); its further calls wait their turn in its own "
+        "queue, never delaying other robots; the admin is not limited",
     ),
     "MEMORY_ROBOT_MAX_QUEUED": (
         "robot_max_queued",
         str(ROBOT_MAX_QUEUED),
-        "tool calls of one robot token that may wait (0-1024); past it a call answers "
+        "tool calls of one robot token that may wait in each lane (0-1024); past it a call answers "
         '{"error": "busy", "retry_after_s": n} at once, without running',
     ),
     "MEMORY_MAX_ANSWER_BYTES": (

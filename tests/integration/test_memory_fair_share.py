@@ -115,8 +115,9 @@ def rss_kib(pid: int) -> int:
 async def test_a_flooding_robot_is_told_busy_and_the_other_group_is_served(fleet):
     """rap-1 fires 24 big finds (k=50 over 30 documents of 200 KiB) at once on its SSE
     session, twice; meanwhile rap-3's finds all succeed with exactly the answers it gets
-    alone. rap-1's calls past its share are answered busy without running, the ones that
-    run are bounded in bytes, and the server's memory does not grow with the flood."""
+    alone, and so do rap-1's own registry calls on another session (another lane).
+    rap-1's finds past its share are answered busy without running, the ones that run are
+    bounded in bytes, and the server's memory does not grow with the flood."""
     victim_query = {"query": "kitchen tray", "k": 3}
 
     async with fleet.session(TOKENS["rap-3"]) as victim:
@@ -125,9 +126,13 @@ async def test_a_flooding_robot_is_told_busy_and_the_other_group_is_served(fleet
 
         flood_answers: list[Any] = []
         victim_answers: list[dict[str, Any]] = []
+        own_records: list[dict[str, Any]] = []
         rss_after_first = 0
 
-        async with fleet.session(TOKENS["rap-1"]) as noisy:
+        async with (
+            fleet.session(TOKENS["rap-1"]) as noisy,
+            fleet.session(TOKENS["rap-1"]) as noisy_grasp,
+        ):
             warm = await noisy.call_tool("find_processes", {"query": "mailroom parcel", "k": 50})
             assert answer_of(warm)["markdown_omitted"]
             rss_before = rss_kib(fleet.proc.pid)
@@ -153,12 +158,22 @@ async def test_a_flooding_robot_is_told_busy_and_the_other_group_is_served(fleet
                         answer_of(await victim.call_tool("find_processes", victim_query))
                     )
 
-            await asyncio.gather(flood(), victim_loop())
+            async def own_grasp_service() -> None:
+                # rap-1's other client, on its lessons and registry: a lane of its own.
+                while not stop.is_set():
+                    own_records.append(answer_of(await noisy_grasp.call_tool("list_robots", {})))
+                    await asyncio.sleep(0.02)
+
+            await asyncio.gather(flood(), victim_loop(), own_grasp_service())
             rss_after = rss_kib(fleet.proc.pid)
 
     assert victim_answers
     for answer in victim_answers:
         assert answer == alone
+    assert own_records
+    for answer in own_records:  # its own flood of searches never blocks its other lane
+        assert "error" not in answer, answer
+        assert [r["robot_id"] for r in answer["robots"]] == ["rap-1"]
     decoded = [answer_of(r) for r in flood_answers]
     busy = [a for a in decoded if a.get("error") == "busy"]
     served = [(r, a) for r, a in zip(flood_answers, decoded, strict=True) if "error" not in a]

@@ -13,12 +13,14 @@ import asyncio
 import json
 import random
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 import structlog
+from mcp.server.fastmcp import FastMCP
 from mcp.shared.memory import create_connected_server_and_client_session
 from mcp.types import CallToolResult
 
@@ -26,8 +28,9 @@ from robot_mcp_memory import Memory, Settings, StoreHolder, build_server, open_m
 from robot_mcp_memory.limits import MAX_ANSWER_BYTES, MAX_DOC_BYTES
 from robot_mcp_memory.settings import ENV_VARS
 from robot_mcp_memory.tenant import ADMIN, Tenant
-from robot_mcp_memory.tools import FairScheduler, ToolRunner, answer_bytes, wire_bytes
+from robot_mcp_memory.tools import FairScheduler, Lane, ToolRunner, answer_bytes, wire_bytes
 from robot_mcp_memory.tools import fleet as fleet_tools
+from robot_mcp_memory.tools import lessons as lesson_tools
 from robot_mcp_memory.tools import processes as process_tools
 
 ROBOT = Tenant.for_robot("rap-1")
@@ -369,16 +372,85 @@ class TestRunnerShare:
         running = asyncio.create_task(runner.run("t", gate, {}))
         await wait_for(lambda: gate.inside == 1, "first running")
         waiting = asyncio.create_task(runner.run("t", gate, {}))
-        await wait_for(lambda: runner.scheduler.waiting(ROBOT.name) == 1, "second queued")  # type: ignore[union-attr]
+        await wait_for(
+            lambda: runner.scheduler.waiting("robot:rap-1/records") == 1, "second queued"
+        )  # type: ignore[union-attr]
         waiting.cancel()
         await asyncio.sleep(0.01)
         again = asyncio.create_task(runner.run("t", gate, {}))
-        await wait_for(lambda: runner.scheduler.waiting(ROBOT.name) == 1, "third queued")  # type: ignore[union-attr]
+        await wait_for(lambda: runner.scheduler.waiting("robot:rap-1/records") == 1, "third queued")  # type: ignore[union-attr]
         gate.open.set()
         assert (await running).structuredContent == {"ok": True}
         assert (await again).structuredContent == {"ok": True}
         assert waiting.cancelled()
         assert gate.entered == 2
+
+
+class RecordingScheduler:
+    """Stands in for FairScheduler at the runner: admits every call, records its lane key."""
+
+    max_running = 1
+    max_queued = 0
+
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+
+    @asynccontextmanager
+    async def slot(self, key: str) -> AsyncIterator[float]:
+        self.keys.append(key)
+        yield 0.0
+
+
+def dummy_arguments(schema: dict[str, Any]) -> dict[str, Any]:
+    values = {"string": "x", "boolean": True, "object": {}, "integer": 1}
+    out: dict[str, Any] = {}
+    for name in schema.get("required", []):
+        spec = schema["properties"][name]
+        kind = spec.get("type") or next(t["type"] for t in spec["anyOf"] if t["type"] != "null")
+        out[name] = values[kind]
+    return out
+
+
+class TestLanes:
+    async def test_document_tools_and_the_rest_wait_in_separate_lanes(
+        self, holder: StoreHolder
+    ) -> None:
+        """With a share of one call and no queue, a robot's running document call does not
+        hold up its registry or lesson call; a second document call is busy, naming the
+        lane."""
+        gate = Gate()
+        runner = ToolRunner(holder, lambda: ROBOT, scheduler=FairScheduler(1, 0))
+        searching = asyncio.create_task(runner.run("find", gate, {}, lane=Lane.DOCUMENTS))
+        await wait_for(lambda: gate.inside == 1, "the document call running")
+        other = Gate()
+        other.open.set()
+        lesson = await runner.run("recall_params", other, {})
+        assert lesson.structuredContent == {"ok": True}
+        second = await runner.run("get", gate, {}, lane=Lane.DOCUMENTS)
+        assert second.structuredContent is not None
+        assert second.structuredContent["error"] == "busy"
+        assert "1 documents call(s) running" in second.structuredContent["detail"]
+        gate.open.set()
+        assert (await searching).structuredContent == {"ok": True}
+
+    async def test_every_process_tool_runs_in_the_documents_lane(self, holder: StoreHolder) -> None:
+        """The seven process tools take the documents lane, the eleven others the records
+        lane (each call of a robot, whatever its answer)."""
+        scheduler = RecordingScheduler()
+        runner = ToolRunner(holder, lambda: ROBOT, scheduler=scheduler)  # type: ignore[arg-type]
+        mcp = FastMCP("lanes")
+        for module in (process_tools, fleet_tools, lesson_tools):
+            module.register(mcp, runner)
+        lanes: dict[str, str] = {}
+        async with create_connected_server_and_client_session(mcp._mcp_server) as client:
+            for tool in (await client.list_tools()).tools:
+                await client.call_tool(tool.name, dummy_arguments(tool.inputSchema))
+                lanes[tool.name] = scheduler.keys[-1]
+        documents = {name for name, key in lanes.items() if key == "robot:rap-1/documents"}
+        records = {name for name, key in lanes.items() if key == "robot:rap-1/records"}
+        assert documents == set(process_tools.__all__) - {"register"}
+        assert len(records) == 11
+        assert len(lanes) == 18
 
 
 class TestSharedDocumentNotes:

@@ -189,9 +189,9 @@ class TestHttpLimits:
 
 class TestFairShare:
     def test_defaults(self):
-        """Unset: 2 calls at once and 8 waiting per robot token, 512 KiB answers."""
+        """Unset: 1 call at once and 8 waiting per robot token and lane, 512 KiB answers."""
         s = load_settings()
-        assert (s.robot_max_calls, s.robot_max_queued, s.max_answer_bytes) == (2, 8, 524288)
+        assert (s.robot_max_calls, s.robot_max_queued, s.max_answer_bytes) == (1, 8, 524288)
 
     def test_read_from_the_environment(self, monkeypatch):
         monkeypatch.setenv("MEMORY_ROBOT_MAX_CALLS", "4")
@@ -226,6 +226,6 @@ class TestFairShare:
         assert f"({variable}: " in message
 
     def test_listed_for_help(self):
-        assert ENV_VARS["MEMORY_ROBOT_MAX_CALLS"][:2] == ("robot_max_calls", "2")
+        assert ENV_VARS["MEMORY_ROBOT_MAX_CALLS"][:2] == ("robot_max_calls", "1")
         assert ENV_VARS["MEMORY_ROBOT_MAX_QUEUED"][:2] == ("robot_max_queued", "8")
         assert ENV_VARS["MEMORY_MAX_ANSWER_BYTES"][:2] == ("max_answer_bytes", "524288")

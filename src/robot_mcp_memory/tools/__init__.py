@@ -17,6 +17,7 @@ from robot_mcp_memory.tools import (
 from robot_mcp_memory.tools._fair import FairScheduler
 from robot_mcp_memory.tools._runner import (
     ANSWER_SCHEMA,
+    Lane,
     ToolRunner,
     answer_bytes,
     answer_for,
@@ -27,6 +28,7 @@ from robot_mcp_memory.tools._runner import (
 __all__ = [
     "ANSWER_SCHEMA",
     "FairScheduler",
+    "Lane",
     "ToolRunner",
     "answer_bytes",
     "answer_for",

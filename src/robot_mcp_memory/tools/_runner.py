@@ -7,9 +7,10 @@ its handler and arguments; the runner
    authenticated as (:func:`robot_mcp_memory.tenant.tenant_of_request`), else
    :data:`~robot_mcp_memory.tenant.current_tenant`; stdio and in-process calls are
    unscoped (None);
-2. for a scoped tenant (a robot token), takes a place in that robot's lane of the
-   :class:`~robot_mcp_memory.tools.FairScheduler` (waiting while the robot already runs
-   its share of calls); a call past the robot's queue is answered ``busy`` at once without
+2. for a scoped tenant (a robot token), takes a place in one of that robot's two lanes of
+   the :class:`~robot_mcp_memory.tools.FairScheduler` (:class:`Lane`: the document tools,
+   or the registry and lesson tools), waiting while the robot already runs its share of
+   that lane's calls; a call past the lane's queue is answered ``busy`` at once without
    running. Unscoped callers (the admin, stdio) are not limited;
 3. runs ``handler(memory, tenant, **arguments)`` in a worker thread (``anyio.to_thread``),
    so a cold write never stalls the one event loop every brain's connection shares;
@@ -41,6 +42,7 @@ import secrets
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio.to_thread
@@ -72,6 +74,7 @@ __all__ = [
     "ANSWER_SCHEMA",
     "Answer",
     "Handler",
+    "Lane",
     "ToolRunner",
     "add_tool",
     "answer_bytes",
@@ -151,14 +154,28 @@ def answer_bytes(answer: dict[str, Any]) -> int:
     return _ENVELOPE_BYTES + wire_bytes(answer)
 
 
-def busy_answer(exc: Busy, max_running: int, max_queued: int) -> dict[str, Any]:
-    """The ``busy`` answer to a call refused because its robot's share is full."""
+class Lane(StrEnum):
+    """Which of its robot's two lanes a tool's calls wait in; each lane has the full share.
+
+    Two, so a robot's brain searching documents never makes the same robot's grasp service
+    wait for its lessons.
+    """
+
+    DOCUMENTS = "documents"  # the process tools: they read or write documents and their index
+    RECORDS = "records"  # the registry and lesson tools: small rows
+
+
+def busy_answer(
+    tenant: str, lane: Lane, exc: Busy, max_running: int, max_queued: int
+) -> dict[str, Any]:
+    """The ``busy`` answer to a call refused because its robot's share of ``lane`` is full."""
     return {
         "error": "busy",
-        "detail": f"{exc.key} already has {exc.running} calls running and {exc.waiting} "
-        f"waiting, its whole share of this server (MEMORY_ROBOT_MAX_CALLS={max_running} "
-        f"at once, MEMORY_ROBOT_MAX_QUEUED={max_queued} waiting); this call was not run. "
-        f"Retry after about {exc.retry_after_s} s, or make fewer calls at once",
+        "detail": f"{tenant} already has {exc.running} {lane.value} call(s) running and "
+        f"{exc.waiting} waiting, its whole share of this server "
+        f"(MEMORY_ROBOT_MAX_CALLS={max_running} at once, MEMORY_ROBOT_MAX_QUEUED={max_queued} "
+        f"waiting); this call was not run. Retry after about {exc.retry_after_s} s, or make "
+        "fewer calls at once",
         "retry_after_s": exc.retry_after_s,
     }
 
@@ -193,21 +210,28 @@ class ToolRunner:
         tool: str,
         handler: Handler,
         arguments: dict[str, Any],
+        *,
+        lane: Lane = Lane.RECORDS,
         **log_fields: Any,
     ) -> CallToolResult:
-        """Call ``handler`` with ``arguments`` for ``tool``; never raises."""
+        """Call ``handler`` with ``arguments`` for ``tool``; never raises.
+
+        ``lane`` is where a robot's call waits for its turn (the process tools pass
+        :attr:`Lane.DOCUMENTS`); the other keyword arguments go into the ``tool_call`` line.
+        """
         tenant = self._tenant_of_call()
         started = time.perf_counter()
         if tenant is None or tenant.robot is None or self.scheduler is None:
             outcome, answer = await self._call(tool, handler, arguments, tenant)
         else:
+            scheduler = self.scheduler
             try:
-                async with self.scheduler.slot(tenant.name) as waited_s:
+                async with scheduler.slot(f"{tenant.name}/{lane.value}") as waited_s:
                     outcome, answer = await self._call(tool, handler, arguments, tenant)
             except Busy as exc:
-                self._log_busy(tool, exc)
+                self._log_busy(tool, tenant, lane, exc)
                 return _result(
-                    busy_answer(exc, self.scheduler.max_running, self.scheduler.max_queued)
+                    busy_answer(tenant.name, lane, exc, scheduler.max_running, scheduler.max_queued)
                 )
             if waited_s > 0:
                 log_fields["waited_ms"] = round(waited_s * 1000, 3)
@@ -243,14 +267,16 @@ class ToolRunner:
             return answer_for(exc, tool)
         return "ok", answer
 
-    def _log_busy(self, tool: str, exc: Busy) -> None:
-        # One line per robot per 10 s: a robot flooding the server must not flood the log.
+    def _log_busy(self, tool: str, tenant: Tenant, lane: Lane, exc: Busy) -> None:
+        # One line per robot and lane per 10 s: a robot flooding the server must not flood
+        # the log.
         suppressed = self._busy_log.allow(exc.key)
         if suppressed is not None:
             _log.warning(
                 "tool_busy",
                 tool=tool,
-                tenant=exc.key,
+                tenant=tenant.name,
+                lane=lane.value,
                 running=exc.running,
                 waiting=exc.waiting,
                 retry_after_s=exc.retry_after_s,

@@ -44,6 +44,7 @@ from robot_mcp_memory.policy import (
 from robot_mcp_memory.search import truncate_query
 from robot_mcp_memory.tools._runner import (
     Answer,
+    Lane,
     ToolRunner,
     add_tool,
     answer_bytes,
@@ -286,6 +287,7 @@ def register(mcp: FastMCP, runner: ToolRunner) -> None:
             "find_processes",
             find_processes,
             {"query": query, "k": k, "robot": robot, "max_answer_bytes": runner.max_answer_bytes},
+            lane=Lane.DOCUMENTS,
             k=_k(k),
             robot=robot,
         )
@@ -298,7 +300,7 @@ def register(mcp: FastMCP, runner: ToolRunner) -> None:
         The document is advice from past missions; deviate when reality disagrees.
         Returns JSON {"id", "markdown", ...frontmatter} or {"error": "not_found"}.
         """
-        return await runner.run("get_process", get_process, {"id": id}, id=id)
+        return await runner.run("get_process", get_process, {"id": id}, lane=Lane.DOCUMENTS, id=id)
 
     add_tool(mcp, "get_process", _get_process)
 
@@ -315,7 +317,11 @@ def register(mcp: FastMCP, runner: ToolRunner) -> None:
         bad frontmatter field.
         """
         return await runner.run(
-            "save_process", save_process, {"markdown": markdown}, markdown_chars=len(markdown)
+            "save_process",
+            save_process,
+            {"markdown": markdown},
+            lane=Lane.DOCUMENTS,
+            markdown_chars=len(markdown),
         )
 
     add_tool(mcp, "save_process", _save_process)
@@ -336,6 +342,7 @@ def register(mcp: FastMCP, runner: ToolRunner) -> None:
             "record_outcome",
             record_outcome,
             {"id": id, "success": success, "note": note},
+            lane=Lane.DOCUMENTS,
             id=id,
             success=success,
         )
@@ -347,7 +354,9 @@ def register(mcp: FastMCP, runner: ToolRunner) -> None:
 
         Returns JSON {"deleted": id} or {"error": "not_found"}.
         """
-        return await runner.run("delete_process", delete_process, {"id": id}, id=id)
+        return await runner.run(
+            "delete_process", delete_process, {"id": id}, lane=Lane.DOCUMENTS, id=id
+        )
 
     add_tool(mcp, "delete_process", _delete_process)
 
@@ -375,6 +384,7 @@ def register(mcp: FastMCP, runner: ToolRunner) -> None:
                 "robot": robot,
                 "max_answer_bytes": runner.max_answer_bytes,
             },
+            lane=Lane.DOCUMENTS,
             limit=limit,
             offset=offset,
             robot=robot,
@@ -388,7 +398,7 @@ def register(mcp: FastMCP, runner: ToolRunner) -> None:
         Only needed after a tokenizer or column-weight change: every save already updates
         the index in the same transaction. Returns JSON {"indexed": n}.
         """
-        return await runner.run("reindex", reindex, {})
+        return await runner.run("reindex", reindex, {}, lane=Lane.DOCUMENTS)
 
     add_tool(mcp, "reindex", _reindex)
 
