@@ -17,7 +17,8 @@ by rap-1, all about fetching the parcel from the mailroom.
 For each scenario an abuser process (the noisy robot) connects and waits; the victim, its
 own process with one SSE session, warms up and then alternates ``--blocks`` pairs of blocks
 of ``--block`` sequential ``find_processes(query, k=3)`` calls (seeded queries): one block
-with the abuse switched on (after a 0.5 s ramp), one with it off (after the abuser's calls
+with the abuse switched on (after a 1 s ramp, in which the abuser spends the burst of
+running time its lane may use at full speed), one with it off (after the abuser's calls
 have all been answered), which first alternating. Alone and abused calls are therefore
 measured under the same machine load (this benchmark's machine is shared), and the ratio
 of their percentiles is the figure. Every victim answer must be a list of processes (an
@@ -59,6 +60,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -81,9 +83,11 @@ NOISY, VICTIM = "rap-1", "rap-3"
 NOISY_QUERY = "fetch the parcel from the mailroom"
 SHARED_FRACTION = 0.10
 WARMUP_CALLS = 20
-ABUSE_RAMP_S = 0.5  # after switching the abuse on, before the victim's block starts
+ABUSE_RAMP_S = 1.0  # after switching the abuse on, before the victim's block starts: the
+# abuser spends its burst (ROBOT_BURST_S, allowed by design) and the victim measures the rest
 QUIET_S = 0.2  # after the abuser's last call is answered, before an alone block starts
 RSS_SAMPLE_S = 0.05
+CALL_TIMEOUT = timedelta(seconds=120)  # an answer that never comes is an error, not a hang
 ABUSER_NICE = 10
 
 
@@ -136,8 +140,11 @@ class Server:
 
 
 @contextlib.contextmanager
-def memory_server(data_dir: Path, search: str, extra_env: Mapping[str, str]) -> Iterator[Server]:
-    """The memory server over SSE with an admin token and the two robots' tokens."""
+def memory_server(
+    data_dir: Path, search: str, extra_env: Mapping[str, str], log: Path | None = None
+) -> Iterator[Server]:
+    """The memory server over SSE with an admin token and the two robots' tokens; its
+    output goes to ``log`` when given."""
     exe = shutil.which("robot-mcp-memory") or str(
         Path(sys.executable).with_name("robot-mcp-memory")
     )
@@ -157,12 +164,20 @@ def memory_server(data_dir: Path, search: str, extra_env: Mapping[str, str]) -> 
         **extra_env,
     )
     base = f"http://127.0.0.1:{port}"
-    service = ServiceProcess(
-        "robot-mcp-memory", [exe], port, env=env, inherit_env=False, ready=f"{base}/healthz"
-    )
-    with service.start(ready_timeout_s=120):
-        assert service.pid is not None
-        yield Server(base, service.pid, admin, tokens)
+    with contextlib.ExitStack() as stack:
+        output = stack.enter_context(log.open("ab")) if log is not None else None
+        service = ServiceProcess(
+            "robot-mcp-memory",
+            [exe],
+            port,
+            env=env,
+            inherit_env=False,
+            ready=f"{base}/healthz",
+            output=output,
+        )
+        with service.start(ready_timeout_s=120):
+            assert service.pid is not None
+            yield Server(base, service.pid, admin, tokens)
 
 
 async def setup_registry(server: Server) -> None:
@@ -172,7 +187,7 @@ async def setup_registry(server: Server) -> None:
     headers = {"Authorization": f"Bearer {server.admin}"}
     async with (
         sse_client(f"{server.base}/sse", headers) as (read, write),
-        ClientSession(read, write) as session,
+        ClientSession(read, write, read_timeout_seconds=CALL_TIMEOUT) as session,
     ):
         await session.initialize()
         for group, robot in GROUPS.items():
@@ -271,7 +286,7 @@ async def _victim(
 
     async with (
         sse_client(f"{base}/sse", headers, sse_read_timeout=300) as (read, write),
-        ClientSession(read, write) as session,
+        ClientSession(read, write, read_timeout_seconds=CALL_TIMEOUT) as session,
     ):
         await session.initialize()
         for _ in range(WARMUP_CALLS):
@@ -378,7 +393,7 @@ async def abuse_big_answers(base: str, token: str, control: Control) -> AbuseRes
     async def connection() -> None:
         async with (
             sse_client(f"{base}/sse", headers, sse_read_timeout=300) as (read, write),
-            ClientSession(read, write) as session,
+            ClientSession(read, write, read_timeout_seconds=CALL_TIMEOUT) as session,
         ):
             await session.initialize()
             while await control.turn():
@@ -398,7 +413,7 @@ async def abuse_call_flood(base: str, token: str, control: Control) -> AbuseResu
     headers = {"Authorization": f"Bearer {token}"}
     async with (
         sse_client(f"{base}/sse", headers, sse_read_timeout=300) as (read, write),
-        ClientSession(read, write) as session,
+        ClientSession(read, write, read_timeout_seconds=CALL_TIMEOUT) as session,
     ):
         await session.initialize()
 
@@ -497,7 +512,13 @@ def run_scenario(server: Server, name: str, queries: list[str], plan: Plan) -> P
 
 
 def run(
-    plan: Plan, n_docs: int, n_big: int, names: list[str], search: str, env: dict[str, str]
+    plan: Plan,
+    n_docs: int,
+    n_big: int,
+    names: list[str],
+    search: str,
+    env: dict[str, str],
+    log: Path | None = None,
 ) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-fairness-") as tmp:
         data = Path(tmp)
@@ -505,7 +526,7 @@ def run(
         seed(data, n_docs, n_big)
         qcorpus = Corpus(random.Random(7), [])
         queries = [qcorpus.query() for _ in range(2 * plan.blocks * plan.block + WARMUP_CALLS)]
-        with memory_server(data, search, env) as server:
+        with memory_server(data, search, env, log) as server:
             asyncio.run(setup_registry(server))
             baseline_mib = rss_mib(server.pid)
             phases = []
@@ -592,6 +613,7 @@ def main() -> int:
         metavar="NAME=VALUE",
         help="a setting for the server, e.g. MEMORY_ROBOT_MAX_CALLS=1 (repeatable)",
     )
+    parser.add_argument("--server-log", type=Path, help="append the server's log to this file")
     args = parser.parse_args()
     names = [n.strip() for n in args.scenarios.split(",") if n.strip()]
     unknown = [n for n in names if n not in SCENARIOS]
@@ -602,7 +624,8 @@ def main() -> int:
     if why:
         print(f"fairness benchmark skipped: {why}")
         return 1
-    return run(Plan(args.blocks, args.block), args.docs, args.big_docs, names, args.search, env)
+    plan = Plan(args.blocks, args.block)
+    return run(plan, args.docs, args.big_docs, names, args.search, env, args.server_log)
 
 
 if __name__ == "__main__":

@@ -25,10 +25,14 @@ limit                    what happens past it
 ``ROBOT_MAX_CALLS``      a robot's further calls wait (``MEMORY_ROBOT_MAX_CALLS``)
 ``ROBOT_MAX_QUEUED``     a robot's further calls answer ``busy``
                          (``MEMORY_ROBOT_MAX_QUEUED``)
+``ROBOT_TIME_SHARE``     a robot's next call waits for its time budget
+                         (``MEMORY_ROBOT_TIME_SHARE``)
+``ROBOT_BURST_S``        the running time a robot may use at once, before its share
 =======================  ==========================================================
 
-The last three are defaults an operator may change through the environment
-(:mod:`robot_mcp_memory.settings`); the others are fixed.
+``MAX_ANSWER_BYTES`` and the three ``ROBOT_`` defaults named with a variable are what an
+operator may change through the environment (:mod:`robot_mcp_memory.settings`); the
+others are fixed.
 """
 
 from __future__ import annotations
@@ -51,8 +55,10 @@ __all__ = [
     "MAX_QUERY_BYTES",
     "MAX_YAML_DEPTH",
     "MAX_YAML_INDENT",
+    "ROBOT_BURST_S",
     "ROBOT_MAX_CALLS",
     "ROBOT_MAX_QUEUED",
+    "ROBOT_TIME_SHARE",
     "clamp",
 ]
 
@@ -128,6 +134,18 @@ at once takes CPU (and the GIL) from every other robot's calls. Measured with
 ROBOT_MAX_QUEUED = 8
 """Default number of calls of one robot token that may wait in each lane; past it a call
 answers ``busy`` at once, without running."""
+
+ROBOT_TIME_SHARE = 0.1
+"""Default fraction of the time one robot token's calls may keep running, per lane, on
+average (a budget refilled at this many seconds per second); a call starts once the
+lane's budget is not negative. Calls running one after another without pause take about
+3 x off every other robot's 95th percentile; at this share the victim's p95 stayed within
+1.5 x in ``benchmarks/bench_fairness.py`` (decision 0021)."""
+
+ROBOT_BURST_S = 0.5
+"""Seconds of running time a robot's lane may use at once (its full budget) before
+``ROBOT_TIME_SHARE`` paces it: a mission's few calls (a find over 100 000 documents takes
+about 0.1 s) never wait for budget."""
 
 
 def clamp(value: int, low: int, high: int) -> int:

@@ -9,9 +9,9 @@ all run by one :class:`~robot_mcp_memory.tools.ToolRunner`.
 Who a call acts as is the tenant of the HTTP request that carried it
 (:func:`~robot_mcp_memory.tenant.tenant_of_request`), never what a session remembers;
 stdio and in-process calls are unscoped. Each robot token's calls run within its share
-(``MEMORY_ROBOT_MAX_CALLS`` at once, ``MEMORY_ROBOT_MAX_QUEUED`` waiting, a
-:class:`~robot_mcp_memory.tools.FairScheduler` lane of its own), and the answers that grow
-with the store are bounded by ``MEMORY_MAX_ANSWER_BYTES``.
+(per lane of a :class:`~robot_mcp_memory.tools.FairScheduler`: ``MEMORY_ROBOT_MAX_CALLS``
+at once, ``MEMORY_ROBOT_MAX_QUEUED`` waiting, ``MEMORY_ROBOT_TIME_SHARE`` of the time), and
+the answers that grow with the store are bounded by ``MEMORY_MAX_ANSWER_BYTES``.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from mcp.server.fastmcp import FastMCP
 from mcp.server.transport_security import TransportSecuritySettings
 
 from robot_mcp_kit.fastmcp_ext import set_server_version
+from robot_mcp_memory.limits import ROBOT_BURST_S
 from robot_mcp_memory.services import StoreHolder
 from robot_mcp_memory.settings import Settings
 from robot_mcp_memory.tenant import (
@@ -113,7 +114,12 @@ def build_server(settings: Settings, *, holder: StoreHolder | None = None) -> Fa
     runner = ToolRunner(
         holder,
         tenant_of_call,
-        scheduler=FairScheduler(settings.robot_max_calls, settings.robot_max_queued),
+        scheduler=FairScheduler(
+            settings.robot_max_calls,
+            settings.robot_max_queued,
+            time_share=settings.robot_time_share,
+            burst_s=ROBOT_BURST_S,
+        ),
         max_answer_bytes=settings.max_answer_bytes,
     )
     processes.register(mcp, runner)

@@ -29,8 +29,10 @@ from robot_mcp_memory._exceptions import (
 )
 from robot_mcp_memory.limits import (
     MAX_ANSWER_BYTES,
+    ROBOT_BURST_S,
     ROBOT_MAX_CALLS,
     ROBOT_MAX_QUEUED,
+    ROBOT_TIME_SHARE,
 )
 from robot_mcp_memory.tenant import parse_robot_tokens
 
@@ -105,6 +107,13 @@ ENV_VARS: dict[str, tuple[str, str, str]] = {
         str(ROBOT_MAX_QUEUED),
         "tool calls of one robot token that may wait in each lane (0-1024); past it a call answers "
         '{"error": "busy", "retry_after_s": n} at once, without running',
+    ),
+    "MEMORY_ROBOT_TIME_SHARE": (
+        "robot_time_share",
+        str(ROBOT_TIME_SHARE),
+        "fraction of the time one robot token's calls may keep running, per lane, on average "
+        f"(0.01-1; after a burst of {ROBOT_BURST_S:g} s of running time its next calls wait "
+        "for their turn); 1 turns the pacing off",
     ),
     "MEMORY_MAX_ANSWER_BYTES": (
         "max_answer_bytes",
@@ -191,6 +200,13 @@ class Settings(BaseSettings):
         ge=0,
         le=1024,
         validation_alias=AliasChoices("robot_max_queued", "MEMORY_ROBOT_MAX_QUEUED"),
+    )
+    robot_time_share: float = Field(
+        default=ROBOT_TIME_SHARE,
+        ge=0.01,
+        le=1.0,
+        allow_inf_nan=False,
+        validation_alias=AliasChoices("robot_time_share", "MEMORY_ROBOT_TIME_SHARE"),
     )
     max_answer_bytes: int = Field(
         default=MAX_ANSWER_BYTES,

@@ -68,19 +68,21 @@ def answer_of(result: Any) -> dict[str, Any]:
     return json.loads(result.content[0].text)  # type: ignore[no-any-return]
 
 
-@pytest.fixture
-def fleet(spawn, mcp_call):
-    """A server with the share above, the two groups, 30 documents of 200 KiB for rap-1's
-    group and three small ones for rap-3's."""
-    server = spawn(
-        transport="sse",
-        env={
-            "MEMORY_ROBOT_TOKENS": ROBOT_TOKENS,
-            "MEMORY_SEARCH": "lexical",
-            "MEMORY_ROBOT_MAX_CALLS": str(SHARE[0]),
-            "MEMORY_ROBOT_MAX_QUEUED": str(SHARE[1]),
-        },
-    )
+@pytest.fixture(params=["no time share"])
+def fleet(request, spawn, mcp_call):
+    """A server with the share above (the time share off, unless the test asks for its
+    default with ``@pytest.mark.parametrize("fleet", ["default time share"], indirect=True)``),
+    the two groups, 30 documents of 200 KiB for rap-1's group and three small ones for
+    rap-3's."""
+    env = {
+        "MEMORY_ROBOT_TOKENS": ROBOT_TOKENS,
+        "MEMORY_SEARCH": "lexical",
+        "MEMORY_ROBOT_MAX_CALLS": str(SHARE[0]),
+        "MEMORY_ROBOT_MAX_QUEUED": str(SHARE[1]),
+    }
+    if request.param == "no time share":
+        env["MEMORY_ROBOT_TIME_SHARE"] = "1"
+    server = spawn(transport="sse", env=env)
 
     async def seed() -> None:
         async with server.session() as admin:
@@ -193,6 +195,30 @@ async def test_a_flooding_robot_is_told_busy_and_the_other_group_is_served(fleet
     busy_lines = [e for e in fleet.log_events() if e.get("event") == "tool_busy"]
     assert busy_lines
     assert all(e["tenant"] == "robot:rap-1" for e in busy_lines)
+
+
+@pytest.mark.parametrize("fleet", ["default time share"], indirect=True)
+async def test_a_robot_that_keeps_the_server_busy_is_paced_and_still_served(fleet):
+    """rap-1 makes big finds one after another: once it has used its burst, its calls wait
+    for its time budget (the server logs how long); they all succeed, and rap-3's calls in
+    between never wait."""
+    query = {"query": "mailroom parcel", "k": 50}
+    paced: list[dict[str, Any]] = []
+    async with (
+        fleet.session(TOKENS["rap-1"]) as noisy,
+        fleet.session(TOKENS["rap-3"]) as victim,
+    ):
+        for _ in range(400):  # about 1 s of running time is the burst; stop once paced
+            answer = answer_of(await noisy.call_tool("find_processes", query))
+            assert len(answer["processes"]) == BIG_DOCS, answer
+            other = answer_of(await victim.call_tool("find_processes", {"query": "kitchen tray"}))
+            assert [p["id"] for p in other["processes"]], other
+            calls = [e for e in fleet.log_events() if e.get("event") == "tool_call"]
+            paced = [e for e in calls if e.get("tenant") == "robot:rap-1" and "waited_ms" in e]
+            if len(paced) >= 3:
+                break
+    assert len(paced) >= 3, "rap-1 was never paced"
+    assert not [e for e in calls if e.get("tenant") == "robot:rap-3" and "waited_ms" in e]
 
 
 async def test_the_admin_is_not_limited(fleet):

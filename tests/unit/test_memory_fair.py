@@ -141,8 +141,8 @@ class TestShare:
         c.start("robot:a", "a2")
         await settle()
         assert repr(c.scheduler) == (
-            "FairScheduler(max_running=1, max_queued=1, lanes=1, busy_lanes=1, admitted=1, "
-            "waited=1, refused=1)"
+            "FairScheduler(max_running=1, max_queued=1, time_share=None, lanes=1, "
+            "busy_lanes=1, admitted=1, waited=1, paced=0, refused=1)"
         )
         c.finish("a0")
         c.finish("a1")
@@ -154,6 +154,10 @@ class TestShare:
             FairScheduler(0, 1)
         with pytest.raises(ValueError, match="max_queued >= 0"):
             FairScheduler(1, -1)
+        with pytest.raises(ValueError, match="time_share must be in"):
+            FairScheduler(1, 1, time_share=0)
+        with pytest.raises(ValueError, match="burst_s must be > 0"):
+            FairScheduler(1, 1, time_share=0.5, burst_s=0)
 
 
 class TestCancellation:
@@ -210,11 +214,115 @@ class TestCancellation:
 
 
 class FakeClock:
+    """Monotonic seconds the test moves; ``sleep`` moves them too and records each wait."""
+
     def __init__(self) -> None:
         self.now = 0.0
+        self.slept: list[float] = []
 
     def __call__(self) -> float:
         return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+        await asyncio.sleep(0)
+
+
+class TestTimeShare:
+    async def run_for(
+        self, scheduler: FairScheduler, clock: FakeClock, key: str, s: float
+    ) -> float:
+        """One call of ``key`` that runs ``s`` seconds of the fake clock; the wait it had."""
+        async with scheduler.slot(key) as waited_s:
+            clock.now += s
+        return waited_s
+
+    async def test_a_burst_runs_at_once_then_the_lane_is_paced_to_its_share(self) -> None:
+        """Share 0.25, burst 1 s: calls run at once while the budget lasts; then each waits
+        until its lane's running time is back within a quarter of the time."""
+        clock = FakeClock()
+        scheduler = FairScheduler(
+            1, 4, time_share=0.25, burst_s=1.0, clock=clock, sleep=clock.sleep
+        )
+        waits = [await self.run_for(scheduler, clock, "robot:a", 0.5) for _ in range(6)]
+        # Budget 1, 0.5, 0.125 (each call refills 0.125 while it runs): three at once; then
+        # -0.25 to wait out (1 s at 0.25/s), then -0.375 after every call: 1.5 s each, so
+        # 0.5 s running in every 2 s, the share.
+        assert waits == pytest.approx([0.0, 0.0, 0.0, 1.0, 1.5, 1.5])
+        assert "paced=3" in repr(scheduler)
+
+    async def test_another_lane_is_never_paced_by_ones_debt(self) -> None:
+        clock = FakeClock()
+        scheduler = FairScheduler(1, 4, time_share=0.1, burst_s=0.5, clock=clock, sleep=clock.sleep)
+        await self.run_for(scheduler, clock, "robot:a", 3.0)
+        assert scheduler.budget_s("robot:a") == pytest.approx(-2.5)
+        assert await self.run_for(scheduler, clock, "robot:b", 0.1) == 0.0
+        assert clock.slept == []
+        # The 0.1 s b ran refilled a by 0.01 s: 2.49 s of debt at 0.1/s.
+        waited = await self.run_for(scheduler, clock, "robot:a", 0.1)
+        assert waited == pytest.approx(24.9)
+
+    async def test_the_budget_refills_while_idle_up_to_the_burst(self) -> None:
+        clock = FakeClock()
+        scheduler = FairScheduler(1, 4, time_share=0.5, burst_s=1.0, clock=clock, sleep=clock.sleep)
+        await self.run_for(scheduler, clock, "robot:a", 2.0)
+        assert scheduler.budget_s("robot:a") == pytest.approx(-1.0)
+        clock.now += 100.0
+        assert scheduler.budget_s("robot:a") == 1.0
+        assert scheduler.budget_s("robot:unknown") == 1.0
+
+    async def test_a_call_cancelled_while_waiting_for_budget_frees_the_place(self) -> None:
+        """A call waiting out its lane's debt holds the running place; cancelled, it leaves
+        it to the next in line, which waits out the debt in turn, and nothing is charged."""
+        gate = asyncio.Event()
+        clock = FakeClock()
+
+        async def real_sleep(seconds: float) -> None:
+            clock.slept.append(seconds)
+            await gate.wait()  # a sleep the test ends by cancelling or releasing
+
+        scheduler = FairScheduler(1, 2, time_share=0.5, burst_s=0.5, clock=clock, sleep=real_sleep)
+        await self.run_for(scheduler, clock, "robot:a", 1.5)  # budget -1.0: 2 s to wait out
+        started: list[str] = []
+
+        async def call(name: str) -> None:
+            async with scheduler.slot("robot:a"):
+                started.append(name)
+
+        first = asyncio.create_task(call("first"))
+        second = asyncio.create_task(call("second"))
+        await settle()
+        assert (scheduler.running("robot:a"), scheduler.waiting("robot:a")) == (1, 1)
+        first.cancel()
+        await settle()
+        assert (scheduler.running("robot:a"), scheduler.waiting("robot:a")) == (1, 0)
+        assert clock.slept == [2.0, 2.0]  # the second now waits out the same debt
+        gate.set()
+        await second
+        assert started == ["second"]
+        assert first.cancelled()
+        assert scheduler.running("robot:a") == 0
+
+    async def test_retry_after_counts_the_debt(self) -> None:
+        """A lane in debt with a full queue: retry after the debt plus the backlog at the
+        share's pace."""
+        gate = asyncio.Event()
+        clock = FakeClock()
+
+        async def held_sleep(seconds: float) -> None:
+            await gate.wait()
+
+        scheduler = FairScheduler(1, 0, time_share=0.5, burst_s=0.5, clock=clock, sleep=held_sleep)
+        await self.run_for(scheduler, clock, "robot:a", 1.5)  # budget -1.0, mean 0.3 s
+        task = asyncio.create_task(self.run_for(scheduler, clock, "robot:a", 0.0))
+        await settle()  # waiting out its debt in the lane's one running place
+        with pytest.raises(Busy) as info:
+            async with scheduler.slot("robot:a"):
+                pytest.fail("refused calls never run")
+        assert info.value.retry_after_s == 3  # ceil(1.0 / 0.5 debt + 1 x 0.3 / 0.5 backlog)
+        gate.set()
+        await task
 
 
 class TestRetryAfter:

@@ -13,7 +13,8 @@ its handler and arguments; the runner
    that lane's calls; a call past the lane's queue is answered ``busy`` at once without
    running. Unscoped callers (the admin, stdio) are not limited;
 3. runs ``handler(memory, tenant, **arguments)`` in a worker thread (``anyio.to_thread``),
-   so a cold write never stalls the one event loop every brain's connection shares;
+   and encodes its answer there, so neither a cold write nor a big answer stalls the one
+   event loop every brain's connection shares;
 4. turns any exception into an answer with :func:`answer_for`;
 5. logs exactly one ``tool_call`` event (``tool``, ``tenant``, ``duration_ms``,
    ``outcome`` — ``ok`` or the error code — plus the wrapper's fields, the stored ``id``,
@@ -65,6 +66,7 @@ from robot_mcp_memory.logs import RateLimiter
 
 if TYPE_CHECKING:
     from robot_mcp_memory.services import (
+        Memory,
         StoreHolder,
     )
     from robot_mcp_memory.tenant import Tenant
@@ -133,6 +135,13 @@ def wire_bytes(value: Any) -> int:
     return len(pydantic_core.to_json(value)) + len(pydantic_core.to_json(text)) - 2
 
 
+def _run_handler(
+    handler: Handler, memory: Memory, tenant: Tenant | None, arguments: dict[str, Any]
+) -> tuple[dict[str, Any], CallToolResult]:
+    answer = handler(memory, tenant, **arguments)
+    return answer, _result(answer)
+
+
 def _result(answer: dict[str, Any]) -> CallToolResult:
     return CallToolResult(
         content=[TextContent(type="text", text=json.dumps(answer, ensure_ascii=False))],
@@ -165,17 +174,20 @@ class Lane(StrEnum):
     RECORDS = "records"  # the registry and lesson tools: small rows
 
 
-def busy_answer(
-    tenant: str, lane: Lane, exc: Busy, max_running: int, max_queued: int
-) -> dict[str, Any]:
+def busy_answer(tenant: str, lane: Lane, exc: Busy, scheduler: FairScheduler) -> dict[str, Any]:
     """The ``busy`` answer to a call refused because its robot's share of ``lane`` is full."""
+    share = (
+        ""
+        if scheduler.time_share is None
+        else f", MEMORY_ROBOT_TIME_SHARE={scheduler.time_share:g} of the time"
+    )
     return {
         "error": "busy",
         "detail": f"{tenant} already has {exc.running} {lane.value} call(s) running and "
         f"{exc.waiting} waiting, its whole share of this server "
-        f"(MEMORY_ROBOT_MAX_CALLS={max_running} at once, MEMORY_ROBOT_MAX_QUEUED={max_queued} "
-        f"waiting); this call was not run. Retry after about {exc.retry_after_s} s, or make "
-        "fewer calls at once",
+        f"(MEMORY_ROBOT_MAX_CALLS={scheduler.max_running} at once, "
+        f"MEMORY_ROBOT_MAX_QUEUED={scheduler.max_queued} waiting{share}); this call was not "
+        f"run. Retry after about {exc.retry_after_s} s, or make fewer calls",
         "retry_after_s": exc.retry_after_s,
     }
 
@@ -222,17 +234,15 @@ class ToolRunner:
         tenant = self._tenant_of_call()
         started = time.perf_counter()
         if tenant is None or tenant.robot is None or self.scheduler is None:
-            outcome, answer = await self._call(tool, handler, arguments, tenant)
+            outcome, answer, result = await self._call(tool, handler, arguments, tenant)
         else:
             scheduler = self.scheduler
             try:
                 async with scheduler.slot(f"{tenant.name}/{lane.value}") as waited_s:
-                    outcome, answer = await self._call(tool, handler, arguments, tenant)
+                    outcome, answer, result = await self._call(tool, handler, arguments, tenant)
             except Busy as exc:
                 self._log_busy(tool, tenant, lane, exc)
-                return _result(
-                    busy_answer(tenant.name, lane, exc, scheduler.max_running, scheduler.max_queued)
-                )
+                return _result(busy_answer(tenant.name, lane, exc, scheduler))
             if waited_s > 0:
                 log_fields["waited_ms"] = round(waited_s * 1000, 3)
         duration_ms = round((time.perf_counter() - started) * 1000, 3)
@@ -250,22 +260,28 @@ class ToolRunner:
             tenant=tenant.name if tenant else None,
             **log_fields,
         )
-        return _result(answer)
+        return result
 
     async def _call(
         self, tool: str, handler: Handler, arguments: dict[str, Any], tenant: Tenant | None
-    ) -> tuple[str, dict[str, Any]]:
-        """``(outcome, answer)`` of one run of ``handler`` in a worker thread."""
+    ) -> tuple[str, dict[str, Any], CallToolResult]:
+        """``(outcome, answer, result)`` of one run of ``handler`` in a worker thread.
+
+        The answer is also encoded there (its JSON text can be half a megabyte): off the
+        event loop every connection shares, and inside the caller's lane, so its robot's
+        time share pays for it.
+        """
         try:
             memory = self._holder.memory
             if memory is None:
                 raise ToolFailure("unavailable", "the memory store is not open")
-            answer = await anyio.to_thread.run_sync(
-                functools.partial(handler, memory, tenant, **arguments)
+            answer, result = await anyio.to_thread.run_sync(
+                functools.partial(_run_handler, handler, memory, tenant, arguments)
             )
         except Exception as exc:  # every failure becomes an answer; see answer_for
-            return answer_for(exc, tool)
-        return "ok", answer
+            outcome, failure = answer_for(exc, tool)
+            return outcome, failure, _result(failure)
+        return "ok", answer, result
 
     def _log_busy(self, tool: str, tenant: Tenant, lane: Lane, exc: Busy) -> None:
         # One line per robot and lane per 10 s: a robot flooding the server must not flood
