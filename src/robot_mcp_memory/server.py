@@ -117,7 +117,7 @@ def build_server(settings: Settings, *, holder: StoreHolder | None = None) -> Fa
         scheduler=FairScheduler(
             settings.robot_max_calls,
             settings.robot_max_queued,
-            time_share=settings.robot_time_share,
+            time_share=settings.robot_time_share if settings.robot_time_share < 1 else None,
             burst_s=ROBOT_BURST_S,
         ),
         max_answer_bytes=settings.max_answer_bytes,
