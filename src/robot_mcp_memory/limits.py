@@ -138,9 +138,9 @@ answers ``busy`` at once, without running."""
 ROBOT_TIME_SHARE = 0.1
 """Default fraction of the time one robot token's calls may keep running, per lane, on
 average (a budget refilled at this many seconds per second); a call starts once the
-lane's budget is not negative. Calls running one after another without pause take about
-3 x off every other robot's 95th percentile; at this share the victim's p95 stayed within
-1.5 x in ``benchmarks/bench_fairness.py`` (decision 0021)."""
+lane's budget is not negative. One robot's calls running back to back, even one at a
+time, made another robot's find p95 about 3 x slower; at this share it was 1.5-1.7 x in
+``benchmarks/bench_fairness.py`` (decision 0021)."""
 
 ROBOT_BURST_S = 0.5
 """Seconds of running time a robot's lane may use at once (its full budget) before
