@@ -30,6 +30,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from robot_mcp_memory._exceptions import (
+    Busy,
     DamagedRow,
     DocError,
     DocTooLarge,
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
     from robot_mcp_memory.settings import SearchMode, Settings, Transport, load_settings
 
 __all__ = [
+    "Busy",
     "DamagedRow",
     "DocError",
     "DocTooLarge",

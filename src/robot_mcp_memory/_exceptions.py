@@ -9,6 +9,7 @@ Each also subclasses the builtin it stands for, so ``except ValueError`` (or
     ├── FleetError (ValueError)          a fleet or lesson request cannot be done
     ├── DamagedRow                       a stored row cannot be read back as a document
     ├── ToolFailure                      an expected tool failure, answered as JSON
+    ├── Busy                             a tenant's calls fill its share; this one is not run
     ├── SettingsError (ValueError)       a setting (an environment variable) is invalid
     ├── TokenMapError (ValueError)       MEMORY_ROBOT_TOKENS is malformed
     └── EmbedderUnavailable (RuntimeError)  the embedding model cannot be loaded
@@ -27,6 +28,7 @@ from typing import Any, Literal
 from robot_mcp_memory.limits import MAX_DOC_BYTES
 
 __all__ = [
+    "Busy",
     "DamagedRow",
     "DocError",
     "DocTooLarge",
@@ -186,6 +188,28 @@ class ToolFailure(MemoryServerError):
     def invalid(cls, field: str, detail: str) -> ToolFailure:
         """An argument is invalid; ``field`` names it."""
         return cls("invalid", detail, field=field)
+
+
+class Busy(MemoryServerError):
+    """A tenant already runs and queues as many calls as its share allows; this one is
+    refused without running.
+
+    Attributes:
+        key: whose share it is (the tenant's name, e.g. ``"robot:rap-1"``).
+        running: its calls running now.
+        waiting: its calls waiting now.
+        retry_after_s: whole seconds after which a retry is likely to be admitted (>= 1).
+    """
+
+    def __init__(self, key: str, running: int, waiting: int, retry_after_s: int) -> None:
+        super().__init__(
+            f"{key} has {running} calls running and {waiting} waiting, its whole share; "
+            f"retry after about {retry_after_s} s"
+        )
+        self.key = key
+        self.running = running
+        self.waiting = waiting
+        self.retry_after_s = retry_after_s
 
 
 class SettingsError(MemoryServerError, ValueError):

@@ -23,7 +23,19 @@ limit                    what happens past it
 ``MAX_COUNT``            a counter in a document is ``invalid``; increments saturate
 ``MAX_YAML_DEPTH``       frontmatter nested deeper is ``invalid`` (checked pre-parse)
 ``MAX_ID_LENGTH``        a longer id is ``invalid``
+``MAX_ANSWER_BYTES``     a find leaves markdown out, a list page stops early (the
+                         default of ``MEMORY_MAX_ANSWER_BYTES``)
+``ROBOT_MAX_CALLS``      a robot's further calls wait (``MEMORY_ROBOT_MAX_CALLS``)
+``ROBOT_MAX_QUEUED``     a robot's further calls answer ``busy``
+                         (``MEMORY_ROBOT_MAX_QUEUED``)
+``ROBOT_TIME_SHARE``     a robot's next call waits for its time budget
+                         (``MEMORY_ROBOT_TIME_SHARE``)
+``ROBOT_BURST_S``        the running time a robot may use at once, before its share
 =======================  ==========================================================
+
+``MAX_ANSWER_BYTES`` and the three ``ROBOT_`` defaults named with a variable are what an
+operator may change through the environment (:mod:`robot_mcp_memory.settings`); the
+others are fixed.
 """
 
 from __future__ import annotations
@@ -31,6 +43,7 @@ from __future__ import annotations
 import re
 
 __all__ = [
+    "MAX_ANSWER_BYTES",
     "MAX_COUNT",
     "MAX_DOC_BYTES",
     "MAX_DOC_TERMS",
@@ -46,7 +59,11 @@ __all__ = [
     "MAX_QUERY_BYTES",
     "MAX_YAML_DEPTH",
     "MAX_YAML_INDENT",
+    "ROBOT_BURST_S",
+    "ROBOT_MAX_CALLS",
     "ROBOT_MAX_DOCUMENTS",
+    "ROBOT_MAX_QUEUED",
+    "ROBOT_TIME_SHARE",
     "clamp",
 ]
 
@@ -115,6 +132,40 @@ composer recurses once per level) ever sees the text.
 
 MAX_ID_LENGTH = 100
 """Longest process id, in characters."""
+
+MAX_ANSWER_BYTES = 512 * 1024
+"""Default bound on one ``find_processes`` / ``list_processes`` answer, in bytes on the wire.
+
+Counted as the runner sends it: the JSON text *and* the ``structuredContent`` copy. A find
+past it leaves the markdown of further results out (they stay listed, to be fetched with
+``get_process``); a list page stops early with ``next_offset``. The best result's markdown
+(and a list's first summary) is always included, so one answer is at most the larger of
+this bound and one document's (a document is at most :data:`MAX_DOC_BYTES`).
+"""
+
+ROBOT_MAX_CALLS = 1
+"""Default number of calls one robot token runs at once in each of its two lanes (the
+document tools; the registry and lesson tools); further calls wait in the lane.
+
+One: a call runs in a worker thread of the one server process, so each call a robot runs
+at once takes CPU (and the GIL) from every other robot's calls. Measured with
+``benchmarks/bench_fairness.py`` (decision 0021)."""
+
+ROBOT_MAX_QUEUED = 8
+"""Default number of calls of one robot token that may wait in each lane; past it a call
+answers ``busy`` at once, without running."""
+
+ROBOT_TIME_SHARE = 0.1
+"""Default fraction of the time one robot token's calls may keep running, per lane, on
+average (a budget refilled at this many seconds per second); a call starts once the
+lane's budget is not negative. One robot's calls running back to back, even one at a
+time, made another robot's find p95 about 3 x slower; at this share it was 1.5-1.7 x in
+``benchmarks/bench_fairness.py`` (decision 0021)."""
+
+ROBOT_BURST_S = 0.5
+"""Seconds of running time a robot's lane may use at once (its full budget) before
+``ROBOT_TIME_SHARE`` paces it: a mission's few calls (a find over 100 000 documents takes
+about 0.1 s) never wait for budget."""
 
 
 def clamp(value: int, low: int, high: int) -> int:

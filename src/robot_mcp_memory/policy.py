@@ -13,7 +13,9 @@ save_process                                pinned to itself; never a shared doc
                                             scope, else the id is suffixed
                                             (:func:`updatable`); a bounded number of
                                             documents per robot
-record_outcome, delete_process              in scope only; never delete a shared document
+record_outcome, delete_process              in scope only; never delete a shared document;
+                                            no outcome note on a shared document (the
+                                            outcome still counts; :func:`may_add_note`)
 register_robot, set_robot_meta              only itself, never into another group
                                             (:func:`require_self`)
 list_robots, list_groups                    its own group only (:func:`own_group`)
@@ -53,6 +55,7 @@ from robot_mcp_memory.tenant import Tenant
 __all__ = [
     "acting_robot",
     "check_text",
+    "may_add_note",
     "own_group",
     "pin_document",
     "require_admin",
@@ -124,6 +127,17 @@ def own_group(fleet: FleetPort, tenant: Tenant | None) -> tuple[bool, str | None
     if tenant is None or tenant.robot is None:
         return False, None
     return True, fleet.group_of(tenant.robot)
+
+
+def may_add_note(tenant: Tenant | None, owner: Owner) -> bool:
+    """Whether ``record_outcome``'s note may go into the text of ``owner``'s document.
+
+    A fleet-wide (``shared``) document is read by every group, so a note appended to it
+    would let one robot write into every other group's missions; only an unscoped caller
+    (the admin) adds notes there. A scoped robot's outcome still counts (the counters are
+    what reliability learns from); its note is left out and the answer says so.
+    """
+    return tenant is None or not tenant.scoped or not owner.shared
 
 
 def pin_document(doc: ProcessDoc, tenant: Tenant) -> ProcessDoc:

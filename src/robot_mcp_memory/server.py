@@ -8,7 +8,10 @@ all run by one :class:`~robot_mcp_memory.tools.ToolRunner`.
 
 Who a call acts as is the tenant of the HTTP request that carried it
 (:func:`~robot_mcp_memory.tenant.tenant_of_request`), never what a session remembers;
-stdio and in-process calls are unscoped.
+stdio and in-process calls are unscoped. Each robot token's calls run within its share
+(per lane of a :class:`~robot_mcp_memory.tools.FairScheduler`: ``MEMORY_ROBOT_MAX_CALLS``
+at once, ``MEMORY_ROBOT_MAX_QUEUED`` waiting, ``MEMORY_ROBOT_TIME_SHARE`` of the time), and
+the answers that grow with the store are bounded by ``MEMORY_MAX_ANSWER_BYTES``.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from mcp.server.fastmcp import FastMCP
 from mcp.server.transport_security import TransportSecuritySettings
 
 from robot_mcp_kit.fastmcp_ext import set_server_version
+from robot_mcp_memory.limits import ROBOT_BURST_S
 from robot_mcp_memory.services import StoreHolder
 from robot_mcp_memory.settings import Settings
 from robot_mcp_memory.tenant import (
@@ -29,6 +33,7 @@ from robot_mcp_memory.tenant import (
     tenant_of_request,
 )
 from robot_mcp_memory.tools import (
+    FairScheduler,
     ToolRunner,
     fleet,
     lessons,
@@ -45,7 +50,9 @@ closed, an object is elsewhere), deviate and do what the situation needs. The sy
 find_processes automatically at the start of every mission and puts the matches in your \
 context; call it yourself only for a sub-task mid-mission. The same server holds the fleet \
 registry (robots, groups, self-improve toggles) and the robots' learned parameters \
-(recall_params before a skill, record_params after it)."""
+(recall_params before a skill, record_params after it). Each robot has a fair share of \
+the server: a call beyond it answers {"error": "busy", "retry_after_s": n}; wait that \
+long, then retry."""
 
 _LOOPBACK_HOSTS = ("127.0.0.1:*", "localhost:*", "[::1]:*")
 
@@ -104,7 +111,17 @@ def build_server(settings: Settings, *, holder: StoreHolder | None = None) -> Fa
             request = None
         return tenant_of_request(request) or current_tenant.get()
 
-    runner = ToolRunner(holder, tenant_of_call)
+    runner = ToolRunner(
+        holder,
+        tenant_of_call,
+        scheduler=FairScheduler(
+            settings.robot_max_calls,
+            settings.robot_max_queued,
+            time_share=settings.robot_time_share if settings.robot_time_share < 1 else None,
+            burst_s=ROBOT_BURST_S,
+        ),
+        max_answer_bytes=settings.max_answer_bytes,
+    )
     processes.register(mcp, runner)
     fleet.register(mcp, runner)
     lessons.register(mcp, runner)

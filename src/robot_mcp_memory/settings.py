@@ -27,7 +27,14 @@ from robot_mcp_memory._exceptions import (
     SettingsError,
     TokenMapError,
 )
-from robot_mcp_memory.limits import ROBOT_MAX_DOCUMENTS
+from robot_mcp_memory.limits import (
+    MAX_ANSWER_BYTES,
+    ROBOT_BURST_S,
+    ROBOT_MAX_CALLS,
+    ROBOT_MAX_DOCUMENTS,
+    ROBOT_MAX_QUEUED,
+    ROBOT_TIME_SHARE,
+)
 from robot_mcp_memory.tenant import ASCII_WHITESPACE, parse_robot_tokens
 
 __all__ = [
@@ -143,6 +150,33 @@ ENV_VARS: dict[str, tuple[str, str, str]] = {
         "connection slots robot tokens together never make busy, kept for MEMORY_TOKEN "
         "(0 to less than MEMORY_MAX_CONNECTIONS); a robot request past them gets 429",
     ),
+    "MEMORY_ROBOT_MAX_CALLS": (
+        "robot_max_calls",
+        str(ROBOT_MAX_CALLS),
+        "tool calls one robot token runs at once in each of its two lanes, the document tools "
+        "and the registry/lesson tools (1-64); its further calls wait their turn in its own "
+        "queue, never delaying other robots; the admin is not limited",
+    ),
+    "MEMORY_ROBOT_MAX_QUEUED": (
+        "robot_max_queued",
+        str(ROBOT_MAX_QUEUED),
+        "tool calls of one robot token that may wait in each lane (0-1024); past it a call answers "
+        '{"error": "busy", "retry_after_s": n} at once, without running',
+    ),
+    "MEMORY_ROBOT_TIME_SHARE": (
+        "robot_time_share",
+        str(ROBOT_TIME_SHARE),
+        "fraction of the time one robot token's calls may keep running, per lane, on average "
+        f"(0.01-1; after a burst of {ROBOT_BURST_S:g} s of running time its next calls wait "
+        "for their turn); 1 turns the pacing off",
+    ),
+    "MEMORY_MAX_ANSWER_BYTES": (
+        "max_answer_bytes",
+        str(MAX_ANSWER_BYTES),
+        "bytes one find_processes / list_processes answer may take on the wire "
+        "(65536-67108864); past it a find leaves further results' markdown out "
+        "(get_process fetches them) and a list page stops early with next_offset",
+    ),
     "MEMORY_SEARCH": (
         "search",
         "hybrid",
@@ -241,6 +275,31 @@ class Settings(BaseSettings):
         ge=1,
         le=1_000_000,
         validation_alias=AliasChoices("robot_max_documents", "MEMORY_ROBOT_MAX_DOCUMENTS"),
+    )
+    robot_max_calls: int = Field(
+        default=ROBOT_MAX_CALLS,
+        ge=1,
+        le=64,
+        validation_alias=AliasChoices("robot_max_calls", "MEMORY_ROBOT_MAX_CALLS"),
+    )
+    robot_max_queued: int = Field(
+        default=ROBOT_MAX_QUEUED,
+        ge=0,
+        le=1024,
+        validation_alias=AliasChoices("robot_max_queued", "MEMORY_ROBOT_MAX_QUEUED"),
+    )
+    robot_time_share: float = Field(
+        default=ROBOT_TIME_SHARE,
+        ge=0.01,
+        le=1.0,
+        allow_inf_nan=False,
+        validation_alias=AliasChoices("robot_time_share", "MEMORY_ROBOT_TIME_SHARE"),
+    )
+    max_answer_bytes: int = Field(
+        default=MAX_ANSWER_BYTES,
+        ge=64 * 1024,
+        le=64 * 1024 * 1024,
+        validation_alias=AliasChoices("max_answer_bytes", "MEMORY_MAX_ANSWER_BYTES"),
     )
 
     search: SearchMode = Field(

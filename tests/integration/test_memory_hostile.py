@@ -229,4 +229,5 @@ async def test_save_answer_and_too_large_shape(spawn, mcp_call):
             assert answer["error"] == "too_large"
             assert answer["field"] == field
             assert answer["size"] == size
-            assert set(answer) == {"error", "detail", "field", "size", "limit"}
+            assert set(answer) == {"error", "detail", "field", "size", "limit", "unit"}
+            assert answer["unit"] == "bytes"

@@ -126,6 +126,7 @@ def test_errors_share_one_base_and_keep_their_builtins() -> None:
         (robot_mcp_memory.EmbedderUnavailable, RuntimeError),
         (robot_mcp_memory.DamagedRow, Exception),
         (robot_mcp_memory.ToolFailure, Exception),
+        (robot_mcp_memory.Busy, Exception),
     ]:
         assert issubclass(error, base)
         assert issubclass(error, builtin)

@@ -260,3 +260,56 @@ class TestRobotShares:
             ("MEMORY_ADMIN_RESERVE", "admin_reserve"),
         ):
             assert ENV_VARS[variable][0] == field
+
+
+class TestFairShare:
+    def test_defaults(self):
+        """Unset: 1 call at once, 8 waiting and a tenth of the time per robot token and lane;
+        512 KiB answers."""
+        s = load_settings()
+        assert (s.robot_max_calls, s.robot_max_queued, s.robot_time_share) == (1, 8, 0.1)
+        assert s.max_answer_bytes == 524288
+
+    def test_read_from_the_environment(self, monkeypatch):
+        monkeypatch.setenv("MEMORY_ROBOT_MAX_CALLS", "4")
+        monkeypatch.setenv("MEMORY_ROBOT_MAX_QUEUED", "0")
+        monkeypatch.setenv("MEMORY_MAX_ANSWER_BYTES", "1048576")
+        monkeypatch.setenv("MEMORY_ROBOT_TIME_SHARE", "0.5")
+        s = load_settings()
+        assert (s.robot_max_calls, s.robot_max_queued, s.max_answer_bytes) == (4, 0, 1048576)
+        assert s.robot_time_share == 0.5
+
+    @pytest.mark.parametrize(
+        ("variable", "value"),
+        [
+            ("MEMORY_ROBOT_MAX_CALLS", "0"),
+            ("MEMORY_ROBOT_MAX_CALLS", "65"),
+            ("MEMORY_ROBOT_MAX_CALLS", "two"),
+            ("MEMORY_ROBOT_MAX_QUEUED", "-1"),
+            ("MEMORY_ROBOT_MAX_QUEUED", "1025"),
+            ("MEMORY_MAX_ANSWER_BYTES", "1000"),
+            ("MEMORY_MAX_ANSWER_BYTES", "512KiB"),
+            ("MEMORY_MAX_ANSWER_BYTES", "67108865"),
+            ("MEMORY_ROBOT_TIME_SHARE", "0"),
+            ("MEMORY_ROBOT_TIME_SHARE", "1.5"),
+            ("MEMORY_ROBOT_TIME_SHARE", "nan"),
+            ("MEMORY_ROBOT_TIME_SHARE", "10%"),
+        ],
+    )
+    def test_out_of_range_is_one_line_naming_the_variable_and_the_range(
+        self, monkeypatch, variable, value
+    ):
+        monkeypatch.setenv(variable, value)
+        with pytest.raises(SettingsError) as info:
+            load_settings()
+        message = str(info.value)
+        assert info.value.variable == variable
+        assert "\n" not in message
+        assert message.startswith(f"invalid {variable}={value!r}: ")
+        assert f"({variable}: " in message
+
+    def test_listed_for_help(self):
+        assert ENV_VARS["MEMORY_ROBOT_MAX_CALLS"][:2] == ("robot_max_calls", "1")
+        assert ENV_VARS["MEMORY_ROBOT_MAX_QUEUED"][:2] == ("robot_max_queued", "8")
+        assert ENV_VARS["MEMORY_MAX_ANSWER_BYTES"][:2] == ("max_answer_bytes", "524288")
+        assert ENV_VARS["MEMORY_ROBOT_TIME_SHARE"][:2] == ("robot_time_share", "0.1")

@@ -2,8 +2,9 @@
 
 :mod:`.processes`, :mod:`.fleet` and :mod:`.lessons` each hold their handlers
 (``find_processes(memory, tenant, *, query, k, robot) -> dict``…) and a ``register(mcp,
-runner)`` adding the wrappers; :class:`ToolRunner` runs every call and :func:`answer_for`
-turns every failure into its answer.
+runner)`` adding the wrappers; :class:`ToolRunner` runs every call, each robot's within its
+share of a :class:`FairScheduler`, and :func:`answer_for` turns every failure into its
+answer; :func:`wire_bytes` / :func:`answer_bytes` count what an answer puts on the wire.
 """
 
 from __future__ import annotations
@@ -13,10 +14,27 @@ from robot_mcp_memory.tools import (
     lessons,
     processes,
 )
+from robot_mcp_memory.tools._fair import FairScheduler
 from robot_mcp_memory.tools._runner import (
     ANSWER_SCHEMA,
+    Lane,
     ToolRunner,
+    answer_bytes,
     answer_for,
+    busy_answer,
+    wire_bytes,
 )
 
-__all__ = ["ANSWER_SCHEMA", "ToolRunner", "answer_for", "fleet", "lessons", "processes"]
+__all__ = [
+    "ANSWER_SCHEMA",
+    "FairScheduler",
+    "Lane",
+    "ToolRunner",
+    "answer_bytes",
+    "answer_for",
+    "busy_answer",
+    "fleet",
+    "lessons",
+    "processes",
+    "wire_bytes",
+]

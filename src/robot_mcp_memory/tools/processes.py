@@ -5,6 +5,14 @@ Each tool is a handler here — ``find_processes(memory, tenant, *, query, k, ro
 callable without MCP — that checks its §6a rule (:mod:`robot_mcp_memory.policy`), then
 calls the process store; :func:`register` adds the thin async wrappers carrying the
 LLM-facing descriptions, each handing its handler to the :class:`ToolRunner`.
+
+The two answers that grow with the store are bounded in bytes on the wire
+(``max_answer_bytes``, :data:`~robot_mcp_memory.limits.MAX_ANSWER_BYTES` by default,
+counted by :func:`~robot_mcp_memory.tools.wire_bytes` as the runner sends them): a find
+carries the markdown of its results, best first, while the answer stays within the bound
+and lists the rest without it (``markdown_omitted``, ``size_note``); a list page stops
+early (``next_offset``, ``size_note``). The best result's markdown, and a page's first
+summary, are always included, so an answer is never empty of what the caller needs first.
 """
 
 from __future__ import annotations
@@ -14,9 +22,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 from mcp.server.fastmcp import FastMCP
 from mcp.types import CallToolResult
 
-from robot_mcp_memory._exceptions import ToolFailure
+from robot_mcp_memory._exceptions import ToolFailure, quote
 from robot_mcp_memory.documents import ProcessDoc
 from robot_mcp_memory.limits import (
+    MAX_ANSWER_BYTES,
     MAX_DOC_BYTES,
     MAX_K,
     MAX_LIMIT,
@@ -25,6 +34,7 @@ from robot_mcp_memory.limits import (
 )
 from robot_mcp_memory.policy import (
     check_text,
+    may_add_note,
     pin_document,
     require_admin,
     updatable,
@@ -34,8 +44,11 @@ from robot_mcp_memory.policy import (
 from robot_mcp_memory.search import truncate_query
 from robot_mcp_memory.tools._runner import (
     Answer,
+    Lane,
     ToolRunner,
     add_tool,
+    answer_bytes,
+    wire_bytes,
 )
 
 if TYPE_CHECKING:
@@ -60,30 +73,70 @@ def _k(k: int) -> int:
 
 
 def find_processes(
-    memory: Memory, tenant: Tenant | None, *, query: str, k: int = 3, robot: str | None = None
+    memory: Memory,
+    tenant: Tenant | None,
+    *,
+    query: str,
+    k: int = 3,
+    robot: str | None = None,
+    max_answer_bytes: int = MAX_ANSWER_BYTES,
 ) -> dict[str, Any]:
-    """The ``find_processes`` tool's body (its description is the wrapper's)."""
+    """The ``find_processes`` tool's body (its description is the wrapper's).
+
+    Every result is listed; its ``markdown`` is null when including it would take the
+    answer past ``max_answer_bytes`` (the best result's never is), and those ids are then
+    named in ``markdown_omitted`` with a ``size_note``.
+    """
     check_text("robot", robot)
     text, truncated = truncate_query(query)
     robots = visible_robots(memory.fleet, robot, tenant)
     found = memory.processes.find(text, _k(k), robots=robots)
+    results: list[dict[str, Any]] = [
+        {
+            "id": f.doc.id,
+            "title": f.doc.title,
+            "score": f.score,
+            "bm25": f.bm25,
+            "semantic": f.semantic,
+            "reliability": f.reliability,
+            "success_count": f.doc.success_count,
+            "failure_count": f.doc.failure_count,
+            "updated": f.doc.frontmatter().get("updated"),
+            "markdown": None,
+        }
+        for f in found
+    ]
+    answer: dict[str, Any] = {"truncated": truncated, "processes": results}
+    # Room for the markdown: the bound less the answer with every markdown left out and
+    # named (the longest the omission fields can be), so adding them at the end fits.
+    every_id = [r["id"] for r in results]
+    room = max_answer_bytes - answer_bytes(
+        {**answer, **_omitted(every_id, len(every_id), max_answer_bytes)}
+    )
+    omitted: list[str] = []
+    for rank, (result, f) in enumerate(zip(results, found, strict=True)):
+        # A markdown costs at least twice its length on the wire: skip rendering it when
+        # that alone would not fit.
+        if rank > 0 and 2 * len(f.doc.body) > room + wire_bytes(None):
+            omitted.append(result["id"])
+            continue
+        markdown = f.doc.render()
+        cost = wire_bytes(markdown) - wire_bytes(None)
+        if rank > 0 and cost > room:
+            omitted.append(result["id"])
+            continue
+        result["markdown"] = markdown
+        room -= cost
+    if omitted:
+        answer.update(_omitted(omitted, len(omitted), max_answer_bytes))
+    return answer
+
+
+def _omitted(ids: list[str], count: int, max_answer_bytes: int) -> dict[str, Any]:
     return {
-        "truncated": truncated,
-        "processes": [
-            {
-                "id": f.doc.id,
-                "title": f.doc.title,
-                "score": f.score,
-                "bm25": f.bm25,
-                "semantic": f.semantic,
-                "reliability": f.reliability,
-                "success_count": f.doc.success_count,
-                "failure_count": f.doc.failure_count,
-                "updated": f.doc.frontmatter().get("updated"),
-                "markdown": f.doc.render(),
-            }
-            for f in found
-        ],
+        "markdown_omitted": ids,
+        "size_note": f"the markdown of {count} result(s) is left out to keep this answer "
+        f"under {max_answer_bytes} bytes; fetch each with get_process(id)",
     }
 
 
@@ -120,11 +173,21 @@ def record_outcome(
 ) -> dict[str, Any]:
     """The ``record_outcome`` tool's body (its description is the wrapper's)."""
     _check_size("note", note, MAX_NOTE_BYTES)
-    visible_owner(memory.processes, memory.fleet, id, tenant)
-    doc = memory.processes.record_outcome(id, success, note)
+    owner = visible_owner(memory.processes, memory.fleet, id, tenant)
+    note_refused = bool(note.strip()) and not may_add_note(tenant, owner)
+    doc = memory.processes.record_outcome(id, success, "" if note_refused else note)
     if doc is None:
         raise ToolFailure.not_found(id)
-    return doc.frontmatter()
+    out = doc.frontmatter()
+    if note_refused:
+        out["note_added"] = False
+        out["note_detail"] = (
+            f"process {quote(id)} is fleet-wide (shared: true) and read by every group, so "
+            "a robot's outcome notes are not added to its text; the outcome was counted. "
+            "Save an improved process of your own under a new id with save_process, or "
+            "tell the operator"
+        )
+    return out
 
 
 def delete_process(memory: Memory, tenant: Tenant | None, *, id: str) -> dict[str, Any]:
@@ -146,8 +209,14 @@ def list_processes(
     limit: int = 50,
     offset: int = 0,
     robot: str | None = None,
+    max_answer_bytes: int = MAX_ANSWER_BYTES,
 ) -> dict[str, Any]:
-    """The ``list_processes`` tool's body (its description is the wrapper's)."""
+    """The ``list_processes`` tool's body (its description is the wrapper's).
+
+    The page stops before the summary that would take the answer past
+    ``max_answer_bytes`` (never before the first), saying so with ``next_offset`` and a
+    ``size_note``.
+    """
     check_text("robot", robot)
     if limit < 0 or offset < 0:
         raise ToolFailure.invalid(
@@ -157,10 +226,30 @@ def list_processes(
     used = min(limit, MAX_LIMIT)
     robots = visible_robots(memory.fleet, robot, tenant)
     docs = [] if used == 0 else memory.processes.list(used, offset, robots=robots)
+    answer: dict[str, Any] = {"processes": [], "limit": used, "offset": offset}
+    # The bound less the answer without summaries but with the longest cut fields.
+    room = max_answer_bytes - answer_bytes(
+        {**answer, **_cut(offset + used, used, used, max_answer_bytes)}
+    )
+    for doc in docs:
+        summary = doc.frontmatter()
+        cost = wire_bytes(summary) + 3  # and its separator: "," once, ", " in the text
+        if answer["processes"] and cost > room:
+            break
+        answer["processes"].append(summary)
+        room -= cost
+    taken = len(answer["processes"])
+    if taken < len(docs):
+        answer.update(_cut(offset + taken, taken, used, max_answer_bytes))
+    return answer
+
+
+def _cut(next_offset: int, taken: int, asked: int, max_answer_bytes: int) -> dict[str, Any]:
     return {
-        "processes": [doc.frontmatter() for doc in docs],
-        "limit": used,
-        "offset": offset,
+        "next_offset": next_offset,
+        "size_note": f"this page holds {taken} of the {asked} summaries asked for, to keep "
+        f"this answer under {max_answer_bytes} bytes; call "
+        f"list_processes(offset={next_offset}) for the rest",
     }
 
 
@@ -194,12 +283,17 @@ def register(mcp: FastMCP, runner: ToolRunner) -> None:
         bm25 is the lexical relevance (0: no word matched), semantic the meaning similarity
         (cosine, null when the server searches lexically), reliability the smoothed success
         rate; score, what results are ranked by, is their fusion × reliability (higher is
-        better). markdown is the full document.
+        better). markdown is the full document. An answer is kept within a size bound
+        (512 KiB unless the operator set another): when documents are large, results past
+        it come with "markdown": null, their ids in "markdown_omitted" and a "size_note";
+        fetch each of those with get_process(id) if you need it. The best result always
+        has its markdown.
         """
         return await runner.run(
             "find_processes",
             find_processes,
-            {"query": query, "k": k, "robot": robot},
+            {"query": query, "k": k, "robot": robot, "max_answer_bytes": runner.max_answer_bytes},
+            lane=Lane.DOCUMENTS,
             k=_k(k),
             robot=robot,
         )
@@ -212,7 +306,7 @@ def register(mcp: FastMCP, runner: ToolRunner) -> None:
         The document is advice from past missions; deviate when reality disagrees.
         Returns JSON {"id", "markdown", ...frontmatter} or {"error": "not_found"}.
         """
-        return await runner.run("get_process", get_process, {"id": id}, id=id)
+        return await runner.run("get_process", get_process, {"id": id}, lane=Lane.DOCUMENTS, id=id)
 
     add_tool(mcp, "get_process", _get_process)
 
@@ -230,7 +324,11 @@ def register(mcp: FastMCP, runner: ToolRunner) -> None:
         bad frontmatter field.
         """
         return await runner.run(
-            "save_process", save_process, {"markdown": markdown}, markdown_chars=len(markdown)
+            "save_process",
+            save_process,
+            {"markdown": markdown},
+            lane=Lane.DOCUMENTS,
+            markdown_chars=len(markdown),
         )
 
     add_tool(mcp, "save_process", _save_process)
@@ -242,12 +340,16 @@ def register(mcp: FastMCP, runner: ToolRunner) -> None:
 
         Bumps success_count or failure_count and last_used; a non-empty note (at most
         4 KiB) is appended with the date and the flag under the document's "## Outcome log".
+        A fleet-wide (shared: true) document takes notes from the admin only: a robot's
+        outcome is counted but its note is not added, and the answer says "note_added":
+        false with a "note_detail".
         Returns JSON: the process's frontmatter with the updated counters, or not_found.
         """
         return await runner.run(
             "record_outcome",
             record_outcome,
             {"id": id, "success": success, "note": note},
+            lane=Lane.DOCUMENTS,
             id=id,
             success=success,
         )
@@ -259,7 +361,9 @@ def register(mcp: FastMCP, runner: ToolRunner) -> None:
 
         Returns JSON {"deleted": id} or {"error": "not_found"}.
         """
-        return await runner.run("delete_process", delete_process, {"id": id}, id=id)
+        return await runner.run(
+            "delete_process", delete_process, {"id": id}, lane=Lane.DOCUMENTS, id=id
+        )
 
     add_tool(mcp, "delete_process", _delete_process)
 
@@ -273,12 +377,21 @@ def register(mcp: FastMCP, runner: ToolRunner) -> None:
             offset: how many to skip.
             robot: narrow to the documents that robot sees (its group's plus shared ones).
 
-        Returns JSON {"processes": [frontmatter...], "limit", "offset"}.
+        Returns JSON {"processes": [frontmatter...], "limit", "offset"}. A page that would
+        pass the answer size bound (512 KiB unless the operator set another) stops early
+        with "next_offset" and a "size_note": call again with offset=next_offset for the
+        rest.
         """
         return await runner.run(
             "list_processes",
             list_processes,
-            {"limit": limit, "offset": offset, "robot": robot},
+            {
+                "limit": limit,
+                "offset": offset,
+                "robot": robot,
+                "max_answer_bytes": runner.max_answer_bytes,
+            },
+            lane=Lane.DOCUMENTS,
             limit=limit,
             offset=offset,
             robot=robot,
@@ -292,7 +405,7 @@ def register(mcp: FastMCP, runner: ToolRunner) -> None:
         Only needed after a tokenizer or column-weight change: every save already updates
         the index in the same transaction. Returns JSON {"indexed": n}.
         """
-        return await runner.run("reindex", reindex, {})
+        return await runner.run("reindex", reindex, {}, lane=Lane.DOCUMENTS)
 
     add_tool(mcp, "reindex", _reindex)
 
