@@ -419,6 +419,8 @@ class TaskManager:
                 task, "input_answered", {"request_id": request_id, "action": answer.action}
             )
             if not pending.answer.done():
+                # Off the list at once: a tasks/get right after this must not show it.
+                task.inputs.pop(request_id, None)
                 pending.answer.set_result(answer)
                 answered.append(request_id)
         return answered

@@ -170,8 +170,13 @@ class NativeTasks:
         Raises:
             ImportError: mcp 2.3 or later is not installed.
         """
-        from robot_mcp_kit._native_mcp2 import TasksExtension
-
+        try:
+            from robot_mcp_kit._native_mcp2 import TasksExtension
+        except ImportError as exc:
+            raise ImportError(
+                "NativeTasks.extension() needs mcp 2.3 or later (MCPServer's extensions, "
+                f"protocol 2026-07-28): pip install 'mcp>=2.3,<3' ({exc})."
+            ) from exc
         return TasksExtension(self)
 
     # -- ids ------------------------------------------------------------------------
