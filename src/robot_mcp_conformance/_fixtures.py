@@ -24,10 +24,12 @@ from robot_mcp_conformance._runs import (
     UNKNOWN_TRIGGER,
     CancelRun,
     DeliveryRun,
+    InputRun,
     RefusalRun,
     Runs,
 )
 from robot_mcp_conformance.plugin import detected_transport, stashed_config
+from robot_mcp_kit.models import TASK_INPUT_TOOL_NAME
 from robot_mcp_kit.testing import free_port
 
 if TYPE_CHECKING:
@@ -40,6 +42,7 @@ __all__ = [
     "delivery",
     "fake_rvc",
     "harness",
+    "input_run",
     "refusal",
     "runs",
     "server_endpoint",
@@ -205,3 +208,20 @@ def delivery(harness: Harness) -> DeliveryRun:
 def refusal(harness: Harness) -> RefusalRun:
     """A task whose every post fake_rvc refuses (413), and a second task run meanwhile."""
     return harness.refusal_scenario()
+
+
+@pytest.fixture(scope="session")
+def input_run(
+    conformance_config: Config, harness: Harness, tools: dict[str, dict[str, Any]]
+) -> InputRun:
+    """A task that asks for input, answered through answer_task_input (contract §11).
+
+    Skipped (an optional clause) without ``--input-args`` or when the server does not list
+    ``answer_task_input``.
+    """
+    arguments = conformance_config.input_args
+    if arguments is None:
+        pytest.skip("no --input-args: no task that asks for input to judge (contract §11)")
+    if TASK_INPUT_TOOL_NAME not in tools:
+        pytest.skip(f"the server does not list {TASK_INPUT_TOOL_NAME} (contract §11, optional)")
+    return harness.input_scenario(arguments)
