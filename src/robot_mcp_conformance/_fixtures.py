@@ -18,6 +18,7 @@ from robot_mcp_conformance._client import McpClient, detect_transport
 from robot_mcp_conformance._config import Config, Transport
 from robot_mcp_conformance._exceptions import ServerStartError, TargetError
 from robot_mcp_conformance._harness import Harness
+from robot_mcp_conformance._native import NativeClient, NativeRun
 from robot_mcp_conformance._process import ServerProcess
 from robot_mcp_conformance._runs import (
     PROGRESS_TRIGGER,
@@ -43,6 +44,7 @@ __all__ = [
     "fake_rvc",
     "harness",
     "input_run",
+    "native_runs",
     "refusal",
     "runs",
     "server_endpoint",
@@ -225,3 +227,22 @@ def input_run(
     if TASK_INPUT_TOOL_NAME not in tools:
         pytest.skip(f"the server does not list {TASK_INPUT_TOOL_NAME} (contract §11, optional)")
     return harness.input_scenario(arguments)
+
+
+@pytest.fixture(scope="session")
+def native_runs(server_endpoint: tuple[str, Transport], harness: Harness) -> list[NativeRun]:
+    """Tasks driven through the MCP tasks extension and watched through fake_rvc (§12).
+
+    Skipped unless the server speaks streamable HTTP and its ``server/discover`` (protocol
+    2026-07-28) advertises ``io.modelcontextprotocol/tasks``.
+    """
+    url, transport = server_endpoint
+    if transport != "streamable-http":
+        pytest.skip("the MCP tasks extension is judged over streamable HTTP only (§12)")
+    native = NativeClient(url)
+    if not native.advertises_tasks():
+        pytest.skip(
+            "the server does not advertise io.modelcontextprotocol/tasks in server/discover "
+            "(contract §12, optional)"
+        )
+    return harness.native_scenario(native)

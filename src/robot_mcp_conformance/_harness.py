@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from robot_mcp_conformance._client import McpClient, ToolReply
 from robot_mcp_conformance._config import Config
+from robot_mcp_conformance._native import NativeClient, NativeError, NativeRun
 from robot_mcp_conformance._runs import (
     CANCEL_STOP_S,
     CANCEL_TASK,
@@ -62,6 +63,11 @@ def answer_for(schema: object) -> dict[str, Any]:
         else:
             answer[name] = "yes"
     return answer
+
+
+def _reported(recorder: Any, *, task_id: str) -> bool:
+    """Whether fake_rvc holds an event of ``task_id`` (the task surely runs)."""
+    return bool(recorder.events(task_id=task_id))
 
 
 class Harness:
@@ -277,6 +283,60 @@ class Harness:
             self.call(CANCEL_TASK, {"task_id": task_id})
         scenario.again = self.call(TASK_INPUT_TOOL_NAME, scenario.answered_with)
         return scenario
+
+    def native_scenario(self, native: NativeClient) -> list[NativeRun]:
+        """Drive a succeeding, a failing and a cancelled task through the tasks extension
+        (§12), each to its end by ``tasks/get``, and watch each one's events."""
+        cfg = self.config
+        plans = [("succeeding", cfg.start_args, False), ("cancelled", cfg.long_args, True)]
+        if cfg.fail_args is not None:
+            plans.insert(1, ("failing", cfg.fail_args, False))
+        runs: list[NativeRun] = []
+        for label, arguments, cancel in plans:
+            run = NativeRun(label)
+            runs.append(run)
+            wall = time.time()
+            try:
+                run.created = native.request(
+                    "tools/call", {"name": cfg.start_tool, "arguments": dict(arguments)}
+                )
+            except NativeError as exc:
+                run.error = f"tools/call {cfg.start_tool} with the extension answered {exc}"
+                continue
+            native_id = run.created.get("taskId")
+            task_id = run.kit_task_id
+            if not isinstance(native_id, str) or task_id is None:
+                continue
+            self.started.append(task_id)
+            start = ToolReply(
+                tool=cfg.start_tool,
+                arguments=dict(arguments),
+                elapsed_s=time.time() - wall,
+                data=run.created,
+            )
+            run.webhook = TaskRun(
+                label=f"native {label}", start=start, started_wall=wall, task_id=task_id
+            )
+            if cancel:
+                with contextlib.suppress(TimeoutError):
+                    self.rvc.state.wait_for(
+                        functools.partial(_reported, task_id=task_id), timeout_s=3.0
+                    )
+                try:
+                    run.cancel_ack = native.request("tasks/cancel", {"taskId": native_id})
+                except NativeError as exc:
+                    run.error = f"tasks/cancel answered {exc}"
+                    continue
+            native.until_terminal(run, native_id, cfg.task_timeout_s)
+        finished = [r.webhook for r in runs if r.webhook is not None and r.label != "cancelled"]
+        self.observe_all(finished)
+        for run in runs:
+            if run.label == "cancelled" and run.webhook is not None:
+                time.sleep(QUIET_S)
+                assert run.webhook.task_id is not None
+                run.webhook.events = self.events(run.webhook.task_id)
+                run.webhook.final = self.call(GET_TASK, {"task_id": run.webhook.task_id})
+        return runs
 
     def _input_wait_s(self) -> float:
         return min(self.config.task_timeout_s, INPUT_WAIT_S)

@@ -82,9 +82,10 @@ def _check_routing(ctx: Any, task_id: object) -> None:
 
 
 def _structured(result: Any) -> Mapping[str, Any] | None:
-    """A tool result's structured object: ``structuredContent``, else its one JSON text."""
+    """A tool result's answer object: ``structuredContent`` when it names a task, else its
+    first text parsed as JSON (a tool that answers the ``TaskInfo`` as a JSON string)."""
     structured = getattr(result, "structured_content", None)
-    if isinstance(structured, Mapping):
+    if isinstance(structured, Mapping) and "task_id" in structured:
         return structured
     for item in getattr(result, "content", None) or ():
         text = getattr(item, "text", None)

@@ -30,7 +30,14 @@ except ImportError:  # mcp 1.x
 
     MCP2 = False
 
-from robot_mcp_kit import EventPoster, TaskContext, TaskError, TaskManager, register_task_tools
+from robot_mcp_kit import (
+    EventPoster,
+    NativeTasks,
+    TaskContext,
+    TaskError,
+    TaskManager,
+    register_task_tools,
+)
 from robot_mcp_kit.models import TaskEvent
 
 NAME = "sleeper"
@@ -66,13 +73,16 @@ def build(
     relay: Callable[[EventPoster], Relay] = Relay,
     manager_cls: type[TaskManager] = TaskManager,
     inputs: bool = True,
+    native: Callable[[TaskManager], Any] | None = None,
 ) -> tuple[FastMCP[Any], TaskManager, EventPoster]:
     """Build the server: ``sleep_task`` plus the kit's reconciliation tools (and
-    ``answer_task_input`` unless ``inputs=False``)."""
+    ``answer_task_input`` unless ``inputs=False``); on mcp 2.x the MCP tasks extension too,
+    built by ``native`` (default ``NativeTasks``) over the manager."""
     poster = poster if poster is not None else EventPoster(NAME)
     manager = manager_cls(NAME, relay(poster), known_trigger_types=("progress_above",))
     if MCP2:
-        mcp: Any = FastMCP(NAME)
+        face = (native or NativeTasks)(manager)
+        mcp: Any = FastMCP(NAME, extensions=[face.extension()])
     else:
         mcp = FastMCP(NAME, host="127.0.0.1", port=int(os.environ["MCP_PORT"]))
     register_task_tools(mcp, manager, inputs=inputs)

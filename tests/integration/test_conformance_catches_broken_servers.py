@@ -124,6 +124,15 @@ EXPECTED_FAILURES: dict[str, set[str]] = {
 }
 
 
+# Broken servers whose defect is in the MCP tasks extension, which only mcp 2.x serves:
+# tests/frameworks/run.sh runs each in an mcp 2.x environment and checks that exactly its
+# test fails. Here (mcp 1.x) that test is skipped: the server advertises no extension.
+MCP2_ONLY: dict[str, set[str]] = {
+    "native_disagrees": {"test_native_task_agrees_with_the_events"},
+}
+SKIPPED_ON_MCP1 = {"test_native_task_agrees_with_the_events"}
+
+
 @dataclass(frozen=True)
 class Verdict:
     """What one conformance run against one server reported."""
@@ -210,7 +219,11 @@ def _run_suite(script: str, report: Path, timeout_s: float) -> Verdict:
 def test_every_broken_server_script_is_covered():
     """Each script in tests/conformance_broken/ has an expected verdict, and vice versa."""
     scripts = {p.stem for p in BROKEN.glob("*.py") if not p.stem.startswith("_")}
-    assert scripts == set(EXPECTED_FAILURES)
+    assert scripts == set(EXPECTED_FAILURES) | set(MCP2_ONLY)
+    run_sh = (REPO / "tests" / "frameworks" / "run.sh").read_text(encoding="utf-8")
+    for script, tests in MCP2_ONLY.items():
+        assert f"tests/conformance_broken/{script}.py" in run_sh
+        assert all(test in run_sh for test in tests)
 
 
 @pytest.mark.parametrize("server", sorted(EXPECTED_FAILURES))
@@ -222,7 +235,7 @@ def test_conformance_fails_exactly_the_tests_the_defect_breaks(
     expected = EXPECTED_FAILURES[server]
     ran = verdict.passed | verdict.failed | verdict.skipped
     assert len(ran) >= 44, f"the suite collected only {len(ran)} tests:\n{verdict.output}"
-    assert not verdict.skipped, f"unexpected skips {sorted(verdict.skipped)}"
+    assert verdict.skipped <= SKIPPED_ON_MCP1, f"unexpected skips {sorted(verdict.skipped)}"
     assert verdict.failed == expected, (
         f"{server}: unexpectedly failed {sorted(verdict.failed - expected)}, "
         f"unexpectedly passed {sorted(expected - verdict.failed)}\n{verdict.output}"
