@@ -22,6 +22,9 @@ raises to the client, and declares an object output schema:
   retains 256 events per task and 10 000 in total by default (``TaskManager``'s
   ``max_events_per_task`` / ``max_events_retained``); ``first_retained_seq`` says where
   its memory begins. Unknown task: ``not_found``. Left out with ``events=False``.
+- ``answer_task_input(task_id, request_id, action, content=None)`` (with ``inputs=True``,
+  contract §11) → the ``TaskInfo`` once the answer reached the task's waiting
+  ``ctx.request_input``; a task or request not waited on answers ``not_found``.
 
 The structured content of a reply *is* that object (``structuredContent == TaskInfo``), and
 its one text content is the same object as JSON, for clients that read text. The output

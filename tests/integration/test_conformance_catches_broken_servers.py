@@ -66,6 +66,8 @@ NEEDS_VERIFIED_EVENTS = {
     "test_unknown_trigger_type_is_ignored",
     "test_progress_above_fires_once_when_percent_is_reported",
     "test_a_refused_task_does_not_hold_back_other_tasks",
+    "test_input_request_is_announced",
+    "test_answered_input_lets_the_task_finish",
 }
 
 EXPECTED_FAILURES: dict[str, set[str]] = {
