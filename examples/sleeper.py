@@ -25,9 +25,13 @@ Environment:
 reports as ``serverInfo.version``.
 
 Tools: ``sleep_task`` (starts a task, answers its ``TaskInfo`` at once, as structured
-content) plus the reconciliation tools ``get_task`` / ``cancel_task`` / ``list_tasks``. The
-server is built by :func:`build_server`, so tests can run it in memory with a recording
-poster.
+content; with ``confirm=true`` its task first asks the caller to confirm, through
+``ctx.request_input``) plus the reconciliation tools ``get_task`` / ``cancel_task`` /
+``list_tasks`` / ``get_task_events`` and ``answer_task_input``. On mcp 2.x it also serves the
+MCP tasks extension (``NativeTasks``): a host that declares ``io.modelcontextprotocol/tasks``
+gets a native task for ``sleep_task`` (``tasks/get``, ``tasks/update``, ``tasks/cancel``),
+the very task whose events the brain gets. The server is built by :func:`build_server`, so
+tests can run it in memory with a recording poster.
 
 Dual-mode pattern: the tool is the thin entry (validate args → ``manager.start`` → return
 the ``TaskInfo``); the body is the real async work.
@@ -46,6 +50,7 @@ from typing import Any
 
 from robot_mcp_kit import (
     ManagerClosed,
+    NativeTasks,
     RobotMcpKitError,
     TaskContext,
     TaskError,
@@ -85,6 +90,12 @@ _INSTRUCTIONS = (
     "get_task / list_tasks / cancel_task to check on or stop started tasks."
 )
 
+_CONFIRM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"confirm": {"type": "boolean", "description": "Sleep now?"}},
+    "required": ["confirm"],
+}
+
 logger = logging.getLogger("sleeper")
 
 
@@ -99,14 +110,21 @@ def default_framework() -> Framework:
     return "mcp2" if importlib.util.find_spec("mcp.server.mcpserver") is not None else "mcp1"
 
 
-def _new_server(framework: Framework) -> Any:
+def _new_server(framework: Framework, manager: TaskManager) -> Any:
     # Imported by name: only one of the three frameworks is installed at a time.
     if framework == "fastmcp":
         standalone = importlib.import_module("fastmcp").FastMCP
         return standalone(SERVER_NAME, instructions=_INSTRUCTIONS, version=__version__)
     if framework == "mcp2":
         mcp_server = importlib.import_module("mcp.server.mcpserver").MCPServer
-        return mcp_server(SERVER_NAME, instructions=_INSTRUCTIONS, version=__version__)
+        # The MCP tasks extension over the same manager: the native face (mcp >= 2.3).
+        native = NativeTasks(manager)
+        return mcp_server(
+            SERVER_NAME,
+            instructions=_INSTRUCTIONS,
+            version=__version__,
+            extensions=[native.extension()],
+        )
     from mcp.server.fastmcp import FastMCP
 
     server = FastMCP(SERVER_NAME, instructions=_INSTRUCTIONS)
@@ -130,14 +148,15 @@ def build_server(manager: TaskManager, *, framework: Framework | None = None) ->
     ``framework`` defaults to :func:`default_framework`; the transport, host and port are
     :func:`robot_mcp_kit.serve`'s, on every framework.
     """
-    mcp = _new_server(framework or default_framework())
-    register_task_tools(mcp, manager)
+    mcp = _new_server(framework or default_framework(), manager)
+    register_task_tools(mcp, manager, inputs=True)
 
     async def sleep_task(
         duration_s: float,
         fail: bool = False,
         triggers: list[dict[str, Any]] | None = None,
         tick_s: float = 1.0,
+        confirm: bool = False,
     ) -> TaskInfo | ToolErrorReply:
         """Start a fake long-running task that sleeps for duration_s seconds (at most 3600).
 
@@ -147,6 +166,9 @@ def build_server(manager: TaskManager, *, framework: Framework | None = None) ->
         Supported triggers: {"type": "eta_below", "seconds": N} (fires once when the
         remaining time drops below N) and {"type": "progress_above", "percent": P}; add
         "repeat": true to fire on every tick while the condition holds.
+        With confirm true the task first asks "Sleep for N s?" (an input_required event,
+        answered with answer_task_input) and sleeps only if accepted with
+        {"confirm": true}; otherwise it fails with NOT_CONFIRMED.
         """
         if not (isinstance(duration_s, int | float) and math.isfinite(duration_s)):
             return _invalid(f"duration_s must be a finite number, got {duration_s!r}.")
@@ -163,6 +185,16 @@ def build_server(manager: TaskManager, *, framework: Framework | None = None) ->
             )
 
         async def body(ctx: TaskContext) -> dict[str, Any]:
+            if confirm:
+                answer = await ctx.request_input(
+                    f"Sleep for {duration_s:g} s?", schema=_CONFIRM_SCHEMA
+                )
+                if answer.action != "accept" or answer.content.get("confirm") is not True:
+                    raise TaskError(
+                        "NOT_CONFIRMED",
+                        f"The caller did not confirm the sleep ({answer.action}).",
+                        suggestions=["start_again_and_confirm"],
+                    )
             eta_triggers = [
                 (t, threshold) for t in ctx.triggers if (threshold := _eta_threshold(t)) is not None
             ]

@@ -154,6 +154,22 @@ class clauses:
         "progress_above fires once when progress ≥ percent; at most once per task unless "
         '"repeat": true',
     )
+    INPUT_ANNOUNCED = Clause(
+        "11.1",
+        "a task that asks for input emits input_required {request_id, method "
+        '"elicitation/create", params {message, requestedSchema}} and stays running',
+    )
+    INPUT_ANSWERED = Clause(
+        "11.2",
+        "answer_task_input(task_id, request_id, action, content) answers the TaskInfo, "
+        "emits input_answered {request_id, action} and the task goes on; a request no "
+        'longer waited on answers {"error": "not_found"}',
+    )
+    NATIVE_AGREES = Clause(
+        "12",
+        "a task created through the MCP tasks extension is the task the events tell of: "
+        "tasks/get and the events agree on its end, result and failure",
+    )
 
 
 def _render(value: Any, indent: str, width: int) -> str:

@@ -45,6 +45,7 @@ _FORWARDED: tuple[tuple[str, str, str], ...] = (
     ("--start-args", "JSON", "arguments of a short task that succeeds"),
     ("--fail-args", "JSON", "arguments of a short task that fails"),
     ("--cancel-args", "JSON", "arguments of a task long enough to be cancelled"),
+    ("--input-args", "JSON", "arguments of a task that asks for input (contract §11)"),
     ("--task-timeout", "SECONDS", "seconds a short task may take (default 20)"),
 )
 

@@ -23,6 +23,7 @@ __all__ = [
     "DEFAULT_SERVER_NAME",
     "SLEEPER_CANCEL_ARGS",
     "SLEEPER_FAIL_ARGS",
+    "SLEEPER_INPUT_ARGS",
     "SLEEPER_PATH",
     "SLEEPER_START_ARGS",
     "SLEEPER_START_TOOL",
@@ -48,6 +49,7 @@ SLEEPER_START_TOOL = "sleep_task"
 SLEEPER_START_ARGS: dict[str, Any] = {"duration_s": 1, "tick_s": 0.2}
 SLEEPER_FAIL_ARGS: dict[str, Any] = {"duration_s": 0.4, "tick_s": 0.2, "fail": True}
 SLEEPER_CANCEL_ARGS: dict[str, Any] = {"duration_s": 30, "tick_s": 0.2}
+SLEEPER_INPUT_ARGS: dict[str, Any] = {"duration_s": 0.4, "tick_s": 0.2, "confirm": True}
 
 CALL_BUDGET_S = 30.0
 """The consumer's per-call timeout (kit spec Appendix A: "expect a ~30 s call timeout")."""
@@ -90,6 +92,8 @@ class Config:
     start_args: dict[str, Any]
     fail_args: dict[str, Any] | None
     cancel_args: dict[str, Any] | None
+    input_args: dict[str, Any] | None = None
+    """Arguments of a task that asks for input (contract §11); None: not judged."""
     startup_timeout_s: float = 30.0
     task_timeout_s: float = 20.0
     defaulted: bool = field(default=False)
@@ -110,6 +114,7 @@ class Config:
         start_args: str | None,
         fail_args: str | None,
         cancel_args: str | None,
+        input_args: str | None = None,
         task_timeout_s: str | float | None = None,
         transport: str | None = None,
         sleeper_path: Path | None = None,
@@ -181,11 +186,14 @@ class Config:
             cancel = parse_json_object("--cancel-args", cancel_args)
             fail = dict(SLEEPER_FAIL_ARGS) if fail is None else fail
             cancel = dict(SLEEPER_CANCEL_ARGS) if cancel is None else cancel
+            asks = parse_json_object("--input-args", input_args)
+            asks = dict(SLEEPER_INPUT_ARGS) if asks is None else asks
             tool = SLEEPER_START_TOOL
         else:
             start = parse_json_object("--start-args", start_args) or {}
             fail = parse_json_object("--fail-args", fail_args)
             cancel = parse_json_object("--cancel-args", cancel_args)
+            asks = parse_json_object("--input-args", input_args)
 
         timeout = 20.0
         if task_timeout_s not in (None, ""):
@@ -208,6 +216,7 @@ class Config:
             start_args=start,
             fail_args=fail,
             cancel_args=cancel,
+            input_args=asks,
             task_timeout_s=timeout,
             defaulted=defaulted,
             transport=None if chosen == "auto" else cast("Transport", chosen),

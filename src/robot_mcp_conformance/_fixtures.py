@@ -18,16 +18,19 @@ from robot_mcp_conformance._client import McpClient, detect_transport
 from robot_mcp_conformance._config import Config, Transport
 from robot_mcp_conformance._exceptions import ServerStartError, TargetError
 from robot_mcp_conformance._harness import Harness
+from robot_mcp_conformance._native import NativeClient, NativeRun
 from robot_mcp_conformance._process import ServerProcess
 from robot_mcp_conformance._runs import (
     PROGRESS_TRIGGER,
     UNKNOWN_TRIGGER,
     CancelRun,
     DeliveryRun,
+    InputRun,
     RefusalRun,
     Runs,
 )
 from robot_mcp_conformance.plugin import detected_transport, stashed_config
+from robot_mcp_kit.models import TASK_INPUT_TOOL_NAME
 from robot_mcp_kit.testing import free_port
 
 if TYPE_CHECKING:
@@ -40,6 +43,8 @@ __all__ = [
     "delivery",
     "fake_rvc",
     "harness",
+    "input_run",
+    "native_runs",
     "refusal",
     "runs",
     "server_endpoint",
@@ -205,3 +210,39 @@ def delivery(harness: Harness) -> DeliveryRun:
 def refusal(harness: Harness) -> RefusalRun:
     """A task whose every post fake_rvc refuses (413), and a second task run meanwhile."""
     return harness.refusal_scenario()
+
+
+@pytest.fixture(scope="session")
+def input_run(
+    conformance_config: Config, harness: Harness, tools: dict[str, dict[str, Any]]
+) -> InputRun:
+    """A task that asks for input, answered through answer_task_input (contract §11).
+
+    Skipped (an optional clause) without ``--input-args`` or when the server does not list
+    ``answer_task_input``.
+    """
+    arguments = conformance_config.input_args
+    if arguments is None:
+        pytest.skip("no --input-args: no task that asks for input to judge (contract §11)")
+    if TASK_INPUT_TOOL_NAME not in tools:
+        pytest.skip(f"the server does not list {TASK_INPUT_TOOL_NAME} (contract §11, optional)")
+    return harness.input_scenario(arguments)
+
+
+@pytest.fixture(scope="session")
+def native_runs(server_endpoint: tuple[str, Transport], harness: Harness) -> list[NativeRun]:
+    """Tasks driven through the MCP tasks extension and watched through fake_rvc (§12).
+
+    Skipped unless the server speaks streamable HTTP and its ``server/discover`` (protocol
+    2026-07-28) advertises ``io.modelcontextprotocol/tasks``.
+    """
+    url, transport = server_endpoint
+    if transport != "streamable-http":
+        pytest.skip("the MCP tasks extension is judged over streamable HTTP only (§12)")
+    native = NativeClient(url)
+    if not native.advertises_tasks():
+        pytest.skip(
+            "the server does not advertise io.modelcontextprotocol/tasks in server/discover "
+            "(contract §12, optional)"
+        )
+    return harness.native_scenario(native)

@@ -15,29 +15,59 @@ from typing import TYPE_CHECKING, Any
 
 from robot_mcp_conformance._client import McpClient, ToolReply
 from robot_mcp_conformance._config import Config
+from robot_mcp_conformance._native import NativeClient, NativeError, NativeRun
 from robot_mcp_conformance._runs import (
     CANCEL_STOP_S,
     CANCEL_TASK,
     GET_TASK,
     CancelRun,
     DeliveryRun,
+    InputRun,
     RefusalRun,
     TaskRun,
 )
 from robot_mcp_kit import TERMINAL_STATES, TaskState
+from robot_mcp_kit.models import TASK_INPUT_TOOL_NAME
 
 if TYPE_CHECKING:
     from fake_rvc import Attempt, FakeRvcServer, ReceivedEvent
 
-__all__ = ["Harness"]
+__all__ = ["Harness", "answer_for"]
 
 QUIET_S = 0.4
 """How long to keep listening after a terminal event, to catch anything sent after it."""
 CANCEL_WATCH_S = 1.5
 """How long after the cancel reply the suite listens for the cancelled task's events."""
+INPUT_WAIT_S = 10.0
+"""The longest the input scenario waits for the question, and then for the task's end
+(at most ``--task-timeout``): the task asks at once and then runs a short task."""
 SETTLE_S = 3.0
 """How long after get_task reports a terminal state the terminal event may still take
 (covers the poster's first two retries, 0.5 s and 2 s)."""
+
+
+def answer_for(schema: object) -> dict[str, Any]:
+    """An accepting answer to a form request: true, "yes", 1 or its first enum value for
+    each property the schema names (a flat MCP elicitation schema)."""
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    answer: dict[str, Any] = {}
+    for name, spec in (properties or {}).items():
+        kind = spec.get("type") if isinstance(spec, dict) else None
+        enum = spec.get("enum") if isinstance(spec, dict) else None
+        if isinstance(enum, list) and enum:
+            answer[name] = enum[0]
+        elif kind == "boolean":
+            answer[name] = True
+        elif kind in ("number", "integer"):
+            answer[name] = 1
+        else:
+            answer[name] = "yes"
+    return answer
+
+
+def _reported(recorder: Any, *, task_id: str) -> bool:
+    """Whether fake_rvc holds an event of ``task_id`` (the task surely runs)."""
+    return bool(recorder.events(task_id=task_id))
 
 
 class Harness:
@@ -213,6 +243,103 @@ class Harness:
         run.final = after
         run.rejections = self._rejections()
         return CancelRun(run, before, first, second, after, cancelled_wall)
+
+    def input_scenario(self, arguments: dict[str, Any]) -> InputRun:
+        """Start a task that asks for input, wait for its ``input_required`` event, answer
+        it (accept, with content filled from the request's schema) and watch it end; then
+        answer the same request again."""
+        run = self.start(arguments, "input")
+        scenario = InputRun(run)
+        task_id = run.task_id
+        if task_id is None:
+            return scenario
+
+        def announced(recorder: Any) -> ReceivedEvent | None:
+            return next(
+                (e for e in recorder.events(task_id=task_id) if e.type == "input_required"),
+                None,
+            )
+
+        with contextlib.suppress(TimeoutError):
+            self.rvc.state.wait_for(announced, timeout_s=self._input_wait_s())
+        scenario.announced = announced(self.rvc.state)
+        scenario.waiting = self.state_of(task_id)
+        if scenario.announced is None:
+            self.call(CANCEL_TASK, {"task_id": task_id})
+            run.events = self.events(task_id)
+            return scenario
+        payload = scenario.announced.event.payload
+        params = payload.get("params")
+        schema = params.get("requestedSchema") if isinstance(params, dict) else None
+        scenario.answered_with = {
+            "task_id": task_id,
+            "request_id": payload.get("request_id"),
+            "action": "accept",
+            "content": answer_for(schema),
+        }
+        scenario.answer = self.call(TASK_INPUT_TOOL_NAME, scenario.answered_with)
+        self.observe(run, timeout_s=self._input_wait_s())
+        if run.note is not None:
+            self.call(CANCEL_TASK, {"task_id": task_id})
+        scenario.again = self.call(TASK_INPUT_TOOL_NAME, scenario.answered_with)
+        return scenario
+
+    def native_scenario(self, native: NativeClient) -> list[NativeRun]:
+        """Drive a succeeding, a failing and a cancelled task through the tasks extension
+        (§12), each to its end by ``tasks/get``, and watch each one's events."""
+        cfg = self.config
+        plans = [("succeeding", cfg.start_args, False), ("cancelled", cfg.long_args, True)]
+        if cfg.fail_args is not None:
+            plans.insert(1, ("failing", cfg.fail_args, False))
+        runs: list[NativeRun] = []
+        for label, arguments, cancel in plans:
+            run = NativeRun(label)
+            runs.append(run)
+            wall = time.time()
+            try:
+                run.created = native.request(
+                    "tools/call", {"name": cfg.start_tool, "arguments": dict(arguments)}
+                )
+            except NativeError as exc:
+                run.error = f"tools/call {cfg.start_tool} with the extension answered {exc}"
+                continue
+            native_id = run.created.get("taskId")
+            task_id = run.kit_task_id
+            if not isinstance(native_id, str) or task_id is None:
+                continue
+            self.started.append(task_id)
+            start = ToolReply(
+                tool=cfg.start_tool,
+                arguments=dict(arguments),
+                elapsed_s=time.time() - wall,
+                data=run.created,
+            )
+            run.webhook = TaskRun(
+                label=f"native {label}", start=start, started_wall=wall, task_id=task_id
+            )
+            if cancel:
+                with contextlib.suppress(TimeoutError):
+                    self.rvc.state.wait_for(
+                        functools.partial(_reported, task_id=task_id), timeout_s=3.0
+                    )
+                try:
+                    run.cancel_ack = native.request("tasks/cancel", {"taskId": native_id})
+                except NativeError as exc:
+                    run.error = f"tasks/cancel answered {exc}"
+                    continue
+            native.until_terminal(run, native_id, cfg.task_timeout_s)
+        finished = [r.webhook for r in runs if r.webhook is not None and r.label != "cancelled"]
+        self.observe_all(finished)
+        for run in runs:
+            if run.label == "cancelled" and run.webhook is not None:
+                time.sleep(QUIET_S)
+                assert run.webhook.task_id is not None
+                run.webhook.events = self.events(run.webhook.task_id)
+                run.webhook.final = self.call(GET_TASK, {"task_id": run.webhook.task_id})
+        return runs
+
+    def _input_wait_s(self) -> float:
+        return min(self.config.task_timeout_s, INPUT_WAIT_S)
 
     def quiesce(self) -> None:
         """Cancel every task this harness started that still runs, then flush events.

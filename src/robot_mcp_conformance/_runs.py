@@ -30,6 +30,7 @@ __all__ = [
     "UNKNOWN_TRIGGER",
     "CancelRun",
     "DeliveryRun",
+    "InputRun",
     "RefusalRun",
     "Runs",
     "TaskRun",
@@ -44,6 +45,23 @@ most (its work must have stopped: cancel awaits the body's teardown)."""
 
 UNKNOWN_TRIGGER: dict[str, Any] = {"type": "conformance_unknown_trigger_v1", "level": 3}
 PROGRESS_TRIGGER: dict[str, Any] = {"type": "progress_above", "percent": 50}
+
+
+@dataclass
+class InputRun:
+    """A task that asks for input, answered once through ``answer_task_input`` (§11).
+
+    ``announced`` is its first ``input_required`` event (None: none came), ``waiting`` the
+    state ``get_task`` reported meanwhile, ``answer`` the answer call's reply and
+    ``again`` the reply to answering the same request a second time, after the task ended.
+    """
+
+    run: TaskRun
+    announced: ReceivedEvent | None = None
+    waiting: str | None = None
+    answer: ToolReply | None = None
+    again: ToolReply | None = None
+    answered_with: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

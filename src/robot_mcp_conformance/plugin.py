@@ -27,6 +27,9 @@ option                 environment                   meaning
 ``--start-args``       ``CONFORMANCE_START_ARGS``    JSON args: a short task that succeeds
 ``--fail-args``        ``CONFORMANCE_FAIL_ARGS``     JSON args: a short task that fails
 ``--cancel-args``      ``CONFORMANCE_CANCEL_ARGS``   JSON args: a task long enough to cancel
+``--input-args``       ``CONFORMANCE_INPUT_ARGS``    JSON args: a task that asks for input
+                                                     (§11; unset with ``--start-tool``:
+                                                     those tests are skipped)
 ``--task-timeout``     ``CONFORMANCE_TASK_TIMEOUT``  seconds a short task may take (20)
 =====================  ============================  =======================================
 
@@ -111,6 +114,12 @@ OPTIONS: tuple[tuple[str, str, str], ...] = (
         "--cancel-args",
         "CONFORMANCE_CANCEL_ARGS",
         "JSON arguments of a task that runs long enough to be cancelled",
+    ),
+    (
+        "--input-args",
+        "CONFORMANCE_INPUT_ARGS",
+        "JSON arguments of a task that asks for input (contract §11; default for the "
+        "sleeper, none with --start-tool)",
     ),
     (
         "--task-timeout",

@@ -32,6 +32,7 @@ from robot_mcp_kit.models import (
     TASK_TOOL_NAMES,
     TERMINAL_STATES,
     EventType,
+    InputAnswer,
     TaskEvent,
     TaskEventPage,
     TaskFailure,
@@ -39,6 +40,7 @@ from robot_mcp_kit.models import (
     TaskState,
     reliability,
 )
+from robot_mcp_kit.native_tasks import NativeTasks
 from robot_mcp_kit.runtime import TaskRuntime
 from robot_mcp_kit.serving import serve
 from robot_mcp_kit.signing import SignatureReason, sign, verify
@@ -58,9 +60,11 @@ __all__ = [
     "EventPoster",
     "EventSink",
     "EventType",
+    "InputAnswer",
     "InvalidArgument",
     "InvalidPayload",
     "ManagerClosed",
+    "NativeTasks",
     "OutboxLocked",
     "PosterStats",
     "RetryPolicy",

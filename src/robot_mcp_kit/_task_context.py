@@ -11,13 +11,18 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from robot_mcp_kit._payload import DEFAULT_MAX_PAYLOAD_BYTES, json_payload, progress_payload
+from robot_mcp_kit._task_state import PendingInput
 from robot_mcp_kit._triggers import progress_triggers_due, trigger_key
-from robot_mcp_kit.models import EventType, TaskFailure, TaskState
+from robot_mcp_kit.models import EventType, InputAnswer, TaskFailure, TaskState
 
 if TYPE_CHECKING:
     from robot_mcp_kit._task_state import TaskRecord
 
-__all__ = ["Emit", "TaskBody", "TaskContext", "TaskError"]
+ELICITATION_METHOD = "elicitation/create"
+"""The MCP request an input request stands for (a form elicitation)."""
+_EMPTY_FORM: dict[str, Any] = {"type": "object", "properties": {}}
+
+__all__ = ["ELICITATION_METHOD", "Emit", "TaskBody", "TaskContext", "TaskError"]
 
 Emit = Callable[[EventType, dict[str, Any]], Awaitable[None]]
 """Emits one event of the context's task: ``await emit(type, payload)``.
@@ -135,6 +140,53 @@ class TaskContext:
         """Emit a ``watch_event`` carrying ``payload`` (for long-lived watcher tasks)."""
         payload = json_payload(payload, "watch_event payload", max_bytes=self._max_bytes)
         await self._emit("watch_event", payload)
+
+    async def request_input(
+        self, message: str, *, schema: dict[str, Any] | None = None
+    ) -> InputAnswer:
+        """Ask the caller for input and wait for the answer (contract §11).
+
+        ``message`` says what is asked, for a person (``"Move the arm to the shelf?"``);
+        ``schema`` is the flat JSON schema of the answer's ``content`` (an MCP elicitation
+        form, e.g. ``{"type": "object", "properties": {"confirm": {"type": "boolean"}},
+        "required": ["confirm"]}``; none asks for a bare accept or decline).
+
+        The request gets an id unique within the task (``input-1``, ``input-2``, ...) and
+        is shown both ways: an ``input_required`` event
+        ``{"request_id", "method": "elicitation/create", "params"}`` to the brain, answered
+        with the ``answer_task_input`` tool; and, to a host speaking the MCP tasks
+        extension, ``input_required`` with ``inputRequests`` on ``tasks/get``, answered
+        with ``tasks/update``. The first answer wins and is announced with an
+        ``input_answered`` event. Several requests may wait at once
+        (``asyncio.gather``); the task stays ``running`` meanwhile. Cancelling the task
+        cancels the wait. The kit does not check ``content`` against ``schema``.
+
+        Raises:
+            InvalidPayload: ``message`` or ``schema`` is not JSON within the payload bound.
+            asyncio.CancelledError: the task was cancelled while waiting.
+        """
+        if not isinstance(message, str):
+            raise TypeError(f"message must be a str, got {type(message).__name__}.")
+        params = json_payload(
+            {
+                "mode": "form",
+                "message": message,
+                "requestedSchema": _EMPTY_FORM if schema is None else schema,
+            },
+            "input request",
+            max_bytes=self._max_bytes,
+        )
+        task = self._task
+        task.inputs_asked += 1
+        request_id = f"input-{task.inputs_asked}"
+        request: dict[str, Any] = {"method": ELICITATION_METHOD, "params": params}
+        answer: asyncio.Future[InputAnswer] = asyncio.get_running_loop().create_future()
+        task.inputs[request_id] = PendingInput(request, answer)
+        try:
+            await self._emit("input_required", {"request_id": request_id, **request})
+            return await answer
+        finally:
+            task.inputs.pop(request_id, None)
 
     def raise_if_cancelled(self) -> None:
         """Cooperative cancellation checkpoint: raise ``CancelledError`` if cancel was asked.

@@ -14,7 +14,7 @@ import functools
 import math
 import uuid
 from collections import deque
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -35,6 +35,7 @@ from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.models import (
     TERMINAL_STATES,
     EventType,
+    InputAnswer,
     TaskEvent,
     TaskEventPage,
     TaskFailure,
@@ -359,6 +360,70 @@ class TaskManager:
             first_retained_seq=page.first_retained_seq,
             more=page.more,
         )
+
+    def pending_inputs(self, task_id: str) -> dict[str, dict[str, Any]] | None:
+        """The input requests a running task waits on, by request id; None if unknown.
+
+        Each is ``{"method": "elicitation/create", "params": {...}}`` (a copy), as its
+        ``input_required`` event carried it (contract §11). Empty when it waits on none.
+        """
+        task = self._tasks.get(task_id)
+        if task is None:
+            return None
+        return {
+            key: json_payload(p.request, "input request", max_bytes=self.max_payload_bytes)
+            for key, p in task.inputs.items()
+        }
+
+    async def answer_input(
+        self, task_id: str, answers: Mapping[str, InputAnswer | Mapping[str, Any]]
+    ) -> builtins.list[str] | None:
+        """Answer input requests of a running task; the request ids answered, None if unknown.
+
+        ``answers`` maps request ids to an :class:`~robot_mcp_kit.models.InputAnswer` or
+        its JSON form (``{"action": "accept", "content": {...}}``). Ids the task is not
+        waiting on (never asked, already answered, or the task finished) are ignored, as
+        the MCP tasks extension asks; each one answered emits ``input_answered``
+        ``{"request_id", "action"}`` and then wakes the body.
+
+        Raises:
+            InvalidArgument: an answer to a pending request is not an ``InputAnswer``
+                (the message names the request id and what to send); nothing is answered.
+        """
+        task = self._tasks.get(task_id)
+        if task is None:
+            return None
+        parsed: dict[str, InputAnswer] = {}
+        for request_id, answer in answers.items():
+            if request_id not in task.inputs:
+                continue
+            try:
+                parsed[request_id] = (
+                    answer
+                    if isinstance(answer, InputAnswer)
+                    else InputAnswer.model_validate(answer)
+                )
+            except ValueError:
+                raise InvalidArgument(
+                    f"the answer to input request {request_id!r} must be an object "
+                    '{"action": "accept" | "decline" | "cancel", "content": {...}} with '
+                    "content an object, got "
+                    f"{type(answer).__name__}."
+                ) from None
+        answered: builtins.list[str] = []
+        for request_id, answer in parsed.items():
+            pending = task.inputs.get(request_id)
+            if pending is None or pending.answer.done():
+                continue
+            await self._emit(
+                task, "input_answered", {"request_id": request_id, "action": answer.action}
+            )
+            if not pending.answer.done():
+                # Off the list at once: a tasks/get right after this must not show it.
+                task.inputs.pop(request_id, None)
+                pending.answer.set_result(answer)
+                answered.append(request_id)
+        return answered
 
     async def cancel(self, task_id: str) -> TaskInfo | None:
         """Cancel a running task and return its state; None if the id is unknown.

@@ -12,9 +12,21 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from robot_mcp_kit.models import TaskEvent, TaskFailure, TaskInfo, TaskState
+from robot_mcp_kit.models import InputAnswer, TaskEvent, TaskFailure, TaskInfo, TaskState
 
-__all__ = ["EventPage", "EventRetention", "TaskRecord"]
+__all__ = ["EventPage", "EventRetention", "PendingInput", "TaskRecord"]
+
+
+@dataclass(slots=True, eq=False)
+class PendingInput:
+    """One input request a task body is waiting on (``TaskContext.request_input``).
+
+    ``request`` is what both faces show: ``{"method": "elicitation/create", "params":
+    {...}}``; ``answer`` resolves with the :class:`~robot_mcp_kit.models.InputAnswer`.
+    """
+
+    request: dict[str, Any]
+    answer: asyncio.Future[InputAnswer]
 
 
 @dataclass(slots=True, eq=False)
@@ -37,6 +49,10 @@ class TaskRecord:
     fired: set[str] = field(default_factory=set)
     """Keys of the non-repeating triggers already fired (see ``_triggers.trigger_key``)."""
     handle: asyncio.Task[None] | None = None
+    inputs: dict[str, PendingInput] = field(default_factory=dict)
+    """The input requests the body is waiting on, by request id, oldest first."""
+    inputs_asked: int = 0
+    """How many input requests the body has made (request ids are never reused)."""
 
     @classmethod
     def from_info(cls, info: TaskInfo, seq: int) -> TaskRecord:

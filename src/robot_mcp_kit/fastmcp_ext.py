@@ -22,6 +22,9 @@ raises to the client, and declares an object output schema:
   retains 256 events per task and 10 000 in total by default (``TaskManager``'s
   ``max_events_per_task`` / ``max_events_retained``); ``first_retained_seq`` says where
   its memory begins. Unknown task: ``not_found``. Left out with ``events=False``.
+- ``answer_task_input(task_id, request_id, action, content=None)`` (with ``inputs=True``,
+  contract §11) → the ``TaskInfo`` once the answer reached the task's waiting
+  ``ctx.request_input``; a task or request not waited on answers ``not_found``.
 
 The structured content of a reply *is* that object (``structuredContent == TaskInfo``), and
 its one text content is the same object as JSON, for clients that read text. The output
@@ -48,11 +51,14 @@ from typing import Annotated, Any, cast
 
 from pydantic import BaseModel, Field
 
+from robot_mcp_kit._exceptions import InvalidArgument
 from robot_mcp_kit._frameworks import Framework, _add_tool, _as_object, detect_framework
 from robot_mcp_kit._version import __version__
 from robot_mcp_kit.models import (
     TASK_EVENTS_TOOL_NAME,
+    TASK_INPUT_TOOL_NAME,
     TASK_TOOL_NAMES,
+    InputAction,
     TaskEventPage,
     TaskInfo,
     TaskState,
@@ -107,12 +113,21 @@ unknown task. The server retains a bounded number of events per task (256 by def
 and in total (10 000). Read-only: this does NOT start any work; use the server's other
 tools to start tasks."""
 
+_ANSWER_TASK_INPUT_DOC = """\
+Answer a question that a long-running task (started by another tool of this server) is
+waiting on: its input_required event named the task_id, the request_id and what is asked
+(params.message, and params.requestedSchema for the answer's content). action "accept"
+with content matching that schema (e.g. {"confirm": true}); "decline" or "cancel" to say
+no. Returns the task; {"error": "not_found"} when the task is unknown or is not waiting on
+that request_id (already answered, or it finished). This does NOT start any work."""
+
 TASK_TOOL_DESCRIPTIONS: Mapping[str, str] = MappingProxyType(
     {
         _GET_TASK: _GET_TASK_DOC,
         _CANCEL_TASK: _CANCEL_TASK_DOC,
         _LIST_TASKS: _LIST_TASKS_DOC,
         TASK_EVENTS_TOOL_NAME: _GET_TASK_EVENTS_DOC,
+        TASK_INPUT_TOOL_NAME: _ANSWER_TASK_INPUT_DOC,
     }
 )
 """The description each task tool is registered with, by tool name (read-only).
@@ -150,6 +165,19 @@ _AfterSeqArg = Annotated[
         ge=0,
         description="Only events with a seq greater than this; 0 (the default) for all.",
     ),
+]
+
+
+_RequestIdArg = Annotated[
+    str, Field(description="The request_id of the task's input_required event.")
+]
+_ActionArg = Annotated[
+    InputAction,
+    Field(description='"accept" (with content), "decline" or "cancel".'),
+]
+_ContentArg = Annotated[
+    dict[str, Any] | None,
+    Field(description="The answer, matching the request's requestedSchema; for accept."),
 ]
 
 
@@ -236,10 +264,16 @@ def set_server_version(server: Any, version: str = __version__) -> None:
     getattr(server, lowlevel).version = version
 
 
-def register_task_tools(server: Any, manager: TaskManager, *, events: bool = True) -> None:
+def register_task_tools(
+    server: Any, manager: TaskManager, *, events: bool = True, inputs: bool = False
+) -> None:
     """Add ``get_task`` / ``cancel_task`` / ``list_tasks`` (contract §6) to ``server``.
 
-    Also ``get_task_events`` (gap repair) unless ``events=False``.
+    Also ``get_task_events`` (gap repair) unless ``events=False``, and
+    ``answer_task_input(task_id, request_id, action, content)`` (contract §11) with
+    ``inputs=True``, for a server whose task bodies ask for input
+    (``ctx.request_input``): it answers the ``TaskInfo``, or ``not_found`` for a task or
+    request the server is not waiting on, or ``invalid``.
 
     ``server`` is an mcp 1.x ``FastMCP``, an mcp 2.x ``MCPServer`` or a standalone
     ``fastmcp.FastMCP``. The tool descriptions tell the LLM these are for the status and
@@ -294,6 +328,32 @@ def register_task_tools(server: Any, manager: TaskManager, *, events: bool = Tru
             )
         return _as_object(page)
 
+    async def answer_task_input(
+        task_id: TaskIdArg,
+        request_id: _RequestIdArg,
+        action: _ActionArg,
+        content: _ContentArg = None,
+    ) -> dict[str, Any]:
+        answer = {"action": action, "content": {} if content is None else content}
+        try:
+            answered = await manager.answer_input(task_id, {request_id: answer})
+        except InvalidArgument as exc:
+            return _error("invalid", str(exc))
+        info = manager.get(task_id)
+        if answered is None or info is None:
+            return _error(
+                "not_found",
+                f"No task with id {task_id!r} on server {manager.server_name!r}; nothing was "
+                "answered.",
+            )
+        if request_id not in answered:
+            return _error(
+                "not_found",
+                f"Task {task_id!r} is not waiting on input request {request_id!r} (it was "
+                "already answered, never asked, or the task finished); nothing was answered.",
+            )
+        return _as_object(info)
+
     read_only = {"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False}
     _add_tool(
         server,
@@ -325,6 +385,21 @@ def register_task_tools(server: Any, manager: TaskManager, *, events: bool = Tru
         annotations={"title": "List tasks", **read_only},
         output_schema=TASK_LIST_OUTPUT_SCHEMA,
     )
+    if inputs:
+        _add_tool(
+            server,
+            answer_task_input,
+            name=TASK_INPUT_TOOL_NAME,
+            description=_ANSWER_TASK_INPUT_DOC,
+            annotations={
+                "title": "Answer a task's question",
+                "readOnlyHint": False,
+                "destructiveHint": False,
+                "idempotentHint": False,
+                "openWorldHint": False,
+            },
+            output_schema=TASK_INFO_OUTPUT_SCHEMA,
+        )
     if events:
         _add_tool(
             server,

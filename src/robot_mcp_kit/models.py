@@ -21,10 +21,13 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, PlainSerialize
 __all__ = [
     "SCHEMA_VERSION",
     "TASK_EVENTS_TOOL_NAME",
+    "TASK_INPUT_TOOL_NAME",
     "TASK_TOOL_NAMES",
     "TERMINAL_EVENT_TYPES",
     "TERMINAL_STATES",
     "EventType",
+    "InputAction",
+    "InputAnswer",
     "TaskEvent",
     "TaskEventPage",
     "TaskFailure",
@@ -57,7 +60,17 @@ class TaskState(StrEnum):
     CANCELLED = "cancelled"  # cancel_task or shutdown stopped it; no terminal event
 
 
-EventType = Literal["progress", "trigger_fired", "task_done", "task_failed", "watch_event"]
+EventType = Literal[
+    "progress",
+    "trigger_fired",
+    "task_done",
+    "task_failed",
+    "watch_event",
+    "input_required",
+    "input_answered",
+]
+"""The event types; ``input_required`` / ``input_answered`` only from a task whose body
+asks for input (:meth:`~robot_mcp_kit.TaskContext.request_input`, contract §11)."""
 
 TERMINAL_STATES: frozenset[TaskState] = frozenset(
     s for s in TaskState if s is not TaskState.RUNNING
@@ -69,6 +82,9 @@ TASK_TOOL_NAMES: tuple[str, str, str] = ("get_task", "cancel_task", "list_tasks"
 
 TASK_EVENTS_TOOL_NAME = "get_task_events"
 """The gap-repair tool ``register_task_tools`` also adds (unless ``events=False``)."""
+
+TASK_INPUT_TOOL_NAME = "answer_task_input"
+"""The tool that answers a task's input request (``register_task_tools(inputs=True)``)."""
 
 TERMINAL_EVENT_TYPES: frozenset[str] = frozenset({"task_done", "task_failed"})
 """Event types after which a task emits nothing more (a cancelled task emits neither)."""
@@ -128,6 +144,26 @@ class TaskFailure(BaseModel):
     recoverable: bool = Field(default=True, description="False: do not replan around this.")
     suggestions: list[str] = Field(
         default_factory=list, description='Recovery hints, e.g. ["retry_after_s:300"].'
+    )
+
+
+InputAction = Literal["accept", "decline", "cancel"]
+"""How an input request was answered, as in MCP elicitation: the person accepted (and
+``content`` holds the answer), declined, or dismissed it."""
+
+
+class InputAnswer(BaseModel):
+    """The answer to one input request of a task (contract §11), from either face.
+
+    ``content`` is the answer's data when ``action`` is ``"accept"`` (an object matching the
+    request's schema, which the kit does not check), else empty.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    action: InputAction = Field(description='"accept", "decline" or "cancel".')
+    content: dict[str, Any] = Field(
+        default_factory=dict, description="The answer when action is accept."
     )
 
 

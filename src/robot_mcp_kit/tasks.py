@@ -22,6 +22,13 @@ returns something not a dict   ``failed``      ``task_failed``, ``error_code="IN
 The ``INTERNAL`` failure of an unexpected exception says ``str(exc)``, or only the
 exception's type with ``TaskManager(internal_error_detail="type")``; the log has both.
 
+Input: a body may ask for an answer before it goes on (``await ctx.request_input(message,
+schema=...)``, contract §11). The task stays ``running``; the request is announced as an
+``input_required`` event and listed by :meth:`TaskManager.pending_inputs`; the first answer
+(:meth:`TaskManager.answer_input`, from the ``answer_task_input`` tool or a host's
+``tasks/update`` through :class:`~robot_mcp_kit.native_tasks.NativeTasks`) is announced as
+``input_answered`` and returned to the body as an :class:`~robot_mcp_kit.models.InputAnswer`.
+
 Ordering: ``seq`` is per task, starts at 1 and is allocated under the manager's lock
 immediately before the event is handed to the sink, still under the lock, so the sink
 receives one task's events in ``seq`` order with no gaps.

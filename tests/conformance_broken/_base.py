@@ -30,10 +30,22 @@ except ImportError:  # mcp 1.x
 
     MCP2 = False
 
-from robot_mcp_kit import EventPoster, TaskContext, TaskError, TaskManager, register_task_tools
+from robot_mcp_kit import (
+    EventPoster,
+    NativeTasks,
+    TaskContext,
+    TaskError,
+    TaskManager,
+    register_task_tools,
+)
 from robot_mcp_kit.models import TaskEvent
 
 NAME = "sleeper"
+CONFIRM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"confirm": {"type": "boolean"}},
+    "required": ["confirm"],
+}
 
 
 class Relay:
@@ -60,15 +72,20 @@ def build(
     poster: EventPoster | None = None,
     relay: Callable[[EventPoster], Relay] = Relay,
     manager_cls: type[TaskManager] = TaskManager,
+    inputs: bool = True,
+    native: Callable[[TaskManager], Any] | None = None,
 ) -> tuple[FastMCP[Any], TaskManager, EventPoster]:
-    """Build the server: ``sleep_task`` plus the kit's reconciliation tools."""
+    """Build the server: ``sleep_task`` plus the kit's reconciliation tools (and
+    ``answer_task_input`` unless ``inputs=False``); on mcp 2.x the MCP tasks extension too,
+    built by ``native`` (default ``NativeTasks``) over the manager."""
     poster = poster if poster is not None else EventPoster(NAME)
     manager = manager_cls(NAME, relay(poster), known_trigger_types=("progress_above",))
     if MCP2:
-        mcp: Any = FastMCP(NAME)
+        face = (native or NativeTasks)(manager)
+        mcp: Any = FastMCP(NAME, extensions=[face.extension()])
     else:
         mcp = FastMCP(NAME, host="127.0.0.1", port=int(os.environ["MCP_PORT"]))
-    register_task_tools(mcp, manager)
+    register_task_tools(mcp, manager, inputs=inputs)
 
     @mcp.tool()
     async def sleep_task(
@@ -76,10 +93,17 @@ def build(
         fail: bool = False,
         triggers: list[dict[str, Any]] | None = None,
         tick_s: float = 1.0,
+        confirm: bool = False,
     ) -> str:
-        """Start a fake long-running task that sleeps for duration_s; returns its task_id."""
+        """Start a fake long-running task that sleeps for duration_s; returns its task_id.
+
+        With confirm, the task first asks the caller to confirm (contract §11)."""
 
         async def body(ctx: TaskContext) -> dict[str, Any]:
+            if confirm:
+                answer = await ctx.request_input("Sleep?", schema=CONFIRM_SCHEMA)
+                if answer.action != "accept":
+                    raise TaskError("NOT_CONFIRMED", "The sleep was not confirmed.")
             ticks = max(1, math.ceil(duration_s / tick_s - 1e-9))
             for tick in range(1, ticks + 1):
                 await asyncio.sleep(tick_s)

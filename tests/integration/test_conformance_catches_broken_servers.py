@@ -42,6 +42,8 @@ SUITE_ARGS = [
     '{"duration_s": 0.3, "tick_s": 0.1, "fail": true}',
     "--cancel-args",
     '{"duration_s": 30, "tick_s": 0.1}',
+    "--input-args",
+    '{"duration_s": 0.3, "tick_s": 0.1, "confirm": true}',
 ]
 
 # Every test that needs at least one verified event: with a bad signature, none arrives
@@ -64,6 +66,8 @@ NEEDS_VERIFIED_EVENTS = {
     "test_unknown_trigger_type_is_ignored",
     "test_progress_above_fires_once_when_percent_is_reported",
     "test_a_refused_task_does_not_hold_back_other_tasks",
+    "test_input_request_is_announced",
+    "test_answered_input_lets_the_task_finish",
 }
 
 EXPECTED_FAILURES: dict[str, set[str]] = {
@@ -104,6 +108,12 @@ EXPECTED_FAILURES: dict[str, set[str]] = {
     "one_fifo": {"test_a_refused_task_does_not_hold_back_other_tasks"},
     # Issue 14, optional clause: the gap-repair tool must honour after_seq.
     "task_events_ignore_after_seq": {"test_get_task_events_answers_each_finished_task_s_events"},
+    # Issue 24, optional clauses: input during a task (contract §11).
+    "input_not_announced": {
+        "test_input_request_is_announced",
+        "test_answered_input_lets_the_task_finish",
+    },
+    "input_answer_ignored": {"test_answered_input_lets_the_task_finish"},
     # The reused id is flagged; dedupe then loses progress seq 3, which shows as a gap,
     # makes the progress_above trigger look early (the 60 % report it answered is gone) and,
     # for the failing task (33, 67, 100 %), leaves get_task's last progress unmatched.
@@ -114,6 +124,15 @@ EXPECTED_FAILURES: dict[str, set[str]] = {
         "test_get_task_agrees_with_the_events",
     },
 }
+
+
+# Broken servers whose defect is in the MCP tasks extension, which only mcp 2.x serves:
+# tests/frameworks/run.sh runs each in an mcp 2.x environment and checks that exactly its
+# test fails. Here (mcp 1.x) that test is skipped: the server advertises no extension.
+MCP2_ONLY: dict[str, set[str]] = {
+    "native_disagrees": {"test_native_task_agrees_with_the_events"},
+}
+SKIPPED_ON_MCP1 = {"test_native_task_agrees_with_the_events"}
 
 
 @dataclass(frozen=True)
@@ -202,7 +221,11 @@ def _run_suite(script: str, report: Path, timeout_s: float) -> Verdict:
 def test_every_broken_server_script_is_covered():
     """Each script in tests/conformance_broken/ has an expected verdict, and vice versa."""
     scripts = {p.stem for p in BROKEN.glob("*.py") if not p.stem.startswith("_")}
-    assert scripts == set(EXPECTED_FAILURES)
+    assert scripts == set(EXPECTED_FAILURES) | set(MCP2_ONLY)
+    run_sh = (REPO / "tests" / "frameworks" / "run.sh").read_text(encoding="utf-8")
+    for script, tests in MCP2_ONLY.items():
+        assert f"tests/conformance_broken/{script}.py" in run_sh
+        assert all(test in run_sh for test in tests)
 
 
 @pytest.mark.parametrize("server", sorted(EXPECTED_FAILURES))
@@ -214,7 +237,7 @@ def test_conformance_fails_exactly_the_tests_the_defect_breaks(
     expected = EXPECTED_FAILURES[server]
     ran = verdict.passed | verdict.failed | verdict.skipped
     assert len(ran) >= 44, f"the suite collected only {len(ran)} tests:\n{verdict.output}"
-    assert not verdict.skipped, f"unexpected skips {sorted(verdict.skipped)}"
+    assert verdict.skipped <= SKIPPED_ON_MCP1, f"unexpected skips {sorted(verdict.skipped)}"
     assert verdict.failed == expected, (
         f"{server}: unexpectedly failed {sorted(verdict.failed - expected)}, "
         f"unexpectedly passed {sorted(expected - verdict.failed)}\n{verdict.output}"

@@ -187,7 +187,7 @@ def test_pytest_pyargs_passes_against_the_sleeper(project, sleeper_url):
         *SHORT_TASKS,
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert re.search(r"\b4\d passed", _summary(proc.stdout)), proc.stdout[-2000:]
+    assert re.search(r"\b(4[89]|50) passed", _summary(proc.stdout)), proc.stdout[-2000:]
 
 
 def test_console_script_passes_against_the_sleeper(project, sleeper_url):
@@ -202,7 +202,7 @@ def test_console_script_passes_against_the_sleeper(project, sleeper_url):
     )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "test_seq_is_contiguous_from_1 PASSED" in proc.stdout
-    assert re.search(r"\b4\d passed", _summary(proc.stdout)), proc.stdout[-2000:]
+    assert re.search(r"\b(4[89]|50) passed", _summary(proc.stdout)), proc.stdout[-2000:]
 
 
 def _summary(stdout: str) -> str:

@@ -58,7 +58,14 @@ async def test_sleeper_lists_sleep_task_and_the_task_tools(sleeper, poster):
     """The sleeper exposes sleep_task plus get_task, cancel_task, list_tasks."""
     async with connect(sleeper, poster) as session:
         names = {t.name for t in (await session.list_tools()).tools}
-    assert names == {"sleep_task", "get_task", "cancel_task", "list_tasks", "get_task_events"}
+    assert names == {
+        "sleep_task",
+        "get_task",
+        "cancel_task",
+        "list_tasks",
+        "get_task_events",
+        "answer_task_input",
+    }
 
 
 async def test_sleep_task_reports_progress_fires_eta_below_once_and_finishes(sleeper, poster):
