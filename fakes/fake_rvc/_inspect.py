@@ -17,9 +17,12 @@ from fake_rvc._exceptions import FaultError, WaitTimeout
 from fake_rvc._reconcile import Reconciler
 from robot_mcp_kit import EventType
 
-__all__ = ["FaultRequest", "router"]
+__all__ = ["INSPECT_PATH", "FaultRequest", "router"]
 
 router = APIRouter()
+
+INSPECT_PATH = "/api/fake/inspect"
+"""fake_rvc's inspection hook (docs/contract.md §5.5): ``?server=…&task_id=…``."""
 
 
 class FaultRequest(BaseModel):
@@ -74,6 +77,22 @@ async def get_task(task_id: str, recorder: RecorderDep, server: str | None = Non
     if timeline is None:
         return error_response(404, "not_found", f"No event has named task {task_id[:100]!r}.")
     return timeline.to_dict()
+
+
+@router.get(
+    INSPECT_PATH,
+    summary="The inspection hook of docs/contract.md §5.5: one task's processed events and gaps",
+    responses={422: ERROR_RESPONSE},
+)
+async def inspect_task(
+    recorder: RecorderDep,
+    server: Annotated[str, Query(min_length=1)],
+    task_id: Annotated[str, Query(min_length=1)],
+) -> dict[str, Any]:
+    timeline = recorder.timeline(task_id, server)
+    if timeline is None:
+        return {"server": server, "task_id": task_id, "events": [], "gaps": []}
+    return timeline.inspection()
 
 
 @router.post(

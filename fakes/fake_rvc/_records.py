@@ -206,6 +206,22 @@ class Timeline:
             "anomalies_truncated": self.anomalies_truncated,
         }
 
+    def inspection(self) -> dict[str, Any]:
+        """The contract's inspection-hook view (docs/contract.md §5.5) of this task.
+
+        ``events``: each stored event once, in the order it was stored; ``gaps``: every seq
+        found missing when a later one arrived, whether or not it came afterwards.
+        """
+        gaps = sorted(
+            {seq for a in self.anomalies if a.get("kind") == "gap" for seq in a["missing"]}
+        )
+        return {
+            "server": self.server,
+            "task_id": self.task_id,
+            "events": [{"event_id": e.event_id, "seq": e.seq, "type": e.type} for e in self.events],
+            "gaps": gaps,
+        }
+
     def copy(self) -> Timeline:
         """A snapshot: later changes to this timeline do not show in it."""
         return Timeline(
