@@ -20,7 +20,9 @@ class receiver_clauses:
     PARTY = "receiver"
 
     VALID_EVENT_ACKNOWLEDGED = Clause(
-        "5.1, 5.3", "a valid signed TaskEvent is acknowledged with a 2xx"
+        "3.2, 5.1, 5.3",
+        "a valid signed TaskEvent is acknowledged with a 2xx, one whose payload is as deep "
+        "(32 levels) or as large (256 KiB) as §3.2 allows too",
     )
     DUPLICATE_ACKNOWLEDGED = Clause(
         "5.3",

@@ -33,11 +33,13 @@ from robot_mcp_conformance._timing import WARMUP_POSTS, TimingVerdict, judge
 
 __all__ = [
     "BUDGET_POSTS",
+    "DEEPEST_PAYLOAD",
     "DEEP_NESTING",
     "INSIDE_WINDOW_S",
-    "LARGE_PAYLOAD_CHARS",
+    "LARGEST_PAYLOAD_BYTES",
     "OUTSIDE_WINDOW_S",
     "REFUSAL_CASES",
+    "VALID_CASES",
     "Acceptance",
     "Refusals",
     "TimingRun",
@@ -53,8 +55,12 @@ OUTSIDE_WINDOW_S = 360
 """How far from now the out-of-window timestamps are, with the same room the other way."""
 BUDGET_POSTS = 5
 """Posts whose answer times are judged against the budget (their median)."""
-LARGE_PAYLOAD_CHARS = 4096
-"""A legal payload of this many characters must be stored like a small one."""
+LARGEST_PAYLOAD_BYTES = 256 * 1024
+"""§3.2's default payload bound: a payload this large (as compact JSON) must be taken."""
+DEEPEST_PAYLOAD = 32
+"""§3.2's nesting bound: a payload this many levels deep must be taken."""
+VALID_CASES = ("progress", "task-done", "deepest-payload", "largest-payload")
+"""The valid events the suite posts, each for a task of its own."""
 DEEP_NESTING = 10_000
 """Levels of nested arrays in the deeply nested body (a parser that recurses overflows)."""
 _OVERSIZE_EXTRA_BYTES = 65_536
@@ -98,7 +104,8 @@ def _with_digit_flipped(signature: str, index: int) -> str:
 class Acceptance:
     """The posts a receiver must acknowledge (each a new event unless said otherwise)."""
 
-    valid: Exchange
+    valid: dict[str, Exchange]
+    """One post per case of :data:`VALID_CASES`."""
     first: Exchange
     """An event's first post; :attr:`again` is the same event re-signed."""
     again: Exchange
@@ -111,15 +118,13 @@ class Acceptance:
     """seq 1, then seq 3 of one task (seq 2 never comes)."""
     reorder: tuple[Exchange, Exchange, Exchange]
     """seq 1, 3, then 2 of one task."""
-    large: tuple[Exchange, Exchange]
-    """A progress with a large legal payload, then the task's task_done."""
     timed: list[Exchange]
     """:data:`BUDGET_POSTS` events of one task, whose answer times are judged."""
 
     def new_events(self) -> list[Exchange]:
         """Every post that carried an event the receiver had not seen (not :attr:`again`)."""
-        posts = [self.valid, self.first, self.past, self.future, *self.gap, *self.reorder]
-        posts += [*self.large, *self.timed]
+        posts = [*self.valid.values(), self.first, self.past, self.future]
+        posts += [*self.gap, *self.reorder, *self.timed]
         if self.rotation is not None:
             posts += list(self.rotation)
         return posts
@@ -127,7 +132,7 @@ class Acceptance:
 
 def accept(probe: Probe) -> Acceptance:
     """Post the events a receiver must acknowledge (see :class:`Acceptance`)."""
-    valid = probe.send("a valid event", probe.event(probe.new_task(), 1))
+    valid = {case: _valid(probe, case) for case in VALID_CASES}
     event = probe.event(probe.new_task(), 1)
     body = compact(event)
     first = probe.post("an event, first post", body, probe.headers(body), event)
@@ -170,22 +175,29 @@ def accept(probe: Probe) -> Acceptance:
         probe.send("seq 2 of the same task, after seq 3", probe.event(task, 2)),
     )
     task = probe.new_task()
-    large = (
-        probe.send(
-            f"a progress event with a {LARGE_PAYLOAD_CHARS}-character payload",
-            probe.event(task, 1, payload={"percent": 50, "note": "n" * LARGE_PAYLOAD_CHARS}),
-        ),
-        probe.send(
-            "the task's task_done",
-            probe.event(task, 2, type="task_done", payload={"result": {"ok": True}}),
-        ),
-    )
-    task = probe.new_task()
     timed = [
         probe.send(f"seq {seq} of a task (timed)", probe.event(task, seq))
         for seq in range(1, BUDGET_POSTS + 1)
     ]
-    return Acceptance(valid, first, again, past, future, rotation, gap, reorder, large, timed)
+    return Acceptance(valid, first, again, past, future, rotation, gap, reorder, timed)
+
+
+def _valid(probe: Probe, case: str) -> Exchange:
+    task = probe.new_task()
+    if case == "task-done":
+        event = probe.event(task, 1, type="task_done", payload={"result": {"arrived": True}})
+        return probe.send("a valid task_done event", event)
+    if case == "deepest-payload":
+        deep: dict[str, Any] = {"percent": 50}
+        for _ in range(DEEPEST_PAYLOAD - 1):
+            deep = {"d": deep}
+        label = f"a valid event whose payload nests {DEEPEST_PAYLOAD} levels deep (§3.2's bound)"
+        return probe.send(label, probe.event(task, 1, payload=deep))
+    if case == "largest-payload":
+        filler = LARGEST_PAYLOAD_BYTES - len(compact({"note": ""}))
+        label = f"a valid event with a {LARGEST_PAYLOAD_BYTES:,}-byte payload (§3.2's bound)"
+        return probe.send(label, probe.event(task, 1, payload={"note": "n" * filler}))
+    return probe.send("a valid progress event", probe.event(task, 1))
 
 
 @dataclass

@@ -7,7 +7,7 @@ import pytest
 from robot_mcp_conformance._checks import Clause, enforces, violation
 from robot_mcp_conformance._probe import Exchange
 from robot_mcp_conformance._receiver_checks import receiver_clauses as clauses
-from robot_mcp_conformance._receiver_runs import INSIDE_WINDOW_S, Acceptance
+from robot_mcp_conformance._receiver_runs import INSIDE_WINDOW_S, VALID_CASES, Acceptance
 
 
 def require_acknowledged(clause: Clause, exchange: Exchange, why: str = "") -> None:
@@ -21,9 +21,11 @@ def require_acknowledged(clause: Clause, exchange: Exchange, why: str = "") -> N
 
 
 @enforces(clauses.VALID_EVENT_ACKNOWLEDGED)
-def test_a_valid_event_is_acknowledged(accepted: Acceptance) -> None:
-    """§5.1, §5.3: a valid, signed TaskEvent is acknowledged with a 2xx."""
-    require_acknowledged(clauses.VALID_EVENT_ACKNOWLEDGED, accepted.valid)
+@pytest.mark.parametrize("case", VALID_CASES)
+def test_a_valid_event_is_acknowledged(accepted: Acceptance, case: str) -> None:
+    """§5.1, §5.3: a valid, signed TaskEvent is acknowledged with a 2xx, one whose payload
+    is as deep or as large as §3.2 allows too."""
+    require_acknowledged(clauses.VALID_EVENT_ACKNOWLEDGED, accepted.valid[case])
 
 
 @enforces(clauses.DUPLICATE_ACKNOWLEDGED)
