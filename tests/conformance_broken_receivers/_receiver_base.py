@@ -40,7 +40,7 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
-class Refused(Exception):  # noqa: N818 - the receiver's answer, not an error of ours
+class Refused(Exception):
     """A post the receiver refuses: the status and the error code of its answer."""
 
     def __init__(self, status: int, code: str) -> None:

@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from _receiver_base import Refused, Receiver, serve
+from _receiver_base import Receiver, Refused, serve
 
 
 class DuplicateConflict(Receiver):

@@ -1,6 +1,6 @@
 """Defect: refuses an event whose seq skips ahead (contract §5.3: take it, note the gap)."""
 
-from _receiver_base import Refused, Receiver, serve
+from _receiver_base import Receiver, Refused, serve
 
 
 class GapRefused(Receiver):

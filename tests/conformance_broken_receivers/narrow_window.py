@@ -1,6 +1,6 @@
 """Defect: a 30 s window instead of 300 s refuses posters whose clocks drift (§4.3)."""
 
-from _receiver_base import Refused, Receiver, serve
+from _receiver_base import Receiver, Refused, serve
 
 
 class NarrowWindow(Receiver):

@@ -1,6 +1,6 @@
 """Defect: refuses future timestamps but takes any old one: a replay passes (§4.3)."""
 
-from _receiver_base import SKEW_S, Refused, Receiver, serve
+from _receiver_base import SKEW_S, Receiver, Refused, serve
 
 
 class NoAgeLimit(Receiver):

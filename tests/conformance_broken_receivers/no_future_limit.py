@@ -1,6 +1,6 @@
 """Defect: refuses old timestamps but takes any future one (contract §4.3)."""
 
-from _receiver_base import SKEW_S, Refused, Receiver, serve
+from _receiver_base import SKEW_S, Receiver, Refused, serve
 
 
 class NoFutureLimit(Receiver):

@@ -1,6 +1,6 @@
 """Defect: refuses an event whose seq is below one already seen (contract §5.3)."""
 
-from _receiver_base import Refused, Receiver, serve
+from _receiver_base import Receiver, Refused, serve
 
 
 class ReorderRefused(Receiver):

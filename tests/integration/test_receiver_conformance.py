@@ -158,7 +158,8 @@ def served(app: Any) -> Iterator[str]:
     thread.start()
     deadline = time.monotonic() + 20
     while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the receiver did not start"
+        assert thread.is_alive(), "the receiver's thread ended before it started"
+        assert time.monotonic() < deadline, "the receiver did not start in 20 s"
         time.sleep(0.01)
     try:
         yield f"http://127.0.0.1:{port}"
@@ -205,7 +206,12 @@ def run_suite(url: str, args: list[str], tmp_path: Path, timeout_s: float) -> Ru
         for k, v in os.environ.items()
         if not k.startswith(("CONFORMANCE_", "COVERAGE_PROCESS_"))
     }
+    # The suite's own plugin only: the dev environment's other pytest plugins (hypothesis,
+    # schemathesis, xdist, cov, ...) cost each run about 1 s of CPU and judge nothing here.
+    # test_a_receiver_outside_this_repository_is_checked_with_one_command runs the CLI as is.
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     argv = [sys.executable, "-m", "robot_mcp_conformance", "receiver", url, *args]
+    argv += ["-p", "robot_mcp_conformance.plugin"]
     argv += ["--report-json", str(report), f"--junitxml={junit}", "-q"]
     with subprocess.Popen(
         argv,
@@ -279,3 +285,86 @@ def test_the_receiver_suite_fails_exactly_the_clauses_the_defect_breaks(
         if entry["status"] in ("failed", "warning"):
             assert entry["summary"], f"{entry['id']}: a failure or warning says what broke"
             assert entry["evidence"] is not None, entry["id"]
+
+
+def test_a_receiver_outside_this_repository_is_checked_with_one_command(tmp_path: Path) -> None:
+    """The contract-only receiver as its own process, and the console script as installed.
+
+    ``_receiver_base.py`` imports nothing of this repository; ``robot-mcp-conformance
+    receiver URL ...`` (with every pytest plugin of the environment) passes it, clause by
+    clause, exit code 0.
+    """
+    from robot_mcp_kit.testing import ServiceProcess, free_port
+
+    port = free_port()
+    child = ServiceProcess(
+        "contract-only receiver",
+        [sys.executable, str(BROKEN / "control.py")],
+        port,
+        env={"RECEIVER_PORT": str(port), "RECEIVER_SECRETS": "navigation=nav-1,nav-2"},
+    )
+    script = Path(sys.executable).with_name("robot-mcp-conformance")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONFORMANCE_")}
+    base = f"http://127.0.0.1:{port}"
+    argv = [str(script), "receiver", f"{base}/api/agent/events", "--secret", "nav-1"]
+    argv += ["--server-name", "navigation", "--second-secret", "nav-2"]
+    argv += ["--inspect-url", f"{base}/inspect", "--report-json", "report.json"]
+    try:
+        child.start(ready_timeout_s=30)
+        proc = subprocess.run(
+            argv,
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=RUN_HANG_GUARD_S,
+            check=False,
+        )
+    finally:
+        child.close()
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "conformance receiver: " + base in proc.stdout
+    assert "test_a_bad_signature_is_refused[last-digit-flipped] PASSED" in proc.stdout
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert {c["status"] for c in report["clauses"]} == {"passed"}
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONFORMANCE_")}
+    return subprocess.run(
+        [sys.executable, "-m", "robot_mcp_conformance", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_an_unreachable_receiver_is_one_line_and_exit_code_4(tmp_path: Path) -> None:
+    """Nothing listening at the URL: one line naming it, before any test; nothing judged."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/api/agent/events"
+    proc = _cli("receiver", url, cwd=tmp_path)
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"ERROR: conformance: cannot reach the receiver at {url}: ")
+
+
+def test_an_unknown_clause_id_in_the_expected_failures_is_a_usage_error(tmp_path: Path) -> None:
+    """A typo in the list stops the run (exit 4) naming the line and the closest id."""
+    listed = tmp_path / "expected.txt"
+    listed.write_text("receiver.bad-signature-refused\n\nreceiver.bad-signatur-refused  # typo\n")
+    from fake_rvc import FakeRvcServer
+
+    with FakeRvcServer({"sleeper": "s3cret"}) as rvc:
+        proc = _cli("receiver", rvc.events_url, "--expected-failures", str(listed), cwd=tmp_path)
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert "line 3: 'receiver.bad-signatur-refused' is not a clause id of docs/contract.md" in (
+        proc.stderr
+    )
+    assert "did you mean 'receiver.bad-signature-refused'?" in proc.stderr
