@@ -12,6 +12,7 @@ nothing, such as one cancelled before its first event (a cancel posts no event, 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
@@ -25,6 +26,7 @@ __all__ = [
     "TaskState",
     "Timeline",
     "duplicate_anomaly",
+    "json_line",
     "stored_attempt",
 ]
 
@@ -127,6 +129,11 @@ class ReceivedEvent:
             "received_mono": self.received_mono,
             "repaired": self.repaired,
         }
+
+
+def json_line(event: ReceivedEvent) -> str:
+    """``event.to_dict()`` as one line of JSON (a JSONL export), newline included."""
+    return json.dumps(event.to_dict(), ensure_ascii=False, separators=(",", ":")) + "\n"
 
 
 def stored_attempt(
