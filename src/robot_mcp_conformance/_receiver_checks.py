@@ -35,7 +35,7 @@ class receiver_clauses:
     ACKNOWLEDGED_IS_STORED = Clause(
         "5.4", "a receiver acknowledges only what it has stored: every 2xx event is processed"
     )
-    REFUSED_NOT_PROCESSED = Clause("5.4", "a refused post is not processed")
+    REFUSED_NOT_PROCESSED = Clause("4.4, 5.4", "a refused post is not processed")
     TIMESTAMP_WINDOW_ACCEPTED = Clause(
         "4.3", "a timestamp within 300 s of the receiver's clock, either way, is accepted"
     )

@@ -216,16 +216,15 @@ def configure_reports(
     target: str,
     is_suite_item: object,
 ) -> None:
-    """Register the :class:`ClauseReporter` when ``--report-json`` or ``--expected-failures``
-    is given (and the marker that ties a test to its clause, always).
+    """Register the :class:`ClauseReporter` for a run of a suite: it shows the warnings in
+    the terminal summary and, when asked, writes ``--report-json`` and applies
+    ``--expected-failures``.
 
     Raises:
         pytest.UsageError: the expected-failures file cannot be read or names no clause.
     """
     report = _value(config, "--report-json", "CONFORMANCE_REPORT_JSON")
     expected_path = _value(config, "--expected-failures", "CONFORMANCE_EXPECTED_FAILURES")
-    if not report and not expected_path:
-        return
     expected: ExpectedFailures | None = None
     if expected_path:
         try:

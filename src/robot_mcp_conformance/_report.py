@@ -2,7 +2,8 @@
 
 Both suites (the server suite and the receiver suite) key their results on the stable clause
 ids of ``docs/contract.md`` ("Clause ids"). A :class:`ClauseReporter` is registered as a
-pytest plugin when ``--report-json FILE`` or ``--expected-failures FILE`` is given:
+pytest plugin for every run of a suite: it prints the warnings in the terminal summary, and
+acts on two options:
 
 * ``--expected-failures FILE`` names clause ids that may fail (one per line, ``#``
   comments, a leading ``- `` allowed so a YAML list reads too; ids of the other suite are

@@ -281,6 +281,8 @@ def test_the_receiver_suite_fails_exactly_the_clauses_the_defect_breaks(
         if t["outcome"] == "failed"
     }
     assert run.junit_failed == failing_tests, run.output
+    for clause_id in case.warned:  # shown in the terminal summary too, not only the JSON
+        assert f"WARNING {clause_id}: " in run.output, run.output
     for entry in run.report["clauses"]:
         if entry["status"] in ("failed", "warning"):
             assert entry["summary"], f"{entry['id']}: a failure or warning says what broke"
