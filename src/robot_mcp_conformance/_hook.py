@@ -19,10 +19,11 @@ from typing import Any
 
 import httpx
 
+from robot_mcp_conformance._checks import Clause, violation
 from robot_mcp_conformance._exceptions import HookError
 from robot_mcp_kit import __version__
 
-__all__ = ["HookView", "InspectionHook"]
+__all__ = ["HookView", "InspectionHook", "ask"]
 
 _QUOTE_CHARS = 300
 
@@ -98,6 +99,15 @@ class InspectionHook:
                 f"the inspection hook's answer to {where} is not JSON: {quoted!r}"
             ) from None
         return _view(server, task_id, data, where, quoted)
+
+
+def ask(hook: InspectionHook, clause: Clause, server: str, task_id: str) -> HookView:
+    """``hook.task(server, task_id)``, or fail the test citing ``clause`` and why the hook
+    could not say (a clause that needs the hook cannot be judged without its answer)."""
+    try:
+        return hook.task(server, task_id)
+    except HookError as exc:
+        violation(clause, f"cannot be judged: {exc}")
 
 
 def _view(server: str, task_id: str, data: Any, where: str, quoted: str) -> HookView:

@@ -24,13 +24,15 @@ Report options, both suites: ``--report-json FILE`` (``CONFORMANCE_REPORT_JSON``
 
 The receiver suite runs when the command line names its package
 (``pytest --pyargs robot_mcp_conformance.receiver``, as ``robot-mcp-conformance receiver``
-does) or gives ``--receiver-url``; otherwise its folder is not even collected, so
-``pytest --pyargs robot_mcp_conformance`` runs the server suite alone.
+does); otherwise its folder is not even collected, so ``pytest --pyargs
+robot_mcp_conformance`` runs the server suite alone (and ``--receiver-url`` there is a
+usage error saying how to run the receiver suite).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -126,9 +128,22 @@ def add_options(parser: pytest.Parser) -> None:
 
 
 def receiver_targeted(config: pytest.Config) -> bool:
-    """Whether this run is the receiver suite's (its package named, or --receiver-url given)."""
-    if config.getoption(_dest("--receiver-url"), None) is not None:
-        return True
+    """Whether this run is the receiver suite's: the command line names its package or folder.
+
+    Raises:
+        pytest.UsageError: ``--receiver-url`` without the receiver suite to run.
+    """
+    named = _names_receiver(config)
+    if not named and config.getoption(_dest("--receiver-url"), None) is not None:
+        raise pytest.UsageError(
+            "conformance: --receiver-url runs the receiver suite: pytest --pyargs "
+            "robot_mcp_conformance.receiver --receiver-url URL (or robot-mcp-conformance "
+            "receiver URL)"
+        )
+    return named
+
+
+def _names_receiver(config: pytest.Config) -> bool:
     base = Path(config.invocation_params.dir)
     for arg in config.args:
         text = str(arg).split("::", 1)[0]
@@ -144,7 +159,7 @@ def receiver_targeted(config: pytest.Config) -> bool:
 
 def ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     """Skip the receiver suite's folder unless the run is the receiver suite's."""
-    if collection_path == RECEIVER_DIR and not receiver_targeted(config):
+    if collection_path == RECEIVER_DIR and not _names_receiver(config):
         return True
     return None
 
@@ -214,7 +229,7 @@ def configure_reports(
     suite: str,
     suite_catalogue: list[Clause],
     target: str,
-    is_suite_item: object,
+    is_suite_item: Callable[[pytest.Item], bool],
 ) -> None:
     """Register the :class:`ClauseReporter` for a run of a suite: it shows the warnings in
     the terminal summary and, when asked, writes ``--report-json`` and applies

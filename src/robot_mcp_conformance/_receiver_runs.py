@@ -393,6 +393,11 @@ class TimingRun:
     statuses: dict[int | None, int]
     """How the receiver answered the timing posts: status → count (None: no answer)."""
 
+    @property
+    def all_refused(self) -> bool:
+        """Whether every timing post got a 4xx (only then do the times compare compares)."""
+        return all(s is not None and 400 <= s < 500 for s in self.statuses)
+
 
 def time_compares(probe: Probe, pairs: int, rng: random.Random | None = None) -> TimingRun:
     """Time ``pairs`` pairs of posts whose signature is wrong in its first or last digit.

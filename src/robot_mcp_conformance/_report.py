@@ -33,7 +33,7 @@ from __future__ import annotations
 import difflib
 import json
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -219,7 +219,7 @@ class ClauseReporter:
         target: str,
         report_path: Path | None,
         expected: ExpectedFailures | None,
-        is_suite_item: Any,
+        is_suite_item: Callable[[pytest.Item], bool],
     ) -> None:
         self.suite = suite
         self.catalogue = list(catalogue)

@@ -45,6 +45,14 @@ def test_signature_compare_takes_constant_time(
     """
     if timing.verdict is None:
         pytest.skip("not checked: --timing-pairs is 0")
+    answers = {str(k): v for k, v in timing.statuses.items()}
+    if not timing.all_refused:
+        # An accepted post takes the receiver's whole path, a refused one a short cut: the
+        # times would compare the two paths, not the compare. Its clause fails elsewhere.
+        pytest.skip(
+            f"not checked: the receiver did not refuse every wrongly signed timing post "
+            f"(answers {answers}; see receiver.bad-signature-refused)"
+        )
     verdict = timing.verdict
     if verdict.leaks:
         record_warning(
@@ -54,5 +62,5 @@ def test_signature_compare_takes_constant_time(
             f"last in {verdict.first_faster} of {verdict.pairs} pairs (median "
             f"{verdict.median_difference_s * 1000:.2f} ms sooner): the compare looks like it "
             "stops at the first difference; use hmac.compare_digest (best-effort check)",
-            {**verdict.to_dict(), "answers": {str(k): v for k, v in timing.statuses.items()}},
+            {**verdict.to_dict(), "answers": answers},
         )

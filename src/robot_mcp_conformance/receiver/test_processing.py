@@ -7,18 +7,21 @@ anyway look like the right answers.
 
 from __future__ import annotations
 
-from robot_mcp_conformance._checks import enforces, violation
-from robot_mcp_conformance._hook import InspectionHook
+from robot_mcp_conformance._checks import Clause, enforces, violation
+from robot_mcp_conformance._hook import InspectionHook, ask
 from robot_mcp_conformance._probe import Exchange
 from robot_mcp_conformance._receiver_checks import receiver_clauses as clauses
 from robot_mcp_conformance._receiver_runs import Acceptance, Refusals
 
 
-def _times(inspection: InspectionHook, exchange: Exchange, server: str | None = None) -> int:
+def _times(
+    inspection: InspectionHook, clause: Clause, exchange: Exchange, server: str | None = None
+) -> int:
     where = server or exchange.server
     if where is None or exchange.task_id is None or exchange.event_id is None:
         return 0  # nothing the hook could be asked about
-    return inspection.task(where, exchange.task_id).times_processed(exchange.event_id)
+    view = ask(inspection, clause, where, exchange.task_id)
+    return view.times_processed(exchange.event_id)
 
 
 @enforces(clauses.DUPLICATE_PROCESSED_ONCE)
@@ -26,7 +29,7 @@ def test_an_event_sent_twice_is_processed_once(
     accepted: Acceptance, inspection: InspectionHook
 ) -> None:
     """§5.3: dedupe on event_id: the re-sent event is not processed a second time."""
-    times = _times(inspection, accepted.first)
+    times = _times(inspection, clauses.DUPLICATE_PROCESSED_ONCE, accepted.first)
     if times > 1:
         violation(
             clauses.DUPLICATE_PROCESSED_ONCE,
@@ -40,7 +43,9 @@ def test_every_acknowledged_event_is_processed(
     accepted: Acceptance, inspection: InspectionHook
 ) -> None:
     """§5.4: a 2xx means stored: every acknowledged event shows in the hook."""
-    lost = [e for e in accepted.new_events() if e.acknowledged and _times(inspection, e) == 0]
+    clause = clauses.ACKNOWLEDGED_IS_STORED
+    acknowledged = [e for e in accepted.new_events() if e.acknowledged]
+    lost = [e for e in acknowledged if _times(inspection, clause, e) == 0]
     if lost:
         violation(
             clauses.ACKNOWLEDGED_IS_STORED,
@@ -59,7 +64,8 @@ def test_a_refused_post_is_not_processed(refusals: Refusals, inspection: Inspect
         if not exchange.refused or exchange.task_id is None or exchange.event_id is None:
             continue
         servers = {exchange.server, exchange.body_server} - {None}
-        if any(_times(inspection, exchange, server) for server in servers):
+        clause = clauses.REFUSED_NOT_PROCESSED
+        if any(_times(inspection, clause, exchange, server) for server in servers):
             processed.append(exchange)
     if processed:
         violation(

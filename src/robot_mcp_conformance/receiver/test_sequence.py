@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from robot_mcp_conformance._checks import enforces, violation
-from robot_mcp_conformance._hook import InspectionHook
+from robot_mcp_conformance._hook import InspectionHook, ask
 from robot_mcp_conformance._receiver_checks import receiver_clauses as clauses
 from robot_mcp_conformance._receiver_runs import Acceptance
 from robot_mcp_conformance.receiver.test_accept import require_acknowledged
@@ -48,7 +48,7 @@ def test_a_gap_is_noticed(accepted: Acceptance, inspection: InspectionHook) -> N
         third = exchanges[1]
         assert third.server is not None
         assert third.task_id is not None
-        view = inspection.task(third.server, third.task_id)
+        view = ask(inspection, clauses.GAP_REPORTED, third.server, third.task_id)
         if 2 not in view.gaps:
             violation(
                 clauses.GAP_REPORTED,
