@@ -5,9 +5,10 @@ child processes, sockets and back-off pauses about as much as they compute, so o
 per core leaves the cores a third idle (measured on two cores: 6.0 min with two workers,
 see the README for the figure with four). ``PYTEST_XDIST_AUTO_NUM_WORKERS`` (xdist's own
 variable) still wins, and ``-n N`` sets the number outright. A run of only the conformance
-suite in this checkout (``pytest conformance --server-url URL --callback-port 8765``) stays
-in one process: the suite's session fixtures (one fake_rvc on one callback port, one server
-under test, the delivery tests first) are meant to exist once per run.
+suite in this checkout (``pytest conformance --server-url URL --callback-port 8765``, or
+either suite by ``--pyargs robot_mcp_conformance[.receiver]``) stays in one process: the
+suite's session fixtures (one fake_rvc on one callback port, one server under test, the
+delivery tests first) are meant to exist once per run.
 """
 
 from __future__ import annotations
@@ -53,7 +54,9 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-def _inside_suite(arg: str, base: Path) -> bool:
+def _inside_suite(arg: str, base: Path, pyargs: bool = False) -> bool:
+    if pyargs and arg.split("::", 1)[0].split(".", 1)[0] == "robot_mcp_conformance":
+        return True  # --pyargs robot_mcp_conformance(.receiver): the installed suites
     path = (base / arg.split("::", 1)[0]).resolve()
     return path == SUITE or SUITE in path.parents
 
@@ -63,7 +66,8 @@ def _inside_suite(arg: str, base: Path) -> bool:
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     base = Path(config.invocation_params.dir)
     args = [str(arg) for arg in config.args]
-    if args and all(_inside_suite(arg, base) for arg in args):
+    pyargs = bool(getattr(config.option, "pyargs", False))
+    if args and all(_inside_suite(arg, base, pyargs) for arg in args):
         return 0
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS", "").strip():
         return None  # xdist's own hook reads it

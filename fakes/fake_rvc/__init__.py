@@ -9,7 +9,13 @@ and a developer pointing a capability server at it:
 * :class:`FakeRvcServer` — that app under uvicorn in a thread on a free loopback port;
 * :class:`Recorder` — the state both share: events, timelines with anomalies, attempts,
   counters, fault injection and waits (thread-safe);
+* :func:`load_faults` — a scripted sequence of answers (500, 429 with ``Retry-After``,
+  slow, dropped) read from a file, for :meth:`Recorder.add_faults` or ``fake-rvc --faults``;
 * ``fake-rvc`` — the console script (``python -m fake_rvc --help``).
+
+Its inspection hook (``GET /api/fake/inspect?server=…&task_id=…``, ``docs/contract.md``
+§5.5) is what the receiver suite (``robot-mcp-conformance receiver``) reads to check what
+it did with the events it acknowledged; ``GET /api/fake/events.jsonl`` exports the events.
 
 Every error it raises on purpose is a :class:`FakeRvcError`. :class:`Recorder`, its
 records and :func:`check_post` are pure Python; :func:`create_app`,
@@ -33,6 +39,7 @@ from fake_rvc._exceptions import (
     ServerError,
     WaitTimeout,
 )
+from fake_rvc._fault_script import load_faults, parse_faults
 from fake_rvc._faults import ANY_SERVER, Fault
 from fake_rvc._receive import (
     DEFAULT_MAX_BODY_BYTES,
@@ -42,19 +49,22 @@ from fake_rvc._receive import (
     check_post,
 )
 from fake_rvc._recorder import Recorder
-from fake_rvc._records import Attempt, Outcome, ReceivedEvent, TaskState, Timeline
+from fake_rvc._records import Attempt, Outcome, ReceivedEvent, TaskState, Timeline, json_line
 from fake_rvc._waits import Subscription
 
 if TYPE_CHECKING:
     from fake_rvc._app import EVENTS_PATH, create_app
     from fake_rvc._dependencies import get_clock, get_recorder, get_secrets
+    from fake_rvc._inspect import EVENTS_JSONL_PATH, INSPECT_PATH
     from fake_rvc._server import FakeRvcServer
 
 __all__ = [
     "ANY_SERVER",
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_MAX_JSON_DEPTH",
+    "EVENTS_JSONL_PATH",
     "EVENTS_PATH",
+    "INSPECT_PATH",
     "Attempt",
     "BodyReason",
     "ConfigError",
@@ -80,20 +90,32 @@ __all__ = [
     "get_clock",
     "get_recorder",
     "get_secrets",
+    "json_line",
     "load_config",
+    "load_faults",
+    "parse_faults",
     "parse_secret",
 ]
 
 # Names that import fastapi (the `fake` extra), resolved on first access.
 _NEED_THE_FAKE_EXTRA = frozenset(
-    {"EVENTS_PATH", "FakeRvcServer", "create_app", "get_clock", "get_recorder", "get_secrets"}
+    {
+        "EVENTS_JSONL_PATH",
+        "EVENTS_PATH",
+        "INSPECT_PATH",
+        "FakeRvcServer",
+        "create_app",
+        "get_clock",
+        "get_recorder",
+        "get_secrets",
+    }
 )
 
 
 def __getattr__(name: str) -> Any:
     if name not in _NEED_THE_FAKE_EXTRA:
         raise AttributeError(f"module 'fake_rvc' has no attribute {name!r}")
-    from fake_rvc import _app, _dependencies, _server
+    from fake_rvc import _app, _dependencies, _inspect, _server
 
-    found = {**vars(_dependencies), **vars(_app), **vars(_server)}
+    found = {**vars(_dependencies), **vars(_app), **vars(_inspect), **vars(_server)}
     return found[name]

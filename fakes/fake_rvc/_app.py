@@ -307,11 +307,14 @@ class _Post:
         assert fault.status is not None  # not a drop, so a status
         if fault.status in (204, 304):
             return Response(status_code=fault.status)
-        return error_response(
+        answer = error_response(
             fault.status,
             "injected_fault",
             f"fake_rvc answered {fault.status} on purpose (fault injection).",
         )
+        if fault.retry_after_s is not None:
+            answer.headers["Retry-After"] = str(fault.retry_after_s)
+        return answer
 
     def store(self, event: TaskEvent, server: str) -> Attempt:
         attempt = self.recorder.record_event(

@@ -18,6 +18,12 @@ Secrets come from repeated ``--secret name=value`` and/or ``--config FILE``, an
     ⚡ 503 injected fault server=sleeper
     ↺ sleeper slee-1a2b3c #5 progress repaired through get_task_events
 
+``--faults FILE`` queues a scripted sequence of answers (500, 429 with ``Retry-After``, a
+slow answer, a dropped connection; see :mod:`fake_rvc._fault_script`) before fake-rvc
+answers normally, and ``--events-jsonl FILE`` writes each verified event to FILE as one line
+of JSON as it arrives (``GET /api/fake/events.jsonl`` exports them at any time): for an
+author testing a server's retries by hand.
+
 ``--repair sleeper=http://127.0.0.1:9100/sse`` turns on repair mode for a server: a gap
 in one of its tasks is filled through its ``get_task_events`` tool, and ``POST
 /api/fake/reconcile`` asks it ``list_tasks``; ``--reconcile-every 2`` asks every 2 s, so
@@ -31,12 +37,16 @@ import argparse
 import json
 import os
 import sys
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from fake_rvc._exceptions import ConfigError
-from fake_rvc._records import Attempt
+from fake_rvc._exceptions import ConfigError, FaultError
+from fake_rvc._fault_script import load_faults
+from fake_rvc._faults import Fault
+from fake_rvc._recorder import Recorder
+from fake_rvc._records import Attempt, json_line
 from robot_mcp_kit import __version__
 
 __all__ = ["format_attempt", "load_config", "main", "parse_secret"]
@@ -180,6 +190,21 @@ def _build_parser() -> argparse.ArgumentParser:
         "shows every task's state, a task cancelled before its first event included",
     )
     parser.add_argument(
+        "--faults",
+        type=Path,
+        metavar="FILE",
+        help="a fault script (YAML or JSON): the answers to give, in order, before answering "
+        "normally, e.g. faults: [{status: 500}, {status: 429, retry_after_s: 2}, "
+        "{delay_s: 3}, {drop: true}]",
+    )
+    parser.add_argument(
+        "--events-jsonl",
+        type=Path,
+        metavar="FILE",
+        help="write each verified event to FILE as one line of JSON as it arrives "
+        "(the file is replaced)",
+    )
+    parser.add_argument(
         "--log-level",
         default="warning",
         choices=["critical", "error", "warning", "info", "debug"],
@@ -205,7 +230,10 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
 
     secrets: dict[str, str | list[str]] = {}
     repair_urls: dict[str, str] = {}
+    faults: list[Fault] = []
     try:
+        if args.faults is not None:
+            faults = load_faults(args.faults)
         if args.config is not None:
             secrets.update(load_config(args.config))
         given: dict[str, list[str]] = {}
@@ -222,7 +250,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
                     f"--repair must look like name=http://host:port/sse, got {text!r}."
                 )
             repair_urls[name] = url
-    except ConfigError as exc:
+    except (ConfigError, FaultError) as exc:
         print(f"fake-rvc: {exc}", file=err)
         return 2
     if not secrets:
@@ -245,7 +273,7 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     import uvicorn
 
     from fake_rvc._app import EVENTS_PATH, create_app
-    from fake_rvc._recorder import Recorder
+    from fake_rvc._inspect import INSPECT_PATH
     from fake_rvc._server import bind_socket, uvicorn_config
 
     try:
@@ -253,8 +281,20 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     except OSError as exc:
         print(f"fake-rvc: cannot listen on {args.host}:{args.port}: {exc.strerror}.", file=err)
         return 1
+    try:
+        export = _EventExport(args.events_jsonl) if args.events_jsonl is not None else None
+    except OSError as exc:
+        sock.close()
+        print(
+            f"fake-rvc: cannot write --events-jsonl {str(args.events_jsonl)!r}: {exc.strerror}.",
+            file=err,
+        )
+        return 2
     recorder = Recorder()
     recorder.add_listener(lambda attempt: print(format_attempt(attempt), file=stream, flush=True))
+    if export is not None:
+        recorder.add_listener(lambda attempt: export.write(recorder, attempt))
+    recorder.add_faults(faults)
     app = create_app(
         secrets,
         state=recorder,
@@ -269,6 +309,12 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
         file=stream,
         flush=True,
     )
+    extras = [f"inspection hook: {base}{INSPECT_PATH}"]
+    if faults:
+        extras.append(f"{len(faults)} scripted fault(s) queued")
+    if export is not None:
+        extras.append(f"events to {args.events_jsonl}")
+    print("fake-rvc " + " — ".join(extras), file=stream, flush=True)
 
     class _Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
@@ -284,4 +330,29 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None) -> int
     finally:
         recorder.close_streams()
         sock.close()
+        if export is not None:
+            export.close()
     return 0
+
+
+class _EventExport:
+    """``--events-jsonl``: each new verified event, one JSON line, flushed as it arrives."""
+
+    def __init__(self, path: Path) -> None:
+        self._file = path.open("w", encoding="utf-8")
+        self._lock = threading.Lock()
+
+    def write(self, recorder: Recorder, attempt: Attempt) -> None:
+        if attempt.outcome not in ("accepted", "repaired") or attempt.event_id is None:
+            return
+        event = recorder.event(attempt.event_id)
+        if event is None:  # forgotten by a reset meanwhile
+            return
+        with self._lock:
+            if not self._file.closed:
+                self._file.write(json_line(event))
+                self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()

@@ -3,7 +3,8 @@
 Faults act before authentication, like a broken network or proxy would; they queue up in
 order per server, and a server's own faults go before the ones for any server (``"*"``).
 A fault may name one task: it then acts only on that task's posts (by the body's
-``task_id``), and other posts pass it by.
+``task_id``), and other posts pass it by. A status fault may carry ``retry_after_s``, sent
+as ``Retry-After`` (a 429 or 503 that tells the poster when to come back).
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ class Fault:
     """An injected answer for the next ``remaining`` posts from one server.
 
     ``delay_s`` waits before answering; then ``status`` answers with that status (the
-    event is not stored), ``drop`` closes the connection without a response, and neither
-    processes the post normally (so a delay alone just makes the receiver slow). With
-    ``task_id`` it acts only on posts of that task.
+    event is not stored; with ``retry_after_s`` a ``Retry-After`` header too), ``drop``
+    closes the connection without a response, and neither processes the post normally (so
+    a delay alone just makes the receiver slow). With ``task_id`` it acts only on posts of
+    that task.
     """
 
     server: str
@@ -36,14 +38,15 @@ class Fault:
     drop: bool = False
     remaining: int = 1
     task_id: str | None = None
+    retry_after_s: int | None = None
 
     def __post_init__(self) -> None:
         """A fault is valid by construction.
 
         Raises:
             FaultError: nothing to inject, both ``status`` and ``drop``, a status outside
-                100–599, a delay outside 0–3600 s, a count (``remaining``) below 1 or an
-                empty server.
+                100–599, a delay outside 0–3600 s, a count (``remaining``) below 1, an
+                empty server, or a ``retry_after_s`` without a status or outside 0–86400.
         """
         if self.status is None and self.delay_s is None and not self.drop:
             raise FaultError("A fault needs at least one of status, delay_s or drop=True.")
@@ -59,6 +62,14 @@ class Fault:
             raise FaultError("Fault server must be a server name or '*'.")
         if self.task_id is not None and not self.task_id:
             raise FaultError("Fault task_id must be a task id, or left out for every task.")
+        if self.retry_after_s is not None:
+            if self.status is None:
+                raise FaultError("Fault retry_after_s goes with a status (a 429 or a 503).")
+            if type(self.retry_after_s) is not int or not 0 <= self.retry_after_s <= 86400:
+                raise FaultError(
+                    f"Fault retry_after_s must be whole seconds, 0-86400, got "
+                    f"{self.retry_after_s!r}."
+                )
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict of every field."""

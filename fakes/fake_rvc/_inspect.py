@@ -9,17 +9,24 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, Field
 
 from fake_rvc._dependencies import ERROR_RESPONSE, RecorderDep, error_response
 from fake_rvc._exceptions import FaultError, WaitTimeout
 from fake_rvc._reconcile import Reconciler
+from fake_rvc._records import json_line
 from robot_mcp_kit import EventType
 
-__all__ = ["FaultRequest", "router"]
+__all__ = ["EVENTS_JSONL_PATH", "INSPECT_PATH", "FaultRequest", "router"]
 
 router = APIRouter()
+
+EVENTS_JSONL_PATH = "/api/fake/events.jsonl"
+"""The stored events as JSON lines: ``ReceivedEvent.to_dict()``, one per line."""
+
+INSPECT_PATH = "/api/fake/inspect"
+"""fake_rvc's inspection hook (docs/contract.md §5.5): ``?server=…&task_id=…``."""
 
 
 class FaultRequest(BaseModel):
@@ -36,6 +43,12 @@ class FaultRequest(BaseModel):
         max_length=200,
         description="Only posts of this task (the body's task_id); every task when left out.",
     )
+    retry_after_s: int | None = Field(
+        default=None,
+        ge=0,
+        le=86400,
+        description="With a status: send Retry-After with this many seconds.",
+    )
 
 
 @router.get("/api/fake/events", summary="Stored events, filtered", responses={422: ERROR_RESPONSE})
@@ -47,6 +60,23 @@ async def list_events(
 ) -> dict[str, Any]:
     events = recorder.events(server=server, task_id=task_id, type=type)
     return {"count": len(events), "events": [e.to_dict() for e in events]}
+
+
+@router.get(
+    EVENTS_JSONL_PATH,
+    summary="Stored events as JSON lines (one received event per line), filtered",
+    responses={422: ERROR_RESPONSE},
+    response_class=PlainTextResponse,
+)
+async def export_events(
+    recorder: RecorderDep,
+    server: str | None = None,
+    task_id: str | None = None,
+    type: EventType | None = None,
+) -> PlainTextResponse:
+    events = recorder.events(server=server, task_id=task_id, type=type)
+    text = "".join(json_line(e) for e in events)
+    return PlainTextResponse(text, media_type="application/x-ndjson")
 
 
 @router.get("/api/fake/tasks", summary="Every task seen, with a summary")
@@ -74,6 +104,22 @@ async def get_task(task_id: str, recorder: RecorderDep, server: str | None = Non
     if timeline is None:
         return error_response(404, "not_found", f"No event has named task {task_id[:100]!r}.")
     return timeline.to_dict()
+
+
+@router.get(
+    INSPECT_PATH,
+    summary="The inspection hook of docs/contract.md §5.5: one task's processed events and gaps",
+    responses={422: ERROR_RESPONSE},
+)
+async def inspect_task(
+    recorder: RecorderDep,
+    server: Annotated[str, Query(min_length=1)],
+    task_id: Annotated[str, Query(min_length=1)],
+) -> dict[str, Any]:
+    timeline = recorder.timeline(task_id, server)
+    if timeline is None:
+        return {"server": server, "task_id": task_id, "events": [], "gaps": []}
+    return timeline.inspection()
 
 
 @router.post(
@@ -159,6 +205,7 @@ async def add_fault(spec: FaultRequest, recorder: RecorderDep) -> Any:
             drop=spec.drop,
             count=spec.count,
             task_id=spec.task_id,
+            retry_after_s=spec.retry_after_s,
         )
     except FaultError as exc:
         return error_response(422, "invalid_fault", str(exc))

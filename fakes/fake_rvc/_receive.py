@@ -18,7 +18,7 @@ The checks, in order; the first failure is the answer:
       ``stale_timestamp``, ``future_timestamp``, ``malformed_signature``,
       ``bad_signature``; for Standard Webhooks ``missing_webhook_headers`` and the
       reasons of :func:`robot_mcp_kit.signing.check_standard`
-422   ``invalid_encoding`` (not UTF-8), ``too_deep`` (nesting beyond 32),
+422   ``invalid_encoding`` (not UTF-8), ``too_deep`` (nesting beyond 33),
       ``invalid_json``, ``not_an_object``, ``bad_schema_version``,
       ``invalid_event`` (not a TaskEvent), ``webhook_id_mismatch``,
       ``server_mismatch`` (body ``server`` differs from ``X-RVC-Server``)
@@ -70,7 +70,8 @@ __all__ = [
 ]
 
 DEFAULT_MAX_BODY_BYTES = 1_048_576
-DEFAULT_MAX_JSON_DEPTH = 32
+DEFAULT_MAX_JSON_DEPTH = 33
+"""Contract §3.2 allows a payload 32 levels deep; the event's envelope is one more level."""
 
 Headers = Mapping[str, str] | Iterable[tuple[str, str]]
 """Request headers: a mapping, or (name, value) pairs where a repeated header repeats
@@ -90,7 +91,7 @@ class BodyReason(StrEnum):
 
     TOO_LARGE = "too_large"  # 413: Content-Length or the bytes read exceed the cap
     INVALID_ENCODING = "invalid_encoding"  # 422: the body is not UTF-8
-    TOO_DEEP = "too_deep"  # 422: JSON nested deeper than the cap (32)
+    TOO_DEEP = "too_deep"  # 422: JSON nested deeper than the cap (33)
     INVALID_JSON = "invalid_json"  # 422: not JSON (or NaN / Infinity)
     NOT_AN_OBJECT = "not_an_object"  # 422: JSON, but not an object
     BAD_SCHEMA_VERSION = "bad_schema_version"  # 422: schema_version is not the kit's

@@ -260,6 +260,11 @@ class Recorder:
                         return e
             return None
 
+    def event(self, event_id: str) -> ReceivedEvent | None:
+        """The stored event with ``event_id``, or None."""
+        with self._lock:
+            return self._by_event_id.get(event_id)
+
     def timeline(self, task_id: str, server: str | None = None) -> Timeline | None:
         """Return a snapshot of one task's timeline, or None if no event named it.
 
@@ -336,6 +341,7 @@ class Recorder:
         drop: bool = False,
         count: int = 1,
         task_id: str | None = None,
+        retry_after_s: int | None = None,
     ) -> Fault:
         """Answer the next ``count`` posts from ``server`` (of ``task_id`` only, if given).
 
@@ -355,8 +361,13 @@ class Recorder:
                 drop=drop,
                 remaining=count,
                 task_id=task_id,
+                retry_after_s=retry_after_s,
             )
         )
+
+    def add_faults(self, faults: Iterable[Fault]) -> list[Fault]:
+        """Queue ``faults`` in order (e.g. a script from :func:`fake_rvc.load_faults`)."""
+        return [self._faults.add(fault) for fault in faults]
 
     def take_fault(self, server: str | None, task_id: str | None = None) -> Fault | None:
         """Consume one fault for a post from ``server`` (its own first, then ``"*"``)."""

@@ -12,6 +12,7 @@ nothing, such as one cancelled before its first event (a cancel posts no event, 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
@@ -25,6 +26,7 @@ __all__ = [
     "TaskState",
     "Timeline",
     "duplicate_anomaly",
+    "json_line",
     "stored_attempt",
 ]
 
@@ -129,6 +131,11 @@ class ReceivedEvent:
         }
 
 
+def json_line(event: ReceivedEvent) -> str:
+    """``event.to_dict()`` as one line of JSON (a JSONL export), newline included."""
+    return json.dumps(event.to_dict(), ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
 def stored_attempt(
     event: TaskEvent | ReceivedEvent,
     outcome: Outcome,
@@ -204,6 +211,22 @@ class Timeline:
             "duplicates": self.duplicates,
             "anomalies": list(self.anomalies),
             "anomalies_truncated": self.anomalies_truncated,
+        }
+
+    def inspection(self) -> dict[str, Any]:
+        """The contract's inspection-hook view (docs/contract.md §5.5) of this task.
+
+        ``events``: each stored event once, in the order it was stored; ``gaps``: every seq
+        found missing when a later one arrived, whether or not it came afterwards.
+        """
+        gaps = sorted(
+            {seq for a in self.anomalies if a.get("kind") == "gap" for seq in a["missing"]}
+        )
+        return {
+            "server": self.server,
+            "task_id": self.task_id,
+            "events": [{"event_id": e.event_id, "seq": e.seq, "type": e.type} for e in self.events],
+            "gaps": gaps,
         }
 
     def copy(self) -> Timeline:

@@ -14,7 +14,15 @@ clause and shows the offending event or response. :mod:`.plugin` holds the optio
 transport detection and the MCP client; :mod:`._runs` the task runs the tests inspect
 and :mod:`._harness` the harness that produces them; :mod:`._checks` the clause
 catalogue and the failure messages; :mod:`._cli` the console script; :mod:`._exceptions`
-the errors, all :class:`ConformanceError`.
+the errors, all :class:`ConformanceError`; :mod:`._report` the JSON report and the
+expected failures of both suites.
+
+The receiver suite (``robot-mcp-conformance receiver URL``, :mod:`.receiver`) holds the
+brain's ``POST /api/agent/events`` to the contract: :mod:`._receiver_config` its options as
+a :class:`ReceiverConfig`, :mod:`._probe` the signed posts, :mod:`._receiver_runs` the
+scenarios, :mod:`._hook` the receiver's inspection hook, :mod:`._timing` the statistics of
+the timing check, :mod:`._receiver_checks` its clauses, :mod:`._receiver_plugin` its
+options and setup in the plugin.
 
 The names below are the suite's public API, for a harness that drives a server the way
 the suite does (``McpClient``, ``detect_transport``) or builds its command line.
@@ -33,10 +41,12 @@ from robot_mcp_conformance._config import (
 from robot_mcp_conformance._exceptions import (
     ConfigError,
     ConformanceError,
+    HookError,
     ServerStartError,
     TargetError,
 )
 from robot_mcp_conformance._process import ServerProcess
+from robot_mcp_conformance._receiver_config import ReceiverConfig
 from robot_mcp_kit import __version__
 
 __all__ = [
@@ -47,7 +57,9 @@ __all__ = [
     "Config",
     "ConfigError",
     "ConformanceError",
+    "HookError",
     "McpClient",
+    "ReceiverConfig",
     "ServerProcess",
     "ServerStartError",
     "TargetError",

@@ -10,6 +10,12 @@ The sections are those of ``docs/contract.md``, the wire contract shipped with t
 repository (and linked from the distribution's metadata as "Contract"), so an author can
 look the requirement up by its section number. A test checks that every cited section
 exists there.
+
+Every clause also has a stable id (``server.seq-contiguous``): ``server.`` plus its name in
+this catalogue, lower case with hyphens. The ids are listed in ``docs/contract.md``
+("Clause ids"), key the JSON report and are what an expected-failures file names
+(:mod:`._report`); a test pins the list. Each test says which clause it enforces with
+:func:`enforces`, and :func:`violation` carries the clause in the failure it raises.
 """
 
 from __future__ import annotations
@@ -20,7 +26,17 @@ from typing import Any, NoReturn
 
 import pytest
 
-__all__ = ["CONTRACT", "Clause", "clauses", "short", "violation"]
+__all__ = [
+    "CLAUSE_MARKER",
+    "CONTRACT",
+    "Clause",
+    "ClauseFailure",
+    "catalogue",
+    "clauses",
+    "enforces",
+    "short",
+    "violation",
+]
 
 CONTRACT = "docs/contract.md"
 """The document the clauses cite."""
@@ -28,20 +44,48 @@ CONTRACT = "docs/contract.md"
 _EVIDENCE_LIMIT = 4000
 
 
+CLAUSE_MARKER = "clause"
+"""The pytest marker :func:`enforces` puts on a test: ``clause(<Clause>)``."""
+
+
 @dataclass(frozen=True)
 class Clause:
-    """One requirement of the contract: where it is written and what it says."""
+    """One requirement of the contract: where it is written, what it says, its stable id.
+
+    ``id`` is given, or set when the clause is assigned in a catalogue class (``clauses``,
+    ``receiver_clauses``): the class's ``PARTY`` (``server``) and the attribute name,
+    lower case with hyphens (``SEQ_CONTIGUOUS`` → ``server.seq-contiguous``).
+    """
 
     section: str
     text: str
+    id: str = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        party = getattr(owner, "PARTY", None)
+        if not self.id and isinstance(party, str):
+            object.__setattr__(self, "id", f"{party}.{name.lower().replace('_', '-')}")
 
     def __str__(self) -> str:
         where = ", ".join(f"§{part.strip()}" for part in self.section.split(","))
         return f"{CONTRACT} {where} ({self.text})"
 
 
+def catalogue(owner: type) -> list[Clause]:
+    """The clauses of a catalogue class, in the order they are written."""
+    return [value for value in vars(owner).values() if isinstance(value, Clause)]
+
+
+def enforces(clause: Clause) -> pytest.MarkDecorator:
+    """Mark a test as the check of ``clause`` (the JSON report and expected failures key on it)."""
+    mark: pytest.MarkDecorator = getattr(pytest.mark, CLAUSE_MARKER)
+    return mark(clause)
+
+
 class clauses:
-    """The catalogue; each test cites one of these."""
+    """The catalogue of the server suite; each test cites one of these."""
+
+    PARTY = "server"
 
     TOOLS_EXIST = Clause(
         "6", "every task-capable server exposes get_task, cancel_task and list_tasks"
@@ -170,6 +214,11 @@ class clauses:
         "a task created through the MCP tasks extension is the task the events tell of: "
         "tasks/get and the events agree on its end, result and failure",
     )
+    TASK_EVENTS = Clause(
+        "3.3",
+        "optional get_task_events(task_id, after_seq=0): the task's retained events with "
+        "seq > after_seq, oldest first, as posted",
+    )
 
 
 def _render(value: Any, indent: str, width: int) -> str:
@@ -198,10 +247,24 @@ def short(value: Any, limit: int = _EVIDENCE_LIMIT, width: int = 96) -> str:
     return text
 
 
+class ClauseFailure(pytest.fail.Exception):  # type: ignore[name-defined,misc]
+    """The failure :func:`violation` raises: pytest's own, plus the clause and the evidence.
+
+    pytest reports it as any ``pytest.fail``; the report plugin reads ``clause``,
+    ``summary`` and ``evidence`` from it.
+    """
+
+    def __init__(self, message: str, clause: Clause, summary: str, evidence: Any) -> None:
+        super().__init__(message, pytrace=False)
+        self.clause = clause
+        self.summary = summary
+        self.evidence = evidence
+
+
 def violation(clause: Clause, summary: str, evidence: Any = None) -> NoReturn:
     """Fail the current test: the clause, what broke, and the evidence."""
     message = f"{clause}: {summary}"
     if evidence is not None:
         body = short(evidence).replace("\n", "\n    ")
         message += f"\n  evidence:\n    {body}"
-    pytest.fail(message, pytrace=False)
+    raise ClauseFailure(message, clause, summary, evidence)

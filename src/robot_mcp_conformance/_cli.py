@@ -4,9 +4,16 @@ It runs this package's pytest suite (``pytest --pyargs robot_mcp_conformance``) 
 options given, under a configuration of its own (``_script.ini``: no project ``addopts``,
 no cache, the user's conftest files not loaded), prints the clause-by-clause report
 (``-v``: one line per requirement, each failure citing its clause of ``docs/contract.md``)
-and returns pytest's exit code: 0 the server conforms, 1 it does not, 4 the options or the
-target are unusable (one line naming the cause). Arguments it does not know are passed
-to pytest unchanged (``--junitxml=report.xml``, ``-k cancel``, ``-x``...).
+and returns pytest's exit code (:data:`EXIT_CODES`): 0 the server conforms, 1 it does not,
+4 the options or the target are unusable (one line naming the cause). Arguments it does not
+know are passed to pytest unchanged (``--junitxml=report.xml``, ``-k cancel``, ``-x``...).
+
+``robot-mcp-conformance receiver URL [options]`` does the same for a receiver of events
+(the brain's ``POST /api/agent/events``): it runs ``pytest --pyargs
+robot_mcp_conformance.receiver --receiver-url URL``.
+
+Both take ``--report-json FILE`` (one entry per clause id) and ``--expected-failures FILE``
+(clause ids that may fail); see :mod:`._report`.
 
 Installed without the ``conformance`` extra (pytest, an MCP client, fake_rvc's FastAPI and
 uvicorn), it prints one line naming the extra and returns 4: nothing was judged, so the
@@ -23,13 +30,31 @@ from pathlib import Path
 
 from robot_mcp_kit import __version__
 
-__all__ = ["build_pytest_args", "main"]
+__all__ = ["EXIT_CODES", "build_pytest_args", "main"]
 
 _HERE = Path(__file__).resolve().parent
 _INI = _HERE / "_script.ini"
 
 EXIT_UNUSABLE = 4
 """pytest's ``USAGE_ERROR``: the options, the target or the installation are unusable."""
+
+EXIT_CODES: tuple[tuple[int, str], ...] = (
+    (
+        0,
+        "conforms: every clause passed or failed as --expected-failures allows (warnings "
+        "do not count)",
+    ),
+    (1, "does not conform: a clause failed, or a clause listed in --expected-failures passed"),
+    (2, "interrupted (Ctrl-C, or -x after the first failure)"),
+    (3, "internal error of pytest or of the suite"),
+    (
+        4,
+        "unusable: bad options, a target that cannot be reached, an unreadable "
+        "--expected-failures file, or the conformance extra not installed",
+    ),
+    (5, "no test ran (-k or --deselect left nothing)"),
+)
+"""What each exit code means (pytest's codes; the suite adds the meaning of 1 and 4)."""
 
 _EXTRA_MODULES = ("pytest", "mcp", "fastapi", "uvicorn", "structlog", "yaml")
 """What the ``conformance`` extra brings: the runner, the suite's MCP client, fake_rvc."""
@@ -49,6 +74,39 @@ _FORWARDED: tuple[tuple[str, str, str], ...] = (
     ("--task-timeout", "SECONDS", "seconds a short task may take (default 20)"),
 )
 
+# Both suites: forwarded to the plugin's options of the same name.
+_REPORT_FLAGS: tuple[tuple[str, str, str], ...] = (
+    ("--report-json", "FILE", "write the JSON report, one entry per clause id, to FILE"),
+    (
+        "--expected-failures",
+        "FILE",
+        "clause ids that may fail, one per line; a listed clause that passes fails the run",
+    ),
+)
+
+# The receiver suite's own options (--secret and --server-name are shared with the server's).
+_RECEIVER_FLAGS: tuple[tuple[str, str, str], ...] = (
+    ("--secret", "SECRET", "the secret the receiver verifies --server-name with (s3cret)"),
+    ("--server-name", "NAME", "an X-RVC-Server the receiver is configured for (sleeper)"),
+    (
+        "--second-secret",
+        "SECRET",
+        "the server's other secret, if the receiver is configured with two (a rotation)",
+    ),
+    (
+        "--inspect-url",
+        "URL",
+        "the receiver's inspection hook (docs/contract.md §5.5), if it offers one",
+    ),
+    ("--time-budget", "SECONDS", "how long an answer may take (default 5)"),
+    ("--max-body-bytes", "BYTES", "the receiver's body limit (default 1048576)"),
+    ("--timing-pairs", "N", "pairs the best-effort timing check sends (default 40; 0: off)"),
+)
+
+
+def _epilog() -> str:
+    return "exit codes: " + "; ".join(f"{code} {text}" for code, text in EXIT_CODES)
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -58,17 +116,48 @@ def _parser() -> argparse.ArgumentParser:
             "the suite starts a fake brain (fake_rvc) on --callback-port, drives the server "
             "at URL over SSE or streamable HTTP, and reports clause by clause. The server "
             "must post its events to http://127.0.0.1:PORT/api/agent/events signed with "
-            "--secret. Exit 0: conforms; 1: does not; 4: unusable options or target. Other "
-            "arguments go to pytest (e.g. --junitxml=report.xml, -k cancel)."
+            "--secret. Other arguments go to pytest (e.g. --junitxml=report.xml, -k cancel). "
+            "To test a receiver of events instead: robot-mcp-conformance receiver --help."
         ),
+        epilog=_epilog(),
     )
     parser.add_argument(
         "url", nargs="?", help="the server's endpoint, e.g. http://127.0.0.1:9100/mcp or .../sse"
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    for flag, metavar, text in _FORWARDED:
+    for flag, metavar, text in _FORWARDED + _REPORT_FLAGS:
         parser.add_argument(flag, metavar=metavar, help=text)
     return parser
+
+
+def _receiver_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="robot-mcp-conformance receiver",
+        description=(
+            "Hold a receiver of events (the brain's POST /api/agent/events) to the Async Task "
+            "Contract (docs/contract.md): the suite posts signed events, valid and bad, as "
+            "server --server-name signing with --secret (configure the receiver so), and "
+            "reports clause by clause. Other arguments go to pytest (e.g. "
+            "--junitxml=report.xml, -k refused)."
+        ),
+        epilog=_epilog(),
+    )
+    parser.add_argument(
+        "url", help="the receiver's events endpoint, e.g. http://127.0.0.1:8000/api/agent/events"
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    for flag, metavar, text in _RECEIVER_FLAGS + _REPORT_FLAGS:
+        parser.add_argument(flag, metavar=metavar, help=text)
+    return parser
+
+
+def _forwarded(args: argparse.Namespace, flags: Sequence[tuple[str, str, str]]) -> list[str]:
+    out: list[str] = []
+    for flag, _, _ in flags:
+        value = getattr(args, flag.lstrip("-").replace("-", "_"))
+        if value is not None:
+            out += [flag, value]
+    return out
 
 
 def build_pytest_args(argv: Sequence[str]) -> list[str]:
@@ -77,7 +166,12 @@ def build_pytest_args(argv: Sequence[str]) -> list[str]:
     Raises:
         SystemExit: ``--help``, ``--version`` or an argument error (argparse's exits).
     """
-    args, rest = _parser().parse_known_args(list(argv))
+    argv = list(argv)
+    receiver = bool(argv) and argv[0] == "receiver"
+    if receiver:
+        args, rest = _receiver_parser().parse_known_args(argv[1:])
+    else:
+        args, rest = _parser().parse_known_args(argv)
     out = [
         "-c",
         str(_INI),
@@ -94,15 +188,14 @@ def build_pytest_args(argv: Sequence[str]) -> list[str]:
         "-v",
         "-rfE",
         "--pyargs",
-        "robot_mcp_conformance",
     ]
+    if receiver:
+        out += ["robot_mcp_conformance.receiver", "--receiver-url", args.url]
+        return out + _forwarded(args, _RECEIVER_FLAGS + _REPORT_FLAGS) + rest
+    out.append("robot_mcp_conformance")
     if args.url:
         out += ["--server-url", args.url]
-    for flag, _, _ in _FORWARDED:
-        value = getattr(args, flag.lstrip("-").replace("-", "_"))
-        if value is not None:
-            out += [flag, value]
-    return out + rest
+    return out + _forwarded(args, _FORWARDED + _REPORT_FLAGS) + rest
 
 
 def _missing_extra() -> str | None:

@@ -6,12 +6,13 @@ Each also subclasses the builtin it replaced, so code catching ``ValueError`` or
     ConformanceError
     ├── ConfigError (ValueError)       the suite's options contradict each other or do not parse
     ├── ServerStartError (RuntimeError)  the server the suite starts exited or never answered
-    └── TargetError (RuntimeError)     the server under test cannot be reached or is not MCP
+    ├── TargetError (RuntimeError)     the server under test cannot be reached or is not MCP
+    └── HookError (RuntimeError)       a receiver's inspection hook answered outside its shape
 """
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "ConformanceError", "ServerStartError", "TargetError"]
+__all__ = ["ConfigError", "ConformanceError", "HookError", "ServerStartError", "TargetError"]
 
 
 class ConformanceError(Exception):
@@ -34,3 +35,8 @@ class TargetError(ConformanceError, RuntimeError):
 
     The message is one line naming the URL and the cause; the suite stops on it.
     """
+
+
+class HookError(ConformanceError, RuntimeError):
+    """A receiver's inspection hook (contract §5.5) could not be asked, or answered
+    something other than the documented shape; the message says which and quotes it."""

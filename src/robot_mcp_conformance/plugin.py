@@ -44,6 +44,10 @@ plain ``uv run pytest`` holds the sleeper to the contract.
 A run of the conformance suite alone judges a server, not this repository's tests, so the
 repository's coverage measurement (pytest-cov, from ``addopts``) is switched off for it:
 ``uv run pytest conformance --server-url URL`` exits 0 when the server conforms.
+
+The receiver suite (``pytest --pyargs robot_mcp_conformance.receiver --receiver-url URL``)
+and the reports of both suites (``--report-json``, ``--expected-failures``) have their
+options and setup in :mod:`._receiver_plugin`; a receiver run skips the server logic here.
 """
 
 from __future__ import annotations
@@ -54,8 +58,11 @@ from typing import Any
 
 import pytest
 
+from robot_mcp_conformance import _receiver_plugin as receiver
+from robot_mcp_conformance._checks import catalogue, clauses
 from robot_mcp_conformance._config import Config, Transport
 from robot_mcp_conformance._exceptions import ConfigError, TargetError
+from robot_mcp_conformance._receiver_checks import receiver_clauses
 
 __all__ = [
     "CONFIG_KEY",
@@ -137,6 +144,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("conformance", "Async Task Contract conformance suite")
     for option, env, text in OPTIONS:
         group.addoption(option, dest=_dest(option), default=None, help=f"{text} [env {env}]")
+    receiver.add_options(parser)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """The receiver suite's folder is collected only when the run is the receiver suite's."""
+    return receiver.ignore_collect(collection_path, config)
 
 
 def build_config(config: pytest.Config) -> Config:
@@ -188,6 +201,18 @@ def _option_given(config: pytest.Config) -> bool:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    receiver.register_marker(config)
+    if receiver.receiver_targeted(config):
+        _switch_coverage_off(config)
+        receiver_cfg = receiver.configure_receiver(config)
+        receiver.configure_reports(
+            config,
+            suite="receiver",
+            suite_catalogue=catalogue(receiver_clauses),
+            target=receiver_cfg.describe_target(),
+            is_suite_item=receiver.is_receiver_item,
+        )
+        return
     targeted, only = _suite_args(config)
     if only:
         _switch_coverage_off(config)
@@ -203,6 +228,13 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[CONFIG_KEY] = cfg
     if targeted or _option_given(config):
         _check_target(config, cfg)
+        receiver.configure_reports(
+            config,
+            suite="server",
+            suite_catalogue=catalogue(clauses),
+            target=cfg.describe_target(),
+            is_suite_item=is_suite_item,
+        )
 
 
 def _check_target(config: pytest.Config, cfg: Config) -> None:
@@ -264,6 +296,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
+    rcfg = config.stash.get(receiver.RECEIVER_KEY, None)
+    if rcfg is not None:
+        return [
+            f"conformance receiver: {rcfg.describe_target()}",
+            f"conformance limits: answer within {rcfg.time_budget_s:g} s, body limit "
+            f"{rcfg.max_body_bytes} bytes, {rcfg.timing_pairs} timing pairs",
+        ]
     cfg = config.stash.get(CONFIG_KEY, None)
     if cfg is None or not (_suite_args(config)[0] or _option_given(config)):
         return []

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from robot_mcp_conformance._checks import clauses, violation
+from robot_mcp_conformance._checks import clauses, enforces, violation
 from robot_mcp_conformance._harness import Harness
 from robot_mcp_conformance._runs import CANCEL_STOP_S, CANCEL_TASK, CancelRun, Runs
 from robot_mcp_kit import TaskState
@@ -40,6 +40,7 @@ def _require_running_before(cancelled: CancelRun, clause: Any) -> str:
     return task_id
 
 
+@enforces(clauses.CANCEL_RETURNS)
 def test_cancel_task_returns_cancelled(cancelled: CancelRun) -> None:
     """§3.3: cancel_task(task_id) → {"task_id": ..., "state": "cancelled"}."""
     clause = clauses.CANCEL_RETURNS
@@ -52,6 +53,7 @@ def test_cancel_task_returns_cancelled(cancelled: CancelRun) -> None:
         )
 
 
+@enforces(clauses.CANCEL_IDEMPOTENT)
 def test_cancel_task_is_idempotent(cancelled: CancelRun) -> None:
     """§3.3: cancelling a cancelled task again answers the same, without an error."""
     clause = clauses.CANCEL_IDEMPOTENT
@@ -67,6 +69,7 @@ def test_cancel_task_is_idempotent(cancelled: CancelRun) -> None:
         )
 
 
+@enforces(clauses.CANCEL_NO_EVENT)
 def test_cancelled_task_stays_cancelled_and_emits_no_task_failed(cancelled: CancelRun) -> None:
     """§4.2: a cancelled task ends in state cancelled and posts no task_failed (or task_done)."""
     clause = clauses.CANCEL_NO_EVENT
@@ -92,6 +95,7 @@ def test_cancelled_task_stays_cancelled_and_emits_no_task_failed(cancelled: Canc
         )
 
 
+@enforces(clauses.CANCEL_STOPS_WORK)
 def test_cancel_stops_the_work(cancelled: CancelRun) -> None:
     """§4.2: cancel stops the task's work: no event stamped over 1 s after the cancel reply."""
     clause = clauses.CANCEL_STOPS_WORK
@@ -116,6 +120,7 @@ def test_cancel_stops_the_work(cancelled: CancelRun) -> None:
         )
 
 
+@enforces(clauses.CANCEL_FINISHED)
 def test_cancelling_a_finished_task_leaves_its_state(harness: Harness, runs: Runs) -> None:
     """§3.3: cancel_task on a finished task returns its terminal state unchanged."""
     clause = clauses.CANCEL_FINISHED

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from robot_mcp_conformance._checks import Clause, clauses, violation
+from robot_mcp_conformance._checks import Clause, clauses, enforces, violation
 from robot_mcp_conformance._runs import DeliveryRun, RefusalRun
 
 SCHEDULE_S = (0.5, 2.0, 8.0, 30.0)
@@ -88,6 +88,7 @@ def _brief(attempt: Any) -> dict[str, Any]:
     }
 
 
+@enforces(clauses.DELIVERY)
 def test_every_event_arrives_in_order_despite_500s_and_drops(delivery: DeliveryRun) -> None:
     """§3.1: non-2xx answers and connection errors are retried; one task's events in seq order."""
     clause = clauses.DELIVERY
@@ -136,6 +137,7 @@ def test_every_event_arrives_in_order_despite_500s_and_drops(delivery: DeliveryR
         )
 
 
+@enforces(clauses.RETRY_SCHEDULE)
 def test_retries_follow_the_backoff_schedule(delivery: DeliveryRun) -> None:
     """§3.1: retry pauses are 0.5 s, 2 s, 8 s, then 30 s (measured at fake_rvc)."""
     clause = clauses.RETRY_SCHEDULE
@@ -166,6 +168,7 @@ def test_retries_follow_the_backoff_schedule(delivery: DeliveryRun) -> None:
         )
 
 
+@enforces(clauses.LANES)
 def test_a_refused_task_does_not_hold_back_other_tasks(refusal: RefusalRun) -> None:
     """§5.1: while one task's event is refused and retried, another task's events arrive."""
     clause = clauses.LANES

@@ -11,7 +11,7 @@ from datetime import timedelta
 
 from pydantic import ValidationError
 
-from robot_mcp_conformance._checks import clauses, violation
+from robot_mcp_conformance._checks import clauses, enforces, violation
 from robot_mcp_conformance._config import Config
 from robot_mcp_conformance._harness import Harness
 from robot_mcp_conformance._runs import Runs
@@ -35,6 +35,7 @@ SIGNATURE_REASONS = frozenset(
 MAX_CLOCK_SKEW = timedelta(seconds=300)
 
 
+@enforces(clauses.SIGNED)
 def test_events_are_signed_with_the_shared_secret(
     runs: Runs, harness: Harness, conformance_config: Config
 ) -> None:
@@ -53,6 +54,7 @@ def test_events_are_signed_with_the_shared_secret(
         run.require_events(clause)
 
 
+@enforces(clauses.EVENT_BODY)
 def test_event_bodies_are_task_events(runs: Runs) -> None:
     """§3.1, §4.1: each body is a TaskEvent with schema_version 1."""
     clause = clauses.EVENT_BODY
@@ -71,6 +73,7 @@ def test_event_bodies_are_task_events(runs: Runs) -> None:
                 violation(clause, "schema_version is not 1", event.to_dict())
 
 
+@enforces(clauses.EVENT_IDENTITY)
 def test_events_name_their_task_server_and_tool(runs: Runs, conformance_config: Config) -> None:
     """§3.1: each event carries its task_id, the server name and the tool that started it."""
     clause = clauses.EVENT_IDENTITY
@@ -93,6 +96,7 @@ def test_events_name_their_task_server_and_tool(runs: Runs, conformance_config: 
                 violation(clause, f"event seq {body.seq} of {run.label}: {detail}", event.to_dict())
 
 
+@enforces(clauses.EVENT_ID_UNIQUE)
 def test_event_ids_are_unique_uuid4(runs: Runs) -> None:
     """§3.1: event_id is a uuid4, unique per event."""
     clause = clauses.EVENT_ID_UNIQUE
@@ -130,6 +134,7 @@ def test_event_ids_are_unique_uuid4(runs: Runs) -> None:
                 )
 
 
+@enforces(clauses.TIMESTAMP)
 def test_event_timestamps_are_utc_and_current(runs: Runs) -> None:
     """§3.1: ts is UTC ISO 8601, the time of the event, non-decreasing along seq."""
     clause = clauses.TIMESTAMP
@@ -157,6 +162,7 @@ def test_event_timestamps_are_utc_and_current(runs: Runs) -> None:
             previous = event
 
 
+@enforces(clauses.PAYLOAD)
 def test_event_payloads_match_their_type(runs: Runs) -> None:
     """§3.1: progress a dict; trigger_fired {"trigger": ...}; task_done {"result": ...};
     task_failed a TaskFailure."""
@@ -179,6 +185,7 @@ def test_event_payloads_match_their_type(runs: Runs) -> None:
                     )
 
 
+@enforces(clauses.SEQ_CONTIGUOUS)
 def test_seq_is_contiguous_from_1(runs: Runs) -> None:
     """§3.1, §4.2: seq is per task, starts at 1, goes up by one, and arrives in order."""
     clause = clauses.SEQ_CONTIGUOUS
@@ -195,6 +202,7 @@ def test_seq_is_contiguous_from_1(runs: Runs) -> None:
                 )
 
 
+@enforces(clauses.ONE_TERMINAL)
 def test_a_finished_task_emits_exactly_one_terminal_event(runs: Runs) -> None:
     """§4.2: a task that ends emits exactly one task_done or task_failed, matching its end."""
     clause = clauses.ONE_TERMINAL
@@ -225,6 +233,7 @@ def test_a_finished_task_emits_exactly_one_terminal_event(runs: Runs) -> None:
             )
 
 
+@enforces(clauses.NOTHING_AFTER_TERMINAL)
 def test_nothing_is_emitted_after_the_terminal_event(runs: Runs) -> None:
     """§4.2: after task_done / task_failed a task emits nothing more."""
     clause = clauses.NOTHING_AFTER_TERMINAL

@@ -9,12 +9,13 @@ request with ``not_found``. Without the tool or the arguments these tests are sk
 
 from __future__ import annotations
 
-from robot_mcp_conformance._checks import clauses, violation
+from robot_mcp_conformance._checks import clauses, enforces, violation
 from robot_mcp_conformance._runs import InputRun
 from robot_mcp_kit import TaskState
 from robot_mcp_kit.models import TERMINAL_EVENT_TYPES
 
 
+@enforces(clauses.INPUT_ANNOUNCED)
 def test_input_request_is_announced(input_run: InputRun) -> None:
     """§11.1: input_required {request_id, method, params {message, requestedSchema}}."""
     clause = clauses.INPUT_ANNOUNCED
@@ -43,6 +44,7 @@ def test_input_request_is_announced(input_run: InputRun) -> None:
         violation(clause, f"task {task_id}: " + "; ".join(problems), payload)
 
 
+@enforces(clauses.INPUT_ANSWERED)
 def test_answered_input_lets_the_task_finish(input_run: InputRun) -> None:
     """§11.2: the answer is accepted, announced (input_answered) and the task ends; a
     second answer to the same request answers not_found."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from robot_mcp_conformance._checks import clauses, violation
+from robot_mcp_conformance._checks import clauses, enforces, violation
 from robot_mcp_conformance._native import KIT_TASK_ID_META_KEY, NativeRun
 from robot_mcp_kit import TaskState
 
@@ -81,6 +81,7 @@ def _problems(run: NativeRun) -> list[str]:
     return problems
 
 
+@enforces(clauses.NATIVE_AGREES)
 def test_native_task_agrees_with_the_events(native_runs: list[NativeRun]) -> None:
     """§12: one task, two faces: tasks/get, the events and get_task agree on its end."""
     clause = clauses.NATIVE_AGREES

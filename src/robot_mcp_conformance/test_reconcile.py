@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from robot_mcp_conformance._checks import clauses, violation
+from robot_mcp_conformance._checks import clauses, enforces, violation
 from robot_mcp_conformance._config import Config
 from robot_mcp_conformance._harness import Harness
 from robot_mcp_conformance._runs import CANCEL_TASK, GET_TASK, LIST_TASKS, CancelRun, Runs
@@ -18,6 +18,7 @@ STATES = tuple(state.value for state in TaskState)
 NO_SUCH_TASK = "zzzz-000000"
 
 
+@enforces(clauses.GET_TASK_AGREES)
 def test_get_task_agrees_with_the_events(runs: Runs) -> None:
     """§3.3, §4.1: get_task's state, progress, result and failure are what the events said."""
     clause = clauses.GET_TASK_AGREES
@@ -68,6 +69,7 @@ def test_get_task_agrees_with_the_events(runs: Runs) -> None:
             )
 
 
+@enforces(clauses.FAILURE)
 def test_failing_task_ends_failed_with_its_task_failure(runs: Runs) -> None:
     """§4.2: a body raising TaskError → state failed, task_failed carrying the TaskFailure."""
     clause = clauses.FAILURE
@@ -89,6 +91,7 @@ def test_failing_task_ends_failed_with_its_task_failure(runs: Runs) -> None:
         violation(clause, f"failed task {run.task_id} emitted no task_failed", evidence)
 
 
+@enforces(clauses.LIST_TASKS)
 def test_list_tasks_returns_task_infos(harness: Harness, runs: Runs) -> None:
     """§3.3: list_tasks() → {"tasks": [TaskInfo, ...]}, including tasks that finished."""
     clause = clauses.LIST_TASKS
@@ -115,6 +118,7 @@ def _tasks(reply: Any, clause: Any) -> list[dict[str, Any]]:
     return items
 
 
+@enforces(clauses.LIST_FILTER)
 @pytest.mark.parametrize("state", STATES)
 def test_list_tasks_filters_by_state(
     state: str, harness: Harness, runs: Runs, cancelled: CancelRun, conformance_config: Config
@@ -159,6 +163,7 @@ def test_list_tasks_filters_by_state(
             harness.call(CANCEL_TASK, {"task_id": started.task_id})
 
 
+@enforces(clauses.NOT_FOUND)
 @pytest.mark.parametrize("tool", [GET_TASK, CANCEL_TASK])
 def test_unknown_task_id_is_not_found(harness: Harness, tool: str) -> None:
     """§3.3: get_task / cancel_task of an unknown id → {"error": "not_found"}."""
@@ -177,6 +182,7 @@ def test_unknown_task_id_is_not_found(harness: Harness, tool: str) -> None:
         )
 
 
+@enforces(clauses.TOOLS_RETURN_JSON)
 @pytest.mark.parametrize("tool", [GET_TASK, LIST_TASKS])
 def test_reconciliation_answers_are_objects_not_json_strings(
     harness: Harness, runs: Runs, tool: str

@@ -6,7 +6,7 @@ import re
 
 from pydantic import ValidationError
 
-from robot_mcp_conformance._checks import clauses, violation
+from robot_mcp_conformance._checks import clauses, enforces, violation
 from robot_mcp_conformance._config import CALL_BUDGET_S, Config
 from robot_mcp_conformance._runs import Runs
 from robot_mcp_kit import TaskInfo, TaskState
@@ -14,6 +14,7 @@ from robot_mcp_kit import TaskInfo, TaskState
 _TASK_INFO_KEYS = frozenset(TaskInfo.model_fields)
 
 
+@enforces(clauses.START_RETURNS_AT_ONCE)
 def test_start_call_returns_at_once_with_a_running_task(runs: Runs) -> None:
     """§1, §4.2: a long-running tool returns immediately (state running) within ~30 s."""
     clause = clauses.START_RETURNS_AT_ONCE
@@ -45,6 +46,7 @@ def test_start_call_returns_at_once_with_a_running_task(runs: Runs) -> None:
             )
 
 
+@enforces(clauses.TASK_INFO_SHAPE)
 def test_start_returns_a_task_info(runs: Runs, conformance_config: Config) -> None:
     """§4.1: the start tool returns the task's TaskInfo, every field present."""
     clause = clauses.TASK_INFO_SHAPE
@@ -82,6 +84,7 @@ def test_start_returns_a_task_info(runs: Runs, conformance_config: Config) -> No
             )
 
 
+@enforces(clauses.TASK_ID_FORM)
 def test_task_id_is_server_short_dash_six_hex(runs: Runs, conformance_config: Config) -> None:
     """§4.2: task_id = f"{server_name[:4]}-{uuid4().hex[:6]}", unique per task."""
     clause = clauses.TASK_ID_FORM

@@ -14,18 +14,14 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from robot_mcp_conformance._checks import Clause, violation
+from robot_mcp_conformance._checks import clauses, enforces, violation
 from robot_mcp_conformance._harness import Harness
 from robot_mcp_conformance._runs import Runs, TaskRun
 from robot_mcp_kit import TASK_EVENTS_TOOL_NAME, TaskEvent
 
 TOOL = TASK_EVENTS_TOOL_NAME
 NO_SUCH_TASK = "zzzz-000000"
-TASK_EVENTS = Clause(
-    "3.3",
-    "optional get_task_events(task_id, after_seq=0): the task's retained events with "
-    "seq > after_seq, oldest first, as posted",
-)
+TASK_EVENTS = clauses.TASK_EVENTS
 _TERMINAL_OF = {"succeeded": "task_done", "failed": "task_failed"}
 
 
@@ -91,6 +87,7 @@ def _check_run(harness: Harness, run: TaskRun) -> None:
             )
 
 
+@enforces(clauses.TASK_EVENTS)
 def test_get_task_events_answers_each_finished_task_s_events(
     task_events_tool: dict[str, Any], harness: Harness, runs: Runs
 ) -> None:
@@ -99,6 +96,7 @@ def test_get_task_events_answers_each_finished_task_s_events(
         _check_run(harness, run)
 
 
+@enforces(clauses.TASK_EVENTS)
 def test_get_task_events_of_an_unknown_task_is_not_found(
     task_events_tool: dict[str, Any], harness: Harness
 ) -> None:

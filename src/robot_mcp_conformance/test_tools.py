@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from robot_mcp_conformance._checks import Clause, clauses, violation
+from robot_mcp_conformance._checks import Clause, clauses, enforces, violation
 from robot_mcp_kit import TASK_TOOL_NAMES
 
 TOOL_NAMES = TASK_TOOL_NAMES
@@ -48,12 +48,14 @@ def _array_of_strings(schema: dict[str, Any]) -> bool:
     return any(isinstance(b, dict) and _array_of_strings(b) for b in branches)
 
 
+@enforces(clauses.TOOLS_EXIST)
 @pytest.mark.parametrize("name", TOOL_NAMES)
 def test_reconciliation_tool_is_listed(tools: dict[str, Any], name: str) -> None:
     """§3.3: every task-capable server exposes get_task, cancel_task and list_tasks."""
     _tool(tools, name, clauses.TOOLS_EXIST)
 
 
+@enforces(clauses.TOOL_SCHEMA)
 @pytest.mark.parametrize("name", TOOL_NAMES)
 def test_reconciliation_tool_input_schema(tools: dict[str, Any], name: str) -> None:
     """§3.3: get_task(task_id: str), cancel_task(task_id: str), list_tasks(states=None)."""
@@ -89,6 +91,7 @@ def test_reconciliation_tool_input_schema(tools: dict[str, Any], name: str) -> N
         )
 
 
+@enforces(clauses.TOOL_DESCRIPTION)
 @pytest.mark.parametrize("name", TOOL_NAMES)
 def test_reconciliation_tool_description_says_it_does_not_start_work(
     tools: dict[str, Any], name: str
@@ -122,6 +125,7 @@ def _wraps_a_string(schema: dict[str, Any]) -> bool:
     )
 
 
+@enforces(clauses.TOOLS_RETURN_JSON)
 @pytest.mark.parametrize("name", TOOL_NAMES)
 def test_reconciliation_tool_output_schema_describes_an_object(
     tools: dict[str, Any], name: str

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from robot_mcp_conformance._checks import clauses, violation
+from robot_mcp_conformance._checks import clauses, enforces, violation
 from robot_mcp_conformance._config import Config
 from robot_mcp_conformance._runs import PROGRESS_TRIGGER, UNKNOWN_TRIGGER, Runs
 
@@ -26,6 +26,7 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+@enforces(clauses.UNKNOWN_TRIGGER)
 def test_unknown_trigger_type_is_ignored(runs: Runs, conformance_config: Config) -> None:
     """§3.2: servers must ignore unknown trigger types; the task runs as if it had none."""
     _need_triggers(runs, conformance_config)
@@ -51,6 +52,7 @@ def test_unknown_trigger_type_is_ignored(runs: Runs, conformance_config: Config)
         )
 
 
+@enforces(clauses.PROGRESS_ABOVE)
 def test_progress_above_fires_once_when_percent_is_reported(
     runs: Runs, conformance_config: Config
 ) -> None:

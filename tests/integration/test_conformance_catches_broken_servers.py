@@ -12,6 +12,7 @@ the cases spread over the pytest-xdist workers, so at most one run per worker is
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import signal
@@ -20,6 +21,7 @@ import sys
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -144,6 +146,8 @@ class Verdict:
     failed: frozenset[str]
     skipped: frozenset[str]
     output: str
+    report: dict[str, Any] | None = None
+    """The run's JSON report (--report-json), one entry per clause id."""
 
 
 def _run_suite(script: str, report: Path, timeout_s: float) -> Verdict:
@@ -175,6 +179,7 @@ def _run_suite(script: str, report: Path, timeout_s: float) -> Verdict:
         "0",
         "-q",
         f"--junitxml={report}",
+        f"--report-json={report.with_suffix('.json')}",
     ]
     # Its own session, so a hang guard that fires ends the child's server too.
     with subprocess.Popen(
@@ -209,12 +214,14 @@ def _run_suite(script: str, report: Path, timeout_s: float) -> Verdict:
                 skipped.add(name)
             else:
                 passed.add(name)
+    by_clause = report.with_suffix(".json")
     return Verdict(
         proc.returncode,
         frozenset(passed),
         frozenset(failed),
         frozenset(skipped),
         stdout[-6000:] + stderr[-3000:],
+        json.loads(by_clause.read_text()) if by_clause.is_file() else None,
     )
 
 
@@ -243,3 +250,15 @@ def test_conformance_fails_exactly_the_tests_the_defect_breaks(
         f"unexpectedly passed {sorted(expected - verdict.failed)}\n{verdict.output}"
     )
     assert verdict.returncode == (1 if expected else 0), verdict.output
+    # The JSON report agrees, clause by clause: the failed clauses' tests are the failures.
+    assert verdict.report is not None, verdict.output
+    assert verdict.report["exit_code"] == verdict.returncode
+    failing = {
+        test["test"].rsplit("::", 1)[-1]
+        for clause in verdict.report["clauses"]
+        if clause["status"] == "failed"
+        for test in clause["tests"]
+        if test["outcome"] == "failed"
+    }
+    assert failing == expected, verdict.report
+    assert not verdict.report["unmapped_tests"], "every suite test names its clause"

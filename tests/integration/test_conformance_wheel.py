@@ -9,6 +9,7 @@ client; the repository's own environment covers mcp 1.x.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -253,6 +254,40 @@ def test_console_script_fails_against_a_broken_server_with_a_junit_report(projec
     assert set(failed) == {"test_seq_is_contiguous_from_1"}
     message = failed["test_seq_is_contiguous_from_1"].get("message", "")  # type: ignore[union-attr]
     assert "docs/contract.md §" in message
+
+
+def test_console_script_holds_the_installed_fake_brain_to_the_receiver_suite(project):
+    """Issue 23: `robot-mcp-conformance receiver` from the wheel passes the wheel's fake-rvc,
+    through its inspection hook, and writes the JSON report (rotation not asked: not checked)."""
+    port = free_port()
+    fake = ServiceProcess(
+        "fake-rvc",
+        [str(project.bin / "fake-rvc"), "--port", str(port), "--secret", "nav=nav-secret"],
+        port,
+        env=project.env,
+    ).start(ready_timeout_s=60)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        proc = project.run(
+            str(project.bin / "robot-mcp-conformance"),
+            "receiver",
+            f"{base}/api/agent/events",
+            "--secret",
+            "nav-secret",
+            "--server-name",
+            "nav",
+            "--inspect-url",
+            f"{base}/api/fake/inspect",
+            "--report-json",
+            "receiver.json",
+        )
+    finally:
+        fake.close()
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    report = json.loads((project.root / "receiver.json").read_text())
+    statuses = {c["id"]: c["status"] for c in report["clauses"]}
+    assert statuses.pop("receiver.rotation-accepted") == "not_checked"
+    assert set(statuses.values()) == {"passed"}, statuses
 
 
 def test_an_unreachable_url_stops_the_run_with_one_line(project):

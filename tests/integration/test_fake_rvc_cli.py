@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import signal
@@ -139,12 +140,62 @@ def test_cli_reads_secrets_from_a_config_file(run_cli, tmp_path):
     assert cli.expect("✓").startswith("✓ sleeper slee-1a2b3c #1")
 
 
+def test_cli_plays_a_fault_script_and_exports_the_events(run_cli, tmp_path):
+    """--faults: 500, 429 with Retry-After, a drop, a slow answer, in that order, then the
+    normal answers; --events-jsonl: the one event stored, one JSON line, as it arrived."""
+    script = tmp_path / "faults.yaml"
+    script.write_text(
+        "faults:\n"
+        "  - status: 500\n"
+        "  - {status: 429, retry_after_s: 7}\n"
+        "  - drop: true\n"
+        "  - delay_s: 0.5\n"
+    )
+    export = tmp_path / "events.jsonl"
+    port = free_port()
+    cli = run_cli(
+        "--port", str(port), "--secret", "sleeper=s3cret",
+        "--faults", str(script), "--events-jsonl", str(export),
+    )  # fmt: skip
+    cli.expect("fake-rvc listening")
+    extras = cli.expect("fake-rvc inspection hook")
+    assert "4 scripted fault(s) queued" in extras
+    url = f"http://127.0.0.1:{port}/api/agent/events"
+    body, headers = signed_event(seq=1)
+    with httpx.Client(timeout=10) as client:
+        first = client.post(url, content=body, headers=headers)
+        second = client.post(url, content=body, headers=headers)
+        with pytest.raises(httpx.TransportError):
+            client.post(url, content=body, headers=headers)
+        started = time.monotonic()
+        slow = client.post(url, content=body, headers=headers)
+        slow_s = time.monotonic() - started
+        again = client.post(url, content=body, headers=headers)
+    assert (first.status_code, second.status_code) == (500, 429)
+    assert second.headers["retry-after"] == "7"
+    assert (slow.status_code, slow.json()["accepted"]) == (200, True)
+    assert slow_s >= 0.5
+    assert again.json()["duplicate"] is True
+    cli.expect("✓ sleeper slee-1a2b3c #1")
+    lines = export.read_text().splitlines()
+    assert len(lines) == 1
+    line = json.loads(lines[0])
+    assert line["event"]["seq"] == 1
+    assert line["event"]["task_id"] == "slee-1a2b3c"
+    assert line["server"] == "sleeper"
+    assert cli.stop() == 0
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["--secret", "sleeper"], "--secret must look like name=value"),
         ([], "no servers configured"),
         (["--config", "/nonexistent/mcp.yaml"], "cannot read config"),
+        (
+            ["--secret", "a=b", "--faults", "/nonexistent/faults.yaml"],
+            "cannot read the fault script",
+        ),
     ],
 )
 def test_cli_refuses_bad_configuration_in_one_line(args, message):

@@ -42,6 +42,7 @@ def test_errors_share_one_base_and_keep_their_builtin():
         (robot_mcp_conformance.ConfigError, ValueError),
         (robot_mcp_conformance.ServerStartError, RuntimeError),
         (robot_mcp_conformance.TargetError, RuntimeError),
+        (robot_mcp_conformance.HookError, RuntimeError),
     ):
         assert issubclass(error, robot_mcp_conformance.ConformanceError)
         assert issubclass(error, builtin)

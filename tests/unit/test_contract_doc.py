@@ -1,7 +1,8 @@
 """docs/contract.md is the reference the conformance suite cites: it must hold up.
 
-Every section a failure message cites exists, and the golden signature vector printed
-there is what the kit's ``sign()`` computes (a drifted document fails here).
+Every section a failure message cites exists (both suites'), every clause id is listed with
+its sections under "Clause ids", and the golden signature vector printed there is what the
+kit's ``sign()`` computes (a drifted document fails here).
 """
 
 from __future__ import annotations
@@ -11,13 +12,19 @@ from pathlib import Path
 
 import pytest
 
-from robot_mcp_conformance._checks import CONTRACT, Clause, clauses
+from robot_mcp_conformance._checks import CONTRACT, Clause, catalogue, clauses
+from robot_mcp_conformance._receiver_checks import receiver_clauses
 from robot_mcp_kit.signing import sign
 
 DOC = Path(__file__).resolve().parents[2] / CONTRACT
 TEXT = DOC.read_text(encoding="utf-8")
 HEADINGS = set(re.findall(r"^#{2,3} (\d+(?:\.\d+)?)\.? ", TEXT, re.MULTILINE))
-ALL_CLAUSES = {name: value for name, value in vars(clauses).items() if isinstance(value, Clause)}
+ALL_CLAUSES = {
+    f"{catalogue_class.__name__}.{name}": value
+    for catalogue_class in (clauses, receiver_clauses)
+    for name, value in vars(catalogue_class).items()
+    if isinstance(value, Clause)
+}
 
 
 def _vector_rows() -> list[tuple[str, int, bytes, str]]:
@@ -48,3 +55,25 @@ def test_the_golden_vector_is_what_sign_computes():
     assert len(rows) == 3
     for secret, timestamp, body, signature in rows:
         assert signature == "sha256=" + sign(secret, timestamp, body)
+
+
+def _id_table() -> dict[str, str]:
+    """id → its section cell, from the tables under "## Clause ids"."""
+    section = TEXT.split("\n## Clause ids\n", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `([a-z0-9.-]+)` \| ([^|]+) \|", section, re.MULTILINE)
+    listed = [clause_id for clause_id, _ in rows]
+    assert len(listed) == len(set(listed)), "an id is listed twice"
+    return {clause_id: where.strip() for clause_id, where in rows}
+
+
+def test_every_clause_id_is_listed_with_its_sections():
+    """The "Clause ids" tables list exactly the ids of both suites, each with its sections."""
+    table = _id_table()
+    ids = {c.id: c for c in catalogue(clauses) + catalogue(receiver_clauses)}
+    assert set(table) == set(ids), (
+        f"missing from {CONTRACT}: {sorted(set(ids) - set(table))}; "
+        f"listed but no clause: {sorted(set(table) - set(ids))}"
+    )
+    for clause_id, where in table.items():
+        sections = ", ".join(f"§{s.strip()}" for s in ids[clause_id].section.split(","))
+        assert where == sections, f"{clause_id}: listed under {where}, the suite cites {sections}"

@@ -402,6 +402,59 @@ class TestInspection:
         assert (await post_event(client, make_event())).json()["accepted"] is True
 
 
+class TestInspectionHook:
+    async def test_the_hook_lists_each_processed_event_once_and_the_gaps(self, client, make_event):
+        """GET /api/fake/inspect: the contract's §5.5 shape; a duplicate is listed once, and
+        the gap stays reported after the late event fills it."""
+        first, third, second = make_event(seq=1), make_event(seq=3), make_event(seq=2)
+        for event in (first, first, third, second):
+            assert (await post_event(client, event, ts=NOW)).status_code == 200
+        answer = await client.get(
+            "/api/fake/inspect", params={"server": "sleeper", "task_id": first.task_id}
+        )
+        assert answer.status_code == 200
+        body = answer.json()
+        assert [e["event_id"] for e in body["events"]] == [
+            first.event_id,
+            third.event_id,
+            second.event_id,
+        ]
+        assert [e["seq"] for e in body["events"]] == [1, 3, 2]
+        assert body["gaps"] == [2]
+
+    async def test_a_task_the_hook_never_saw_is_empty(self, client):
+        """An unknown task (or another server's) answers empty lists, not an error."""
+        answer = await client.get(
+            "/api/fake/inspect", params={"server": "nav", "task_id": "slee-1a2b3c"}
+        )
+        assert answer.json() == {
+            "server": "nav",
+            "task_id": "slee-1a2b3c",
+            "events": [],
+            "gaps": [],
+        }
+
+    async def test_the_hook_needs_server_and_task_id(self, client):
+        """Without its query it answers 422 invalid_request naming the field."""
+        answer = await client.get("/api/fake/inspect", params={"server": "sleeper"})
+        assert answer.status_code == 422
+        assert "task_id" in answer.json()["detail"]
+
+    async def test_events_export_as_json_lines(self, client, make_event):
+        """GET /api/fake/events.jsonl: one received event per line, filters as /events."""
+        one, other = make_event(), make_event(task_id="slee-ffffff")
+        for event in (one, other):
+            await post_event(client, event)
+        answer = await client.get("/api/fake/events.jsonl")
+        assert answer.headers["content-type"].startswith("application/x-ndjson")
+        lines = [json.loads(line) for line in answer.text.splitlines()]
+        assert [line["event"]["event_id"] for line in lines] == [one.event_id, other.event_id]
+        assert lines[0]["server"] == "sleeper"
+        assert "received_wall" in lines[0]
+        only = await client.get("/api/fake/events.jsonl", params={"task_id": "slee-ffffff"})
+        assert len(only.text.splitlines()) == 1
+
+
 class TestWaiting:
     async def test_long_poll_returns_when_the_event_arrives(self, client, make_event):
         """GET /api/fake/wait blocks until the awaited event is posted, then returns it."""
@@ -506,6 +559,7 @@ class TestFaults:
                 "drop": False,
                 "remaining": 3,
                 "task_id": None,
+                "retry_after_s": None,
             }
         ]
         assert (await client.delete("/api/fake/faults")).json() == {"faults": []}
@@ -542,6 +596,30 @@ class TestFaults:
     async def test_invalid_fault_is_422(self, client, spec):
         """A fault with nothing to do, conflicting or out-of-range fields is refused."""
         assert (await client.post("/api/fake/faults", json=spec)).status_code == 422
+
+    async def test_a_429_fault_tells_when_to_come_back(self, client, recorder, make_event):
+        """retry_after_s adds Retry-After to the injected answer; the next post is processed."""
+        response = await client.post(
+            "/api/fake/faults", json={"server": "*", "status": 429, "retry_after_s": 2}
+        )
+        assert response.status_code == 201
+        assert response.json()["fault"]["retry_after_s"] == 2
+        event = make_event()
+        refused = await post_event(client, event)
+        assert (refused.status_code, refused.headers["retry-after"]) == (429, "2")
+        assert (await post_event(client, event)).status_code == 200
+        assert "retry-after" not in (await post_event(client, make_event())).headers
+
+    async def test_a_fault_script_answers_in_its_order(self, client, recorder, make_event):
+        """Recorder.add_faults(parse_faults(...)): 500, 429, then a normal answer."""
+        script = fake_rvc.parse_faults(
+            {"faults": [{"status": 500}, {"status": 429, "retry_after_s": 1}]}
+        )
+        recorder.add_faults(script)
+        event = make_event()
+        answers = [await post_event(client, event) for _ in range(3)]
+        assert [a.status_code for a in answers] == [500, 429, 200]
+        assert answers[1].headers["retry-after"] == "1"
 
     async def test_empty_status_fault_sends_no_body(self, client, make_event):
         """A 204 fault answers with an empty body (HTTP forbids one)."""

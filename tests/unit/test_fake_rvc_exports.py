@@ -9,7 +9,16 @@ import pytest
 import fake_rvc
 
 # Resolved on first access: they import fastapi (the ``fake`` extra).
-LAZY = {"EVENTS_PATH", "FakeRvcServer", "create_app", "get_clock", "get_recorder", "get_secrets"}
+LAZY = {
+    "EVENTS_JSONL_PATH",
+    "EVENTS_PATH",
+    "INSPECT_PATH",
+    "FakeRvcServer",
+    "create_app",
+    "get_clock",
+    "get_recorder",
+    "get_secrets",
+}
 # Names a module namespace holds that are no part of the API.
 NOT_API = {"annotations", "TYPE_CHECKING", "Any"}
 

@@ -55,6 +55,16 @@ class TestAccepted:
         verdict = decide(standard_headers(event.event_id, "s3cret", body, NOW), body)
         assert (verdict.status, verdict.server) == (200, "sleeper")
 
+    def test_the_deepest_payload_the_contract_allows_is_accepted(self, make_event):
+        """§3.2 allows a payload 32 levels deep (the kit sends one): with the envelope, 33."""
+        deep: dict[str, Any] = {}
+        for _ in range(31):
+            deep = {"d": deep}
+        body = body_of(make_event(payload=deep))
+        assert decide(signed(body), body).accepted
+        deeper = body_of(make_event(payload={"d": deep}))
+        assert_rejected(decide(signed(deeper), deeper), 422, BodyReason.TOO_DEEP)
+
     def test_any_current_secret_of_a_rotation_signs(self, make_event):
         """During a rotation every listed secret is accepted."""
         body = body_of(make_event())

@@ -33,6 +33,23 @@ def test_urls_name_the_bound_port(rvc):
     assert httpx.get(rvc.url + "/api/fake/counters").json()["attempts"] == 0
 
 
+def test_answers_do_not_wait_for_the_clients_delayed_ack(rvc, make_event):
+    """Twenty posts on one connection take well under 40 ms each: TCP_NODELAY is on.
+
+    Without it, each answer's body (written after its head) waits for the client's delayed
+    ACK, about 40 ms on Linux: 0.8 s for twenty. The bound leaves a loaded machine 10x.
+    """
+    body = make_event().model_dump_json().encode()
+    with httpx.Client(timeout=10) as client:
+        client.get(rvc.url + "/api/fake/counters")  # connect first
+        started = time.perf_counter()
+        for _ in range(20):
+            headers = signed_headers("sleeper", SECRET, body, int(time.time()))
+            assert client.post(rvc.events_url, content=body, headers=headers).is_success
+        elapsed = time.perf_counter() - started
+    assert elapsed < 0.6, f"20 posts took {elapsed:.2f} s"
+
+
 def test_url_before_start_raises():
     """Asking a server that is not started for its URL is a clear error."""
     with pytest.raises(RuntimeError, match="not started"):
