@@ -38,6 +38,13 @@ process runs; add a row for another abuse, e.g. connection hoarding or a save fl
   next as soon as one is answered, ``busy`` or not (a client that ignores
   ``retry_after_s``): on SSE every POST is accepted at once, so only the server's own
   bound stands between the flood and its memory.
+- **connection hoarding** — rap-1 opens 300 SSE streams and holds them (the issue: one
+  robot held every connection up to ``MEMORY_MAX_CONNECTIONS`` and another group got 503);
+  past its share it gets ``429`` (counted as ``busy``).
+- **save flood** — rap-1 saves documents of 2 000 new distinct words back to back on 4
+  sessions (the issue: one small save a second pushed another group's find p95 from 26 ms
+  to 5 s by dropping the typo-repair vocabulary); past its document share the saves
+  rewrite its own documents.
 
 Reported per scenario: the victim's p50 / p95 alone and abused, the ratios, its failures,
 what the abuser got (answers, ``busy`` refusals, errors, MiB received), and the server's
@@ -431,6 +438,66 @@ async def abuse_call_flood(base: str, token: str, control: Control) -> AbuseResu
     return out
 
 
+async def abuse_connection_hoarding(base: str, token: str, control: Control) -> AbuseResult:
+    """300 SSE streams opened and held while the abuse is on (finding 1: one robot held the
+    server's every connection); a stream refused (429) counts as ``busy``."""
+    import httpx
+
+    out = AbuseResult()
+    headers = {"Authorization": f"Bearer {token}"}
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=0)
+    async with httpx.AsyncClient(headers=headers, timeout=30, limits=limits) as http:
+        while await control.turn():
+            async with contextlib.AsyncExitStack() as held:
+                for _ in range(300):
+                    if not control.go.is_set():
+                        break
+                    try:
+                        response = await held.enter_async_context(http.stream("GET", f"{base}/sse"))
+                    except httpx.HTTPError:
+                        out.exceptions += 1
+                        continue
+                    if response.status_code == 200:
+                        out.answers += 1
+                    elif response.status_code == 429:
+                        out.busy += 1
+                    else:
+                        out.errors += 1
+                # go / stop are multiprocessing events (shared with the victim's process):
+                # polled, as Control.turn polls them.
+                while control.go.is_set() and not control.stop.is_set():  # noqa: ASYNC110
+                    await asyncio.sleep(0.05)
+    return out
+
+
+async def abuse_save_flood(base: str, token: str, control: Control) -> AbuseResult:
+    """4 SSE sessions saving documents of 2 000 new distinct words each, as fast as answered
+    (finding 2: one small save a second had taken another group's find p95 to 5 s); past the
+    robot's document share the saves rewrite its own documents."""
+    from mcp import ClientSession
+    from mcp.client.sse import sse_client
+
+    out = AbuseResult()
+    headers = {"Authorization": f"Bearer {token}"}
+    rng = random.Random(7)
+
+    async def connection(n: int) -> None:
+        async with (
+            sse_client(f"{base}/sse", headers, sse_read_timeout=300) as (read, write),
+            ClientSession(read, write, read_timeout_seconds=CALL_TIMEOUT) as session,
+        ):
+            await session.initialize()
+            i = 0
+            while await control.turn():
+                words = " ".join("".join(rng.choices("bcdfghklmnprstvz", k=8)) for _ in range(2000))
+                markdown = f"---\nid: flood-{n}-{i % 50}\ntitle: Noise {i}\n---\n\n{words}\n"
+                await control.call(out, session, "save_process", {"markdown": markdown})
+                i += 1
+
+    await asyncio.gather(*(connection(n) for n in range(4)))
+    return out
+
+
 Abuse = Callable[[str, str, Control], Awaitable[AbuseResult]]
 
 
@@ -450,6 +517,14 @@ SCENARIOS: dict[str, Scenario] = {
     "call flood": Scenario(
         "rap-1: 200 find_processes(k=50) in flight on one SSE session, busy retried at once",
         abuse_call_flood,
+    ),
+    "connection hoarding": Scenario(
+        "rap-1: 300 SSE streams opened and held (429 past its share counts as busy)",
+        abuse_connection_hoarding,
+    ),
+    "save flood": Scenario(
+        "rap-1: 4 SSE sessions saving 2 000-new-word documents back to back",
+        abuse_save_flood,
     ),
 }
 """Every abuse the benchmark knows, in report order. A new one is a function
