@@ -33,7 +33,8 @@ process runs; add a row for another abuse, e.g. connection hoarding or a save fl
 
 - **big answers** — rap-1 opens 8 SSE sessions, each looping ``find_processes("fetch the
   parcel from the mailroom", k=50)`` over the big documents (the issue's measurement: 8
-  such connections took another group's p50 from 20 ms to 1.3 s).
+  such connections took another group's p50 from 20 ms to 1.3 s); the sessions past its
+  stream share are refused (counted as ``busy``) and it loops on those it got.
 - **call flood** — rap-1 keeps 200 such calls in flight on one SSE session, sending the
   next as soon as one is answered, ``busy`` or not (a client that ignores
   ``retry_after_s``): on SSE every POST is accepted at once, so only the server's own
@@ -404,13 +405,19 @@ async def abuse_big_answers(base: str, token: str, control: Control) -> AbuseRes
     headers = {"Authorization": f"Bearer {token}"}
 
     async def connection() -> None:
-        async with (
-            sse_client(f"{base}/sse", headers, sse_read_timeout=300) as (read, write),
-            ClientSession(read, write, read_timeout_seconds=CALL_TIMEOUT) as session,
-        ):
-            await session.initialize()
-            while await control.turn():
-                await control.call(out, session, "find_processes", {"query": NOISY_QUERY, "k": 50})
+        try:
+            async with (
+                sse_client(f"{base}/sse", headers, sse_read_timeout=300) as (read, write),
+                ClientSession(read, write, read_timeout_seconds=CALL_TIMEOUT) as session,
+            ):
+                await session.initialize()
+                while await control.turn():
+                    args = {"query": NOISY_QUERY, "k": 50}
+                    await control.call(out, session, "find_processes", args)
+        except Exception:
+            # Past the robot's stream share (MEMORY_ROBOT_MAX_STREAMS) the stream is refused
+            # with 429: the abuser goes on with the sessions it got.
+            out.busy += 1
 
     await asyncio.gather(*(connection() for _ in range(8)))
     return out

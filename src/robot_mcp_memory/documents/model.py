@@ -180,7 +180,10 @@ def _count(value: Any, what: str) -> int:
 
 
 def _normalise_body(body: str) -> str:
-    body = body.replace("\r\n", "\n").replace("\r", "\n")
+    # Every stored body is read back through here: skip the two replaces (each a scan and a
+    # copy of up to 256 KiB, under the GIL) when there is no carriage return to replace.
+    if "\r" in body:
+        body = body.replace("\r\n", "\n").replace("\r", "\n")
     return body.lstrip("\n").rstrip() + "\n"
 
 
