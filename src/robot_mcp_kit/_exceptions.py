@@ -19,6 +19,7 @@ issue 13, so a caller catching that builtin keeps working)::
         ├── DeclarationError         (ValueError) a Table or Schema contradicts itself
         ├── UnknownTable             (KeyError) Schema.table() of an undeclared name
         ├── StoreUnreadable          the file is not a database this kit can open
+        ├── StoreUnavailable         a database server cannot be reached now
         ├── SchemaTooNew             the file was written by a newer schema version
         ├── SchemaMismatch           the file holds tables the schema does not declare
         ├── MigrationFailed          a migration step raised; the file is left at its old version
@@ -57,6 +58,7 @@ __all__ = [
     "SignatureError",
     "StoreClosed",
     "StoreError",
+    "StoreUnavailable",
     "StoreUnreadable",
     "TaskManagerError",
     "UnknownTable",
@@ -169,6 +171,18 @@ class StoreUnreadable(StoreError):
     """The file exists but is not a database this kit can open (text, truncated, empty).
 
     ``remedy`` says what an operator can do (restore a backup, move the file aside).
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, remedy: str = "") -> None:
+        super().__init__(message, path=path)
+        self.remedy = remedy
+
+
+class StoreUnavailable(StoreError):
+    """The database cannot be reached now (a server backend: refused, timed out, lost).
+
+    Nothing was written by the call that met it. ``remedy`` says what an operator can do;
+    the message never holds a password.
     """
 
     def __init__(self, message: str, *, path: str | None = None, remedy: str = "") -> None:

@@ -88,6 +88,28 @@ ENV_VARS: dict[str, tuple[str, str, str]] = {
         "data/",
         "directory of index.db, the one file this server writes",
     ),
+    "MEMORY_DATABASE_URL": (
+        "database_url",
+        "unset",
+        "postgresql://user:pass@host/db (a libpq URL, unix-socket hosts included): keep "
+        "everything in PostgreSQL instead of MEMORY_DATA_DIR (needs the 'postgres' extra)",
+    ),
+    "MEMORY_DATABASE_POOL_SIZE": (
+        "database_pool_size",
+        "10",
+        "most PostgreSQL connections this process holds (2-1000)",
+    ),
+    "MEMORY_DATABASE_STATEMENT_TIMEOUT_S": (
+        "database_statement_timeout_s",
+        "15",
+        "seconds one PostgreSQL statement may run before the database cancels it (0 < s <= 600)",
+    ),
+    "MEMORY_DATABASE_CONNECT_TIMEOUT_S": (
+        "database_connect_timeout_s",
+        "5",
+        "seconds to wait for a PostgreSQL connection, at start and on each call (0 < s <= 120); "
+        "a call that cannot get one answers 'unavailable'",
+    ),
     "ROBOT_ID": ("robot_id", "unknown", "provenance written into saved documents"),
     "MEMORY_TOKEN": (
         "token",
@@ -216,6 +238,31 @@ class Settings(BaseSettings):
     )
     data_dir: Path = Field(
         default=Path("data"), validation_alias=AliasChoices("data_dir", "MEMORY_DATA_DIR")
+    )
+    database_url: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("database_url", "MEMORY_DATABASE_URL")
+    )
+    database_pool_size: int = Field(
+        default=10,
+        ge=2,
+        le=1000,
+        validation_alias=AliasChoices("database_pool_size", "MEMORY_DATABASE_POOL_SIZE"),
+    )
+    database_statement_timeout_s: float = Field(
+        default=15.0,
+        gt=0,
+        le=600,
+        validation_alias=AliasChoices(
+            "database_statement_timeout_s", "MEMORY_DATABASE_STATEMENT_TIMEOUT_S"
+        ),
+    )
+    database_connect_timeout_s: float = Field(
+        default=5.0,
+        gt=0,
+        le=120,
+        validation_alias=AliasChoices(
+            "database_connect_timeout_s", "MEMORY_DATABASE_CONNECT_TIMEOUT_S"
+        ),
     )
     robot_id: str = Field(
         default="unknown",
@@ -380,6 +427,19 @@ class Settings(BaseSettings):
         if self.admin_reserve is not None:
             return self.admin_reserve
         return min(DEFAULT_ADMIN_RESERVE, self.max_connections // 4)
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url_is_postgresql(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None or not value.get_secret_value().strip(ASCII_WHITESPACE):
+            return None
+        scheme = value.get_secret_value().strip(ASCII_WHITESPACE).split("://", 1)[0].lower()
+        if scheme not in ("postgresql", "postgres"):
+            raise ValueError(
+                "MEMORY_DATABASE_URL must be a postgresql:// URL (got a URL of scheme "
+                f"{scheme[:20]!r}); unset it to keep the store in MEMORY_DATA_DIR"
+            )
+        return SecretStr(value.get_secret_value().strip(ASCII_WHITESPACE))
 
     @field_validator("robot_tokens")
     @classmethod

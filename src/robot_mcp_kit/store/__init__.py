@@ -19,6 +19,7 @@ from robot_mcp_kit._exceptions import (
     SchemaTooNew,
     StoreClosed,
     StoreError,
+    StoreUnavailable,
     StoreUnreadable,
     UnknownTable,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "StoreClosed",
     "StoreError",
     "StoreStats",
+    "StoreUnavailable",
     "StoreUnreadable",
     "Table",
     "UnknownTable",
