@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import threading
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,8 @@ from robot_mcp_memory.limits import (
     ID_PATTERN,
     MAX_JSON_BYTES,
 )
+from robot_mcp_memory.postgres import SCHEMA, PgDatabase
+from robot_mcp_memory.postgres.fleet import PgFleetRegistry
 
 T0 = datetime(2026, 7, 1, 12, 0, tzinfo=UTC)
 
@@ -51,14 +54,31 @@ def store(tmp_path: Path):
     s.close()
 
 
-@pytest.fixture
-def fleet(store: SqliteStore) -> FleetRegistry:
-    return FleetRegistry(store, clock=Clock())
+@pytest.fixture(params=["sqlite", "postgres"])
+def fleet(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """The registry under test: the SQLite adapter, then the PostgreSQL one."""
+    if request.param == "sqlite":
+        store = db.open_index(tmp_path)
+        yield FleetRegistry(store, clock=Clock())
+        store.close()
+        return
+    pg = PgDatabase(request.getfixturevalue("pg_url"))
+    pg.open(SCHEMA)
+    yield PgFleetRegistry(pg, clock=Clock())
+    pg.close()
 
 
-def _counts(store: SqliteStore) -> tuple[int, int, int]:
-    c = store.counts()
-    return c["fleet_robots"], c["fleet_groups"], c["fleet_settings"]
+def _counts(fleet: Any) -> tuple[int, int, int]:
+    """Rows in fleet_robots, fleet_groups and fleet_settings, on either backend."""
+    if isinstance(fleet, FleetRegistry):
+        c = fleet.store.counts()
+        return c["fleet_robots"], c["fleet_groups"], c["fleet_settings"]
+    with fleet.db.connection() as conn:
+        row = conn.execute(
+            "SELECT (SELECT count(*) FROM fleet_robots), (SELECT count(*) FROM fleet_groups), "
+            "(SELECT count(*) FROM fleet_settings)"
+        ).fetchone()
+    return int(row[0]), int(row[1]), int(row[2])
 
 
 def _nested(depth: int, leaf: Any = 1, *, lists: bool = False) -> Any:
@@ -99,9 +119,7 @@ class TestRobots:
         fleet.register_robot("rap-1", name="Rap")
         assert fleet.register_robot("rap-1", name="").name is None
 
-    def test_register_in_unknown_group_is_not_found(
-        self, fleet: FleetRegistry, store: SqliteStore
-    ) -> None:
+    def test_register_in_unknown_group_is_not_found(self, fleet: FleetRegistry) -> None:
         """An unknown group_id is not_found, names the remedy, and writes nothing."""
         with pytest.raises(FleetError) as info:
             fleet.register_robot("rap-1", group_id="line-9")
@@ -109,7 +127,7 @@ class TestRobots:
         assert str(info.value) == (
             "group 'line-9' does not exist; create it with upsert_group first"
         )
-        assert _counts(store) == (0, 0, 0)
+        assert _counts(fleet) == (0, 0, 0)
 
     def test_set_robot_meta_replaces_meta(self, fleet: FleetRegistry) -> None:
         """set_robot_meta replaces the whole object and bumps updated."""
@@ -228,9 +246,7 @@ class TestGroups:
             fleet.delete_group("line-3")
         assert info.value.code == "not_found"
 
-    def test_delete_non_empty_group_is_a_conflict(
-        self, fleet: FleetRegistry, store: SqliteStore
-    ) -> None:
+    def test_delete_non_empty_group_is_a_conflict(self, fleet: FleetRegistry) -> None:
         """A group with robots is refused, naming them; nothing changes; once they are moved
         out the delete goes through (decision 0007)."""
         fleet.upsert_group("line-3")
@@ -244,7 +260,7 @@ class TestGroups:
             "(set_group(robot_id, None) ungroups a robot)"
         )
         assert info.value.to_dict() == {"error": "conflict", "detail": str(info.value)}
-        assert _counts(store) == (2, 1, 0)
+        assert _counts(fleet) == (2, 1, 0)
         assert fleet.scope_of("rap-1") == "group:line-3"
         fleet.set_group("rap-1", None)
         fleet.set_group("rap-2", None)
@@ -322,10 +338,10 @@ class TestScopes:
         assert fleet.scope_of("a") == "solo:a"
         assert fleet.visible_robots("c") == frozenset({"c"})
 
-    def test_operations_join_an_outer_transaction(
-        self, fleet: FleetRegistry, store: SqliteStore
-    ) -> None:
-        """Inside store.transaction() the operations are one unit: an error undoes all."""
+    def test_operations_join_an_outer_transaction(self, store: SqliteStore) -> None:
+        """Inside store.transaction() the operations are one unit: an error undoes all
+        (the SQLite adapter's own feature: each PostgreSQL call is its own transaction)."""
+        fleet = FleetRegistry(store, clock=Clock())
         fleet.upsert_group("g1", name="old")
         fleet.register_robot("a")
 
@@ -399,7 +415,7 @@ class TestSelfImprove:
         grouped.set_group("in-g1", None)
         assert grouped.self_improve_for("in-g1") == (False, "global")
 
-    def test_unknown_group_and_bad_flag(self, grouped: FleetRegistry, store: SqliteStore) -> None:
+    def test_unknown_group_and_bad_flag(self, grouped: FleetRegistry) -> None:
         """An unknown group is not_found; a non-bool flag is invalid; nothing is written."""
         with pytest.raises(FleetError) as info:
             grouped.set_self_improve(True, "nope")
@@ -408,7 +424,7 @@ class TestSelfImprove:
             with pytest.raises(FleetError) as info:
                 grouped.set_self_improve(bad)  # type: ignore[arg-type]
             assert (info.value.code, info.value.field) == ("invalid", "enabled")
-        assert store.counts()["fleet_settings"] == 0
+        assert _counts(grouped)[2] == 0
 
 
 # --- validation --------------------------------------------------------------------------
@@ -454,9 +470,7 @@ def _id_calls(fleet: FleetRegistry, bad: Any) -> list[tuple[str, Any]]:
 
 class TestValidation:
     @pytest.mark.parametrize("bad", BAD_IDS, ids=repr)
-    def test_bad_ids_are_invalid_everywhere(
-        self, fleet: FleetRegistry, store: SqliteStore, bad: object
-    ) -> None:
+    def test_bad_ids_are_invalid_everywhere(self, fleet: FleetRegistry, bad: object) -> None:
         """Every method refuses a bad robot or group id with invalid + the field."""
         fleet.register_robot("ok")
         for field, call in _id_calls(fleet, bad):
@@ -464,7 +478,7 @@ class TestValidation:
                 call()
             assert (info.value.code, info.value.field) == ("invalid", field)
             assert str(info.value).startswith(field)
-        assert _counts(store) == (1, 0, 0)
+        assert _counts(fleet) == (1, 0, 0)
 
     def test_id_message_quotes_value_and_says_what_is_valid(self) -> None:
         """The message quotes the id (a trailing newline visible) and states the rule."""
@@ -490,14 +504,12 @@ class TestValidation:
         "bad", ["x" * 201, "two\nlines", "tab\there", "nul\x00", "sep\u2028", "\ud800", 5]
     )
     @pytest.mark.parametrize("field", ["name", "customer", "factory"])
-    def test_bad_labels(
-        self, fleet: FleetRegistry, store: SqliteStore, field: str, bad: object
-    ) -> None:
+    def test_bad_labels(self, fleet: FleetRegistry, field: str, bad: object) -> None:
         """Labels: at most 200 characters, one line, no control characters, a string."""
         with pytest.raises(FleetError) as info:
             fleet.upsert_group("g", **{field: bad})
         assert (info.value.code, info.value.field) == ("invalid", field)
-        assert _counts(store) == (0, 0, 0)
+        assert _counts(fleet) == (0, 0, 0)
 
     def test_label_limits(self, fleet: FleetRegistry) -> None:
         """200 characters and non-ASCII text are fine; robot names follow the same rule."""
@@ -534,9 +546,7 @@ class TestValidation:
             pytest.param({"s": "\ud800"}, "lone surrogate", id="surrogate"),
         ],
     )
-    def test_hostile_meta_is_invalid(
-        self, fleet: FleetRegistry, store: SqliteStore, meta: Any, needle: str
-    ) -> None:
+    def test_hostile_meta_is_invalid(self, fleet: FleetRegistry, meta: Any, needle: str) -> None:
         """Hostile meta is FleetError invalid (field meta), never another exception, and
         nothing is written."""
         fleet.register_robot("r")
@@ -551,7 +561,7 @@ class TestValidation:
             assert needle in str(info.value)
             assert len(str(info.value)) < 300
         assert fleet.get_robot("r").meta == {}  # type: ignore[union-attr]
-        assert _counts(store) == (1, 0, 0)
+        assert _counts(fleet) == (1, 0, 0)
 
     def test_cyclic_meta_is_invalid(self, fleet: FleetRegistry) -> None:
         """A self-referencing dict is caught by the depth walk."""

@@ -7,13 +7,29 @@
 from __future__ import annotations
 
 from robot_mcp_memory.fleet._records import (
+    FleetRows,
     Group,
     Resolution,
     Robot,
+    group_not_empty,
+    group_not_found,
+    meta_text,
+    robot_not_found,
 )
 from robot_mcp_memory.fleet._registry import (
     GLOBAL_SELF_IMPROVE,
     FleetRegistry,
 )
 
-__all__ = ["GLOBAL_SELF_IMPROVE", "FleetRegistry", "Group", "Resolution", "Robot"]
+__all__ = [
+    "GLOBAL_SELF_IMPROVE",
+    "FleetRegistry",
+    "FleetRows",
+    "Group",
+    "Resolution",
+    "Robot",
+    "group_not_empty",
+    "group_not_found",
+    "meta_text",
+    "robot_not_found",
+]

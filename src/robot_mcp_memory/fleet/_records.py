@@ -15,6 +15,7 @@ from robot_mcp_memory._exceptions import FleetError
 
 __all__ = [
     "GROUP_SQL",
+    "FleetRows",
     "Group",
     "Resolution",
     "Robot",
@@ -22,7 +23,9 @@ __all__ = [
     "fetch_robot",
     "group_exists",
     "group_from_row",
+    "group_not_empty",
     "group_not_found",
+    "meta_text",
     "robot_from_row",
     "robot_not_found",
 ]
@@ -73,6 +76,16 @@ class Resolution:
     where: str
 
 
+@dataclass(frozen=True)
+class FleetRows:
+    """A whole registry as it is stored (what the copy command moves between backends):
+    every group (without members), every robot and every ``fleet_settings`` row."""
+
+    groups: tuple[Group, ...]
+    robots: tuple[Robot, ...]
+    settings: tuple[tuple[str, str | None], ...]
+
+
 GROUP_SQL = (
     "SELECT g.group_id, g.name, g.customer, g.factory, g.self_improve, g.created, g.updated, "
     "(SELECT group_concat(r.robot_id, ',') FROM fleet_robots AS r "
@@ -105,6 +118,11 @@ def group_from_row(row: sqlite3.Row) -> Group:
     )
 
 
+def meta_text(meta: dict[str, Any]) -> str:
+    """A robot's meta as stored: the compact UTF-8 JSON text the validation writes."""
+    return json.dumps(meta, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
 def robot_not_found(robot_id: str) -> FleetError:
     return FleetError(
         "not_found",
@@ -115,6 +133,17 @@ def robot_not_found(robot_id: str) -> FleetError:
 def group_not_found(group_id: str) -> FleetError:
     return FleetError(
         "not_found", f"group {group_id!r} does not exist; create it with upsert_group first"
+    )
+
+
+def group_not_empty(group_id: str, robots: tuple[str, ...]) -> FleetError:
+    shown = list(robots[:20])
+    if len(robots) > 20:
+        shown.append(f"and {len(robots) - 20} more")
+    return FleetError(
+        "conflict",
+        f"group {group_id!r} still has robots {', '.join(shown)}; move them with "
+        "set_group first (set_group(robot_id, None) ungroups a robot)",
     )
 
 

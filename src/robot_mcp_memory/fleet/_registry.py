@@ -26,15 +26,16 @@ RecursionError text. See decision 0007.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.models import format_ts, utc_now
 from robot_mcp_kit.store import SqliteStore
-from robot_mcp_memory._exceptions import FleetError
 from robot_mcp_memory.fleet._records import (
     GROUP_SQL,
+    FleetRows,
     Group,
     Resolution,
     Robot,
@@ -42,7 +43,9 @@ from robot_mcp_memory.fleet._records import (
     fetch_robot,
     group_exists,
     group_from_row,
+    group_not_empty,
     group_not_found,
+    meta_text,
     robot_from_row,
     robot_not_found,
 )
@@ -59,8 +62,6 @@ _log = get_logger("robot_mcp_memory.fleet")
 
 GLOBAL_SELF_IMPROVE = "global_self_improve"
 """The ``fleet_settings`` key of the global self-improve toggle ('1' on, '0' off)."""
-
-_SEP = ", "
 
 
 class FleetRegistry:
@@ -312,14 +313,7 @@ class FleetRegistry:
                 raise group_not_found(gid)
             group = group_from_row(row)
             if group.robots:
-                shown = list(group.robots[:20])
-                if len(group.robots) > 20:
-                    shown.append(f"and {len(group.robots) - 20} more")
-                raise FleetError(
-                    "conflict",
-                    f"group {gid!r} still has robots {_SEP.join(shown)}; move them with "
-                    "set_group first (set_group(robot_id, None) ungroups a robot)",
-                )
+                raise group_not_empty(gid, group.robots)
             conn.execute("DELETE FROM fleet_groups WHERE group_id = ?", (gid,))
         _log.info("fleet_group_deleted", group_id=gid)
         return group
@@ -355,6 +349,57 @@ class FleetRegistry:
                     raise group_not_found(gid)
         _log.info("fleet_self_improve_set", group_id=gid, enabled=enabled)
         return {"group_id": gid, "self_improve": enabled}
+
+    # --- the whole registry (the copy command) --------------------------------------------
+
+    def export_rows(self) -> FleetRows:
+        """Every group, robot and setting as stored, read in one transaction."""
+        with self.store.transaction() as conn:
+            groups = [group_from_row(r) for r in conn.execute(f"{GROUP_SQL} ORDER BY g.group_id")]
+            robots = [
+                robot_from_row(r)
+                for r in conn.execute("SELECT * FROM fleet_robots ORDER BY robot_id")
+            ]
+            settings = [
+                (r["key"], r["value"])
+                for r in conn.execute("SELECT key, value FROM fleet_settings ORDER BY key")
+            ]
+        return FleetRows(
+            tuple(replace(g, robots=()) for g in groups), tuple(robots), tuple(settings)
+        )
+
+    def import_rows(self, rows: FleetRows) -> None:
+        """Write ``rows`` exactly (timestamps included) in one transaction: groups, then
+        robots, then settings. For an empty registry (the copy command checks); a row that
+        is already there fails the whole transaction (``sqlite3.IntegrityError``)."""
+        with self.store.transaction() as conn:
+            conn.executemany(
+                "INSERT INTO fleet_groups (group_id, name, customer, factory, self_improve, "
+                "created, updated) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        g.group_id,
+                        g.name,
+                        g.customer,
+                        g.factory,
+                        None if g.self_improve is None else int(g.self_improve),
+                        g.created,
+                        g.updated,
+                    )
+                    for g in rows.groups
+                ],
+            )
+            conn.executemany(
+                "INSERT INTO fleet_robots (robot_id, group_id, name, meta, registered, "
+                "updated) VALUES (?, ?, ?, ?, ?, ?)",
+                [
+                    (r.robot_id, r.group_id, r.name, meta_text(r.meta), r.registered, r.updated)
+                    for r in rows.robots
+                ],
+            )
+            conn.executemany(
+                "INSERT INTO fleet_settings (key, value) VALUES (?, ?)", list(rows.settings)
+            )
 
     def __repr__(self) -> str:
         return f"<FleetRegistry {str(self.store.path)!r}>"
