@@ -11,8 +11,8 @@ Scopes (memory spec "Fleet registry + group-scoped learning", DESIGN §5):
 
 - ``robot:<id>`` — a robot's private lessons (``private=True``): never returned to any
   other robot, whatever the grouping;
-- the robot's shared scope from :meth:`FleetRegistry.scope_of`: ``group:<G>`` (pooled by
-  the group) or ``solo:<robot>`` (an ungrouped robot's own).
+- the robot's shared scope from the registry's ``resolve`` (:class:`ScopeResolver`):
+  ``group:<G>`` (pooled by the group) or ``solo:<robot>`` (an ungrouped robot's own).
 
 Recall order: ``robot:<id>`` then the shared scope; in each, the exact ``(skill, place)``
 lesson, then the place-less one; then — only when a place is given — a lesson of that skill
@@ -21,8 +21,8 @@ learned at ANOTHER place in those two scopes, once it has earned transfer
 transfer_min_reliability``), best reliability first, marked ``transferred`` with its
 ``origin_place``. With no place, only the place-less lesson is looked for.
 
-Recording and recall are gated by :meth:`FleetRegistry.resolve` (the group's toggle, else
-the global one): when off they answer with ``reason: "self_improve_off"`` and touch no file.
+Recording and recall are gated by the registry's ``resolve`` (the group's toggle, else
+the global one): when off they answer with ``reason: "self_improve_off"`` and write nothing.
 ``list_lessons`` is not gated.
 
 Thread-safe (the registry and the kit backend are); synchronous. Bad arguments raise
@@ -32,17 +32,15 @@ decision 0007.
 
 from __future__ import annotations
 
+import os
 import re
 import unicodedata
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from robot_mcp_kit.params import Lesson, ParamStore, SqliteBackend
+from robot_mcp_kit.params import Lesson, ParamBackend, ParamStore, SqliteBackend
 from robot_mcp_memory._exceptions import FleetError
-from robot_mcp_memory.fleet import (
-    FleetRegistry,
-    Resolution,
-)
+from robot_mcp_memory.fleet import Resolution
 from robot_mcp_memory.fleet.validation import (
     check_bool,
     check_id,
@@ -51,7 +49,7 @@ from robot_mcp_memory.fleet.validation import (
 )
 from robot_mcp_memory.limits import MAX_LESSON_NOTE_BYTES
 
-__all__ = ["SKILL_PATTERN", "ScopedParams"]
+__all__ = ["SKILL_PATTERN", "ScopeResolver", "ScopedParams"]
 
 SKILL_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/ -]{0,99}")
 """A skill or a place, matched against the whole string (no ``@``: the kit's row key is
@@ -102,31 +100,43 @@ def _private(robot: str) -> str:
     return f"robot:{robot}"
 
 
+class ScopeResolver(Protocol):
+    """What :class:`ScopedParams` needs of a fleet registry (both backends' registries fit)."""
+
+    def resolve(self, robot_id: str) -> Resolution: ...
+
+
 class ScopedParams:
     """The fleet's lessons, each in the scope the registry resolves for its robot.
 
     Args:
         fleet: the registry scopes and the self-improve gate are resolved through, on every
             call (regrouping a robot moves where its next lesson goes at once).
-        path: the lessons file (the server passes ``MEMORY_DATA_DIR/lessons.db``); created
-            by the first recorded lesson.
+        lessons: where lessons live: a path is the SQLite lessons file (the server passes
+            ``MEMORY_DATA_DIR/lessons.db``), created by the first recorded lesson; a
+            :class:`~robot_mcp_kit.params.ParamBackend` is used as it is.
         transfer_min_successes, transfer_min_reliability: what a lesson learned at one
             place must have earned before it is offered at another.
     """
 
     def __init__(
         self,
-        fleet: FleetRegistry,
-        path: Path,
+        fleet: ScopeResolver,
+        lessons: str | os.PathLike[str] | ParamBackend,
         *,
         transfer_min_successes: int = 3,
         transfer_min_reliability: float = 0.75,
     ) -> None:
         self.fleet = fleet
-        self.path = Path(path)
         self.transfer_min_successes = transfer_min_successes
         self.transfer_min_reliability = transfer_min_reliability
-        self._backend = SqliteBackend(self.path)
+        self.path: Path | None = None
+        self._backend: ParamBackend
+        if isinstance(lessons, str | os.PathLike):
+            self.path = Path(lessons)
+            self._backend = SqliteBackend(self.path)
+        else:
+            self._backend = lessons
 
     def _store(self, scope: str) -> ParamStore:
         return ParamStore(self._backend, scope)
@@ -296,12 +306,18 @@ class ScopedParams:
 
     # --- lifecycle --------------------------------------------------------------------
 
+    @property
+    def backend(self) -> ParamBackend:
+        """Where the lessons live (the copy command reads and writes them whole)."""
+        return self._backend
+
     def close(self) -> None:
-        """Close the lessons file (if it was ever opened). Idempotent."""
+        """Close the backend (the lessons file, if it was ever opened). Idempotent."""
         self._backend.close()
 
     def __repr__(self) -> str:
-        return f"<ScopedParams {str(self.path)!r}>"
+        where = str(self.path) if self.path is not None else repr(self._backend)
+        return f"<ScopedParams {where!r}>"
 
 
 def _found(lesson: Lesson, scope: str, match: str) -> dict[str, Any]:

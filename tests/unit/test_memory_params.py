@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,31 +13,41 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from robot_mcp_kit.store import SqliteStore
 from robot_mcp_memory import db
 from robot_mcp_memory._exceptions import FleetError
 from robot_mcp_memory.fleet import FleetRegistry
 from robot_mcp_memory.limits import MAX_LESSON_NOTE_BYTES
 from robot_mcp_memory.params import ScopedParams
+from robot_mcp_memory.postgres import SCHEMA, PgDatabase
+from robot_mcp_memory.postgres.fleet import PgFleetRegistry
+from robot_mcp_memory.postgres.lessons import PgParamBackend
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def pg(request: pytest.FixtureRequest) -> Iterator[PgDatabase | None]:
+    """The backend under test: None for SQLite, else an opened PostgreSQL database."""
+    if request.param == "sqlite":
+        yield None
+        return
+    database = PgDatabase(request.getfixturevalue("pg_url"))
+    database.open(SCHEMA)
+    yield database
+    database.close()
 
 
 @pytest.fixture
-def store(tmp_path: Path):
-    s = db.open_index(tmp_path / "data")
-    yield s
-    s.close()
-
-
-@pytest.fixture
-def fleet(store: SqliteStore) -> FleetRegistry:
-    f = FleetRegistry(store)
+def fleet(pg: PgDatabase | None, tmp_path: Path) -> Iterator[Any]:
+    store = db.open_index(tmp_path / "data") if pg is None else None
+    f = FleetRegistry(store) if store is not None else PgFleetRegistry(pg)  # type: ignore[arg-type]
     f.upsert_group("g1")
     f.upsert_group("g2")
     f.register_robot("a1", group_id="g1")
     f.register_robot("a2", group_id="g1")
     f.register_robot("b1", group_id="g2")
     f.register_robot("loner")
-    return f
+    yield f
+    if store is not None:
+        store.close()
 
 
 @pytest.fixture
@@ -45,8 +56,27 @@ def lessons_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def sp(fleet: FleetRegistry, lessons_path: Path):
-    p = ScopedParams(fleet, lessons_path)
+def lessons(pg: PgDatabase | None, lessons_path: Path) -> Path | PgParamBackend:
+    """What ScopedParams is given: the SQLite file's path, or the PostgreSQL backend."""
+    return lessons_path if pg is None else PgParamBackend(pg)
+
+
+@pytest.fixture
+def nothing_written(pg: PgDatabase | None, lessons_path: Path) -> Callable[[], bool]:
+    """True while no lesson is stored: no lessons.db (nor its WAL), or no row."""
+
+    def check() -> bool:
+        if pg is None:
+            wal = lessons_path.parent / "lessons.db-wal"
+            return not lessons_path.exists() and not wal.exists()
+        return PgParamBackend(pg).count() == 0
+
+    return check
+
+
+@pytest.fixture
+def sp(fleet: FleetRegistry, lessons: Path | PgParamBackend):
+    p = ScopedParams(fleet, lessons)
     yield p
     p.close()
 
@@ -88,7 +118,7 @@ def _deep(depth: int) -> Any:
 
 class TestGate:
     def test_off_by_default_nothing_recorded_nothing_recalled_no_file(
-        self, sp: ScopedParams, lessons_path: Path
+        self, sp: ScopedParams, nothing_written: Callable[[], bool]
     ) -> None:
         """With self-improvement off (the default), record and recall say why, and no
         lessons.db appears — not even for list_lessons."""
@@ -107,11 +137,10 @@ class TestGate:
         assert recalled["reason"] == "self_improve_off"
         assert sp.list_lessons() == []
         assert sp.list_lessons("a1") == []
-        assert not lessons_path.exists()
-        assert not lessons_path.parent.joinpath("lessons.db-wal").exists()
+        assert nothing_written()
 
     def test_recall_and_list_never_create_the_file(
-        self, on: ScopedParams, lessons_path: Path
+        self, on: ScopedParams, nothing_written: Callable[[], bool]
     ) -> None:
         """Switched on, a recall or a listing with no lessons still creates nothing."""
         assert on.recall("a1", "grasp", place="t1") == {
@@ -123,9 +152,9 @@ class TestGate:
         assert on.list_lessons() == []
         with pytest.raises(FleetError):
             on.record("a1", "grasp", None, success=True)  # outcome for a missing lesson
-        assert not lessons_path.exists()
+        assert nothing_written()
         on.record("a1", "grasp", {"dz": 1})
-        assert lessons_path.exists()
+        assert not nothing_written()
 
     def test_group_off_beats_global_on(self, fleet: FleetRegistry, on: ScopedParams) -> None:
         """A group switched off records nothing while the global toggle is on."""
@@ -329,12 +358,12 @@ class TestRecall:
         for other in ("b1", "loner", "unregistered"):
             assert on.recall(other, "grasp", place="t1")["reason"] == "no_lesson"
 
-    def test_thresholds_are_configurable(self, fleet: FleetRegistry, lessons_path: Path) -> None:
+    def test_thresholds_are_configurable(
+        self, fleet: FleetRegistry, lessons: Path | PgParamBackend
+    ) -> None:
         """transfer_min_successes / transfer_min_reliability set what 'earned' means."""
         fleet.set_self_improve(True)
-        sp = ScopedParams(
-            fleet, lessons_path, transfer_min_successes=1, transfer_min_reliability=0.6
-        )
+        sp = ScopedParams(fleet, lessons, transfer_min_successes=1, transfer_min_reliability=0.6)
         try:
             _earn(sp, "a1", "grasp", "t2", {"x": 1}, ok=1)  # 2/3
             assert sp.recall("a1", "grasp", place="t1")["match"] == "transferred"
@@ -383,7 +412,9 @@ BAD_NAMES: list[object] = [
 
 class TestValidation:
     @pytest.mark.parametrize("bad", BAD_NAMES, ids=repr)
-    def test_bad_skill_and_place(self, on: ScopedParams, lessons_path: Path, bad: object) -> None:
+    def test_bad_skill_and_place(
+        self, on: ScopedParams, nothing_written: Callable[[], bool], bad: object
+    ) -> None:
         """A bad skill or place is invalid everywhere, and nothing is written."""
         calls = [
             ("skill", lambda: on.record("a1", bad, {"x": 1})),  # type: ignore[arg-type]
@@ -396,7 +427,7 @@ class TestValidation:
             with pytest.raises(FleetError) as info:
                 call()
             assert (info.value.code, info.value.field) == ("invalid", field)
-        assert not lessons_path.exists()
+        assert nothing_written()
 
     def test_good_names(self, on: ScopedParams) -> None:
         """Skills and places may hold spaces, ':', '/', '.', '_' and '-'."""
@@ -435,12 +466,14 @@ class TestValidation:
         ],
         ids=["deep", "nan", "2**64", "5000-digits", "1MB", "list", "string", "int-key"],
     )
-    def test_hostile_params(self, on: ScopedParams, lessons_path: Path, params: Any) -> None:
+    def test_hostile_params(
+        self, on: ScopedParams, nothing_written: Callable[[], bool], params: Any
+    ) -> None:
         """Hostile params are invalid (field params), nothing else, nothing written."""
         with pytest.raises(FleetError) as info:
             on.record("a1", "grasp", params)
         assert (info.value.code, info.value.field) == ("invalid", "params")
-        assert not lessons_path.exists()
+        assert nothing_written()
 
     @pytest.mark.parametrize(
         ("field", "kwargs"),

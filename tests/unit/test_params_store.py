@@ -1,4 +1,5 @@
-"""The lesson store: ParamStore over SqliteBackend (and the MemoryBackend fake)."""
+"""The lesson store: ParamStore over SqliteBackend, the memory server's PostgreSQL
+backend (PgParamBackend) and the MemoryBackend fake."""
 
 from __future__ import annotations
 
@@ -17,11 +18,20 @@ from robot_mcp_kit.params import (
 )
 
 
-@pytest.fixture(params=["sqlite", "memory"])
+@pytest.fixture(params=["sqlite", "memory", "postgres"])
 def backend(request, tmp_path):
-    b = SqliteBackend(tmp_path / "lessons.db") if request.param == "sqlite" else MemoryBackend()
-    yield b
-    b.close()
+    if request.param != "postgres":
+        b = SqliteBackend(tmp_path / "lessons.db") if request.param == "sqlite" else MemoryBackend()
+        yield b
+        b.close()
+        return
+    from robot_mcp_memory.postgres import SCHEMA, PgDatabase
+    from robot_mcp_memory.postgres.lessons import PgParamBackend
+
+    db = PgDatabase(request.getfixturevalue("pg_url"))
+    db.open(SCHEMA)
+    yield PgParamBackend(db)
+    db.close()
 
 
 def test_all_is_sorted():
