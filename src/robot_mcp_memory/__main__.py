@@ -6,6 +6,12 @@ line on stderr and exit with :data:`EXIT_CONFIG` (2), which the systemd unit lis
 ``RestartPreventExitStatus`` so a broken file does not crash-loop the service; a hard
 file-descriptor limit too low for ``MEMORY_MAX_CONNECTIONS`` is one of them. A missing
 ``memory`` extra is one line naming it, not a traceback.
+
+``robot-mcp-memory copy --from SRC --to DST`` copies a whole store between backends (a
+data directory or a ``postgresql://`` URL on each side) and verifies it
+(:mod:`robot_mcp_memory.transfer`): exit 0 when every table matches, 2 when the copy is
+refused (one line: a missing source, a destination that is not empty...), 3 when the
+destination does not match the source.
 """
 
 from __future__ import annotations
@@ -16,10 +22,12 @@ import signal
 import sys
 from collections.abc import Sequence
 
-__all__ = ["EXIT_CONFIG", "EXIT_MISSING_EXTRA", "main"]
+__all__ = ["EXIT_CONFIG", "EXIT_MISMATCH", "EXIT_MISSING_EXTRA", "main"]
 
 EXIT_CONFIG = 2
 EXIT_MISSING_EXTRA = 1
+EXIT_MISMATCH = 3
+"""``copy``: the destination does not match the source (the transfer module's value)."""
 
 _PROG = "robot-mcp-memory"
 _EXTRA_MODULES = ("mcp", "structlog", "yaml", "pydantic_settings", "uvicorn", "numpy")
@@ -62,7 +70,9 @@ def _parser() -> argparse.ArgumentParser:
             "soft limit is raised up to the\nhard one (ulimit -Hn; systemd LimitNOFILE=, "
             "docker run --ulimit nofile=), else exit 2.\n"
             f"exit status: 0 stopped, {EXIT_CONFIG} invalid setting or unreadable index.db "
-            "(fix it, do not just restart)."
+            "(fix it, do not just restart).\n\n"
+            f"{_PROG} copy --from SRC --to DST copies a store between backends "
+            f"(see {_PROG} copy --help)."
         ),
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -77,8 +87,62 @@ def _raise_terminated(signum: int, frame: object) -> None:
     raise _Terminated
 
 
+def _copy_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=f"{_PROG} copy",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "Copy a whole memory store between backends and verify it: the process "
+            "documents (ids, counters, timestamps exactly), the fleet registry (groups, "
+            "robots, settings and self-improve toggles) and the lessons. The destination "
+            "rebuilds its search index from the copied documents (vectors are computed by "
+            "the server that opens it with an embedder). Stop the servers writing to the "
+            "source first."
+        ),
+        epilog=(
+            "SRC and DST are each a data directory (SQLite: its index.db and lessons.db, "
+            "the\nserver's MEMORY_DATA_DIR) or a PostgreSQL URL "
+            "(postgresql://user:pass@host:5432/db;\nthe 'postgres' extra). The "
+            "destination must be empty: a new directory or an empty\ndatabase. Every "
+            "table is read back from the destination and its row count and\nsha256 (over "
+            "a canonical serialization) compared with the source's; both are printed.\n"
+            f"exit status: 0 copied and verified, {EXIT_CONFIG} refused (nothing written "
+            f"unless said),\n{EXIT_MISMATCH} the destination does not match the source.\n"
+            "examples:\n"
+            f"  {_PROG} copy --from /var/lib/robot-mcp-memory "
+            "--to postgresql://memory@db/memory\n"
+            f"  {_PROG} copy --from postgresql://memory@db/memory --to /srv/memory-backup"
+        ),
+    )
+    parser.add_argument("--from", dest="source", required=True, metavar="SRC")
+    parser.add_argument("--to", dest="destination", required=True, metavar="DST")
+    return parser
+
+
+def _copy(argv: Sequence[str]) -> int:
+    args = _copy_parser().parse_args(argv)
+    from robot_mcp_kit.store import StoreError
+    from robot_mcp_memory.transfer import CopyRefused, copy_store
+
+    # No log handler: the stores' INFO lines stay quiet, so a refusal is one line on
+    # stderr and stdout holds only the table (Python's last-resort handler still prints
+    # a warning).
+    try:
+        return copy_store(args.source, args.destination, sys.stdout)
+    except CopyRefused as exc:
+        return _refuse(f"copy: {exc}")
+    except StoreError as exc:
+        return _refuse(f"copy: {exc}")
+    except OSError as exc:
+        if exc.filename is None:
+            raise
+        return _refuse(f"copy: cannot use {str(exc.filename)!r}: {exc.strerror}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the server until it is stopped; returns the process exit status."""
+    """Run the server until it is stopped (or, with ``copy``, copy a store); returns the
+    process exit status."""
+    args = list(sys.argv[1:] if argv is None else argv)
     missing = _missing_extra()
     if missing is not None:
         print(
@@ -87,7 +151,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_MISSING_EXTRA
-    _parser().parse_args(argv)
+    if args[:1] == ["copy"]:
+        return _copy(args[1:])
+    _parser().parse_args(args)
 
     from robot_mcp_kit.store import StoreError
     from robot_mcp_memory._exceptions import SettingsError

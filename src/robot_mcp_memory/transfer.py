@@ -1,0 +1,393 @@
+"""The copy command: move a whole memory store between backends, verified.
+
+``robot-mcp-memory copy --from SRC --to DST``, where each side is a data directory
+(SQLite: ``index.db`` and ``lessons.db`` in it) or a ``postgresql://`` URL. It copies the
+process documents (ids, counters, timestamps and bodies exactly), the fleet registry
+(groups, robots, settings and toggles) and the lessons, then proves it: every table is
+read back from the destination through its adapters, and the row count and a sha256 over
+a canonical serialization (:func:`table_sums`) must equal the source's.
+
+How each side is read and written (:class:`Endpoint`): the registry through its adapter's
+``export_rows``/``import_rows``, the lessons through the kit's
+:class:`~robot_mcp_kit.params.ParamBackend` (``lessons()``) and a bulk import, the
+documents through the narrow :class:`ProcessRows` interface (definition rows out, rows in
+and ``reindex``). What is DERIVED is never copied: the destination recomputes its search
+index from the rows it received (a vector signal is computed by the server that opens it
+with an embedder). Each table is written in one transaction.
+
+Refusals (one line, :class:`CopyRefused`): a source that does not exist, a destination
+that is not empty, the same store on both sides, a database that cannot be reached. The
+source is opened as the server opens it (an older schema is migrated forward); stop the
+servers writing to it first, so the copy is of a store at rest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol, TextIO
+
+from robot_mcp_kit.params import PARAMS_SCHEMA, Lesson, SqliteBackend, lesson_key
+from robot_mcp_kit.store import SqliteStore
+from robot_mcp_memory.db import INDEX_FILENAME, PROCESS_COLUMNS, open_index
+from robot_mcp_memory.fleet import FleetRegistry, FleetRows
+from robot_mcp_memory.services import LESSONS_FILENAME
+from robot_mcp_memory.store import ProcessStore
+
+__all__ = [
+    "EXIT_MISMATCH",
+    "TABLES",
+    "CopyRefused",
+    "Endpoint",
+    "LessonRows",
+    "ProcessRows",
+    "RegistryRows",
+    "Snapshot",
+    "TableSum",
+    "copy_store",
+    "is_url",
+    "table_sums",
+]
+
+EXIT_MISMATCH = 3
+"""The exit status when the destination does not match the source after the copy."""
+
+TABLES = ("processes", "fleet_groups", "fleet_robots", "fleet_settings", "lessons")
+"""What is copied and verified, in the order it is written."""
+
+
+_COLS = ", ".join(PROCESS_COLUMNS)
+_MARKS = ", ".join("?" for _ in PROCESS_COLUMNS)
+_SELECT_PROCESSES = f"SELECT {_COLS} FROM processes ORDER BY id"  # noqa: S608 - constants
+_INSERT_PROCESSES = f"INSERT INTO processes ({_COLS}) VALUES ({_MARKS})"  # noqa: S608
+
+
+class CopyRefused(Exception):
+    """The copy cannot start (or could not finish); the message says why and what to do."""
+
+
+class ProcessRows(Protocol):
+    """What the copy needs of a process store beyond its port: its definition rows
+    (:data:`~robot_mcp_memory.db.PROCESS_COLUMNS`, ``shared`` a bool) out, by id, and in,
+    into an empty store in one transaction, after which the store recomputes what is
+    derived (its ``reindex``) and returns how many documents it indexed."""
+
+    def count_process_rows(self) -> int: ...
+
+    def export_process_rows(self) -> list[dict[str, Any]]: ...
+
+    def import_process_rows(self, rows: Sequence[dict[str, Any]]) -> int: ...
+
+
+class RegistryRows(Protocol):
+    """The whole fleet registry out and in (both registries have these)."""
+
+    def export_rows(self) -> FleetRows: ...
+
+    def import_rows(self, rows: FleetRows) -> None: ...
+
+
+class LessonRows(Protocol):
+    """Every lesson out (the kit's ``ParamBackend.lessons``) and in, in one transaction."""
+
+    def lessons(self, scope: str | None = None, key: str | None = None) -> list[Lesson]: ...
+
+    def import_lessons(self, lessons: list[Lesson]) -> None: ...
+
+
+# --- the SQLite side ------------------------------------------------------------------
+
+
+class SqliteProcessRows:
+    """:class:`ProcessRows` over ``index.db``: raw rows of ``processes``, then the
+    process store's ``reindex`` (its full-text index and term statistics; vectors are
+    computed when a server with an embedder opens the file)."""
+
+    def __init__(self, store: SqliteStore, processes: ProcessStore) -> None:
+        self.store = store
+        self.processes = processes
+
+    def count_process_rows(self) -> int:
+        return self.store.counts()["processes"]
+
+    def export_process_rows(self) -> list[dict[str, Any]]:
+        self.store.flush()
+        rows = self.store.query(_SELECT_PROCESSES)
+        return [{**dict(r), "shared": bool(r["shared"])} for r in rows]
+
+    def import_process_rows(self, rows: Sequence[dict[str, Any]]) -> int:
+        with self.store.transaction() as conn:
+            conn.executemany(
+                _INSERT_PROCESSES,
+                [
+                    tuple(int(r[c]) if c == "shared" else r[c] for c in PROCESS_COLUMNS)
+                    for r in rows
+                ],
+            )
+        return self.processes.reindex()
+
+
+class SqliteLessonRows:
+    """:class:`LessonRows` over ``lessons.db``: read through the kit's backend (a missing
+    file is no lessons), written as the kit's rows in one transaction — the file is
+    created only when there is a lesson to write."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._backend = SqliteBackend(path)
+
+    def lessons(self, scope: str | None = None, key: str | None = None) -> list[Lesson]:
+        return self._backend.lessons(scope, key)
+
+    def import_lessons(self, lessons: list[Lesson]) -> None:
+        if not lessons:
+            return
+        self._backend.close()
+        with SqliteStore(self.path, PARAMS_SCHEMA) as store, store.transaction() as conn:
+            conn.executemany(
+                "INSERT INTO params (scope, key, value_json, success_count, failure_count, "
+                "place, robot, created, updated, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        x.scope,
+                        lesson_key(x.key, x.place),
+                        json.dumps(x.params, sort_keys=True, allow_nan=False),
+                        x.success_count,
+                        x.failure_count,
+                        x.place,
+                        x.robot,
+                        x.created,
+                        x.updated,
+                        x.note,
+                    )
+                    for x in lessons
+                ],
+            )
+
+    def close(self) -> None:
+        self._backend.close()
+
+
+# --- what is compared -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A whole store as its adapters read it."""
+
+    processes: list[dict[str, Any]]
+    fleet: FleetRows
+    lessons: list[Lesson]
+
+    def rows(self) -> dict[str, list[dict[str, Any]]]:
+        """Each table's rows as plain JSON values (the canonical form :func:`table_sums`
+        hashes): documents as stored, groups without their members (those are the
+        robots' ``group_id``), robots with ``meta`` as an object, lessons without the
+        derived ``reliability``."""
+        lessons = []
+        for lesson in self.lessons:
+            data = lesson.to_dict()
+            data.pop("reliability")
+            lessons.append(data)
+        groups = []
+        for group in self.fleet.groups:
+            data = asdict(group)
+            data.pop("robots")
+            groups.append(data)
+        return {
+            "processes": self.processes,
+            "fleet_groups": groups,
+            "fleet_robots": [r.to_dict() for r in self.fleet.robots],
+            "fleet_settings": [{"key": k, "value": v} for k, v in self.fleet.settings],
+            "lessons": lessons,
+        }
+
+
+@dataclass(frozen=True)
+class TableSum:
+    """One table's row count and sha256."""
+
+    table: str
+    rows: int
+    sha256: str
+
+
+def table_sums(snapshot: Snapshot) -> dict[str, TableSum]:
+    """Per table: the row count and the sha256 of its canonical serialization — each row
+    as compact JSON with sorted keys (UTF-8), the lines sorted, joined by newlines."""
+    sums = {}
+    for table, rows in snapshot.rows().items():
+        lines = sorted(
+            json.dumps(r, sort_keys=True, ensure_ascii=False, separators=(",", ":")) for r in rows
+        )
+        digest = hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()
+        sums[table] = TableSum(table, len(rows), digest)
+    return sums
+
+
+# --- the two sides --------------------------------------------------------------------
+
+
+def is_url(where: str) -> bool:
+    """True for a PostgreSQL URL (``postgresql://`` or ``postgres://``)."""
+    return where.startswith(("postgresql://", "postgres://"))
+
+
+class Endpoint:
+    """One side of a copy, opened: a data directory (SQLite) or a PostgreSQL database.
+
+    Args:
+        where: a data directory path or a ``postgresql://`` URL.
+        source: True for the side read from (a directory must already hold ``index.db``).
+
+    Raises:
+        CopyRefused: a source directory without ``index.db``, or the psycopg extra
+            missing for a URL.
+        robot_mcp_kit.store.StoreError: the store cannot be opened (unreachable database,
+            newer schema, not ours...).
+    """
+
+    def __init__(self, where: str, *, source: bool) -> None:
+        self.where = where
+        self._closers: list[Callable[[], None]] = []
+        self.registry: RegistryRows
+        self.lessons: LessonRows
+        self.processes: ProcessRows
+        if is_url(where):
+            self._open_postgres(where)
+        else:
+            self._open_sqlite(Path(where), source=source)
+
+    def _open_sqlite(self, directory: Path, *, source: bool) -> None:
+        if source and not (directory / INDEX_FILENAME).is_file():
+            raise CopyRefused(
+                f"{str(directory)!r} holds no {INDEX_FILENAME}: give --from the "
+                "MEMORY_DATA_DIR of the server to copy, or a postgresql:// URL"
+            )
+        if directory.exists() and not directory.is_dir():
+            raise CopyRefused(f"{str(directory)!r} is not a directory")
+        index = open_index(directory)
+        processes = ProcessStore(index)
+        self._closers.append(processes.close)
+        lesson_rows = SqliteLessonRows(directory / LESSONS_FILENAME)
+        self._closers.append(lesson_rows.close)
+        self.registry = FleetRegistry(index)
+        self.lessons = lesson_rows
+        self.processes = SqliteProcessRows(index, processes)
+        self.described = f"{directory} (SQLite)"
+
+    def _open_postgres(self, url: str) -> None:
+        try:
+            from robot_mcp_memory.postgres import SCHEMA, PgDatabase
+            from robot_mcp_memory.postgres.fleet import PgFleetRegistry
+            from robot_mcp_memory.postgres.lessons import PgParamBackend
+            from robot_mcp_memory.postgres.process_rows import PgProcessRows
+        except ImportError:
+            raise CopyRefused(
+                "a postgresql:// URL needs the 'postgres' extra; install it with: "
+                "pip install 'robot-mcp-kit[memory,postgres]'"
+            ) from None
+        db = PgDatabase(url)
+        db.open(SCHEMA)
+        self._closers.append(db.close)
+        self.registry = PgFleetRegistry(db)
+        self.lessons = PgParamBackend(db)
+        self.processes = PgProcessRows(db)
+        self.described = f"{db.where} (PostgreSQL)"
+
+    def snapshot(self) -> Snapshot:
+        """Everything, read through the adapters."""
+        return Snapshot(
+            self.processes.export_process_rows(),
+            self.registry.export_rows(),
+            self.lessons.lessons(),
+        )
+
+    def counts(self) -> dict[str, int]:
+        """Rows per table (what the emptiness check reads)."""
+        return {t: s.rows for t, s in table_sums(self.snapshot()).items()}
+
+    def load(self, snapshot: Snapshot) -> int:
+        """Write ``snapshot`` (one transaction per table); the documents the search index
+        was rebuilt for."""
+        indexed = self.processes.import_process_rows(snapshot.processes)
+        self.registry.import_rows(snapshot.fleet)
+        self.lessons.import_lessons(snapshot.lessons)
+        return indexed
+
+    def close(self) -> None:
+        """Close what was opened (flushing SQLite's queued writes). Idempotent."""
+        while self._closers:
+            self._closers.pop()()
+
+
+def _same(src: str, dst: str) -> bool:
+    if is_url(src) or is_url(dst):
+        return src == dst
+    return Path(src).resolve() == Path(dst).resolve()
+
+
+def copy_store(src: str, dst: str, out: TextIO) -> int:
+    """Copy ``src`` into the empty ``dst``, verify, print the table; the exit status.
+
+    Returns 0 when every table's count and sha256 match, :data:`EXIT_MISMATCH` when one
+    does not (the destination is left as written, for inspection).
+
+    Raises:
+        CopyRefused: the copy cannot start (see the module docstring).
+        robot_mcp_kit.store.StoreError: a side cannot be opened or became unavailable.
+    """
+    if _same(src, dst):
+        raise CopyRefused("--from and --to name the same store; give an empty destination")
+    source = Endpoint(src, source=True)
+    try:
+        destination = Endpoint(dst, source=False)
+        try:
+            return _copy(source, destination, out)
+        finally:
+            destination.close()
+    finally:
+        source.close()
+
+
+def _copy(source: Endpoint, destination: Endpoint, out: TextIO) -> int:
+    held = {t: n for t, n in destination.counts().items() if n}
+    if held:
+        what = ", ".join(f"{n} rows in {t}" for t, n in held.items())
+        raise CopyRefused(
+            f"the destination {destination.described} is not empty ({what}); copy into a "
+            "new data directory or an empty database (CREATE DATABASE ...), or empty this "
+            "one first"
+        )
+    snapshot = source.snapshot()
+    before = table_sums(snapshot)
+    indexed = destination.load(snapshot)
+    after = table_sums(destination.snapshot())
+    print(f"copy {source.described} -> {destination.described}", file=out)
+    print(f"{'table':<15} {'source':>7} {'copied':>7}  sha256 (source = copied)", file=out)
+    bad = []
+    for table in TABLES:
+        a, b = before[table], after[table]
+        ok = (a.rows, a.sha256) == (b.rows, b.sha256)
+        if not ok:
+            bad.append(table)
+        shown = a.sha256 if a.sha256 == b.sha256 else f"{a.sha256} != {b.sha256}"
+        mark = "ok" if ok else "MISMATCH"
+        print(f"{table:<15} {a.rows:>7} {b.rows:>7}  {shown}  {mark}", file=out)
+    if bad:
+        print(
+            f"the copy does not match the source in {', '.join(bad)}; the destination is "
+            "left as written: inspect it, empty it and copy again",
+            file=out,
+        )
+        return EXIT_MISMATCH
+    total = sum(s.rows for s in before.values())
+    print(
+        f"copied and verified: {total} rows in {len(TABLES)} tables; search index rebuilt "
+        f"for {indexed} documents",
+        file=out,
+    )
+    return 0
