@@ -35,6 +35,7 @@ from psycopg.rows import dict_row
 
 from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.models import format_ts, utc_now
+from robot_mcp_memory._exceptions import FleetError
 from robot_mcp_memory.fleet import (
     GLOBAL_SELF_IMPROVE,
     FleetRows,
@@ -365,7 +366,11 @@ class PgFleetRegistry:
                     raise group_not_empty(gid, group.robots)
                 conn.execute("DELETE FROM fleet_groups WHERE group_id = %s", (gid,))
         except psycopg.errors.ForeignKeyViolation:  # pragma: no cover - the lock prevents it
-            raise group_not_empty(gid, ()) from None
+            raise FleetError(
+                "conflict",
+                f"group {gid!r} got a robot while it was being deleted; move its robots "
+                "with set_group first (set_group(robot_id, None) ungroups a robot)",
+            ) from None
         _log.info("fleet_group_deleted", group_id=gid)
         return group
 
