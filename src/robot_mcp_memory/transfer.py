@@ -73,13 +73,14 @@ class ProcessRows(Protocol):
     """What the copy needs of a process store beyond its port: its definition rows
     (:data:`~robot_mcp_memory.db.PROCESS_COLUMNS`, ``shared`` a bool) out, by id, and in,
     into an empty store in one transaction, after which the store recomputes what is
-    derived (its ``reindex``) and returns how many documents it indexed."""
+    derived (its ``reindex``) and returns how many documents it indexed (None: there is
+    nothing derived to recompute)."""
 
     def count_process_rows(self) -> int: ...
 
     def export_process_rows(self) -> list[dict[str, Any]]: ...
 
-    def import_process_rows(self, rows: Sequence[dict[str, Any]]) -> int: ...
+    def import_process_rows(self, rows: Sequence[dict[str, Any]]) -> int | None: ...
 
 
 class RegistryRows(Protocol):
@@ -310,9 +311,9 @@ class Endpoint:
         """Rows per table (what the emptiness check reads)."""
         return {t: s.rows for t, s in table_sums(self.snapshot()).items()}
 
-    def load(self, snapshot: Snapshot) -> int:
+    def load(self, snapshot: Snapshot) -> int | None:
         """Write ``snapshot`` (one transaction per table); the documents the search index
-        was rebuilt for."""
+        was rebuilt for (None: the destination derives nothing from them)."""
         indexed = self.processes.import_process_rows(snapshot.processes)
         self.registry.import_rows(snapshot.fleet)
         self.lessons.import_lessons(snapshot.lessons)
@@ -385,9 +386,10 @@ def _copy(source: Endpoint, destination: Endpoint, out: TextIO) -> int:
         )
         return EXIT_MISMATCH
     total = sum(s.rows for s in before.values())
-    print(
-        f"copied and verified: {total} rows in {len(TABLES)} tables; search index rebuilt "
-        f"for {indexed} documents",
-        file=out,
+    rebuilt = (
+        "no search index to rebuild"
+        if indexed is None
+        else f"search index rebuilt for {indexed} documents"
     )
+    print(f"copied and verified: {total} rows in {len(TABLES)} tables; {rebuilt}", file=out)
     return 0

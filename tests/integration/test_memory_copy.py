@@ -139,6 +139,7 @@ def test_sqlite_to_postgres_and_back_is_exact(tmp_path: Path, pg_url: str) -> No
         for table, (n_src, n_dst, digest) in printed.items():
             assert (n_src, n_dst, digest) == (original[table].rows,) * 2 + (original[table].sha256,)
         assert "copied and verified: 20 rows in 5 tables" in out
+    assert "search index rebuilt for 12 documents" in back.stdout
 
     index = db.open_index(last)
     copied = ProcessStore(index)

@@ -307,3 +307,26 @@ def test_registering_during_an_outage_is_unavailable_not_an_error_text(pg_url: s
         *(r for r in results if r != "unavailable"),
     ]
     db.close()
+
+
+def test_ids_sort_by_code_point_whatever_the_database_collation(pg_url: str) -> None:
+    """Ids, scopes and lesson keys are COLLATE "C": listed in SQLite's byte order even in
+    a database whose default collation is a language's (where 'a' sorts before 'B')."""
+    db = PgDatabase(pg_url)
+    db.open(SCHEMA)
+    with db.connection() as conn:
+        rows = conn.execute(
+            "SELECT table_name, column_name, collation_name FROM information_schema.columns "
+            "WHERE table_name IN ('fleet_robots', 'fleet_groups', 'fleet_settings', 'lessons') "
+            "AND column_name IN ('robot_id', 'group_id', 'key', 'scope') "
+            "ORDER BY table_name, column_name"
+        ).fetchall()
+    db.close()
+    assert rows == [
+        ("fleet_groups", "group_id", "C"),
+        ("fleet_robots", "group_id", "C"),
+        ("fleet_robots", "robot_id", "C"),
+        ("fleet_settings", "key", "C"),
+        ("lessons", "key", "C"),
+        ("lessons", "scope", "C"),
+    ]

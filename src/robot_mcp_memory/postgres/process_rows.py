@@ -64,9 +64,9 @@ class PgProcessRows:
             rows = cur.fetchall()
         return [{**r, "shared": bool(r["shared"])} for r in rows]
 
-    def import_process_rows(self, rows: Sequence[dict[str, Any]]) -> int:
+    def import_process_rows(self, rows: Sequence[dict[str, Any]]) -> int | None:
         """Insert ``rows`` exactly in one transaction, then reindex; returns how many
-        documents the reindex counted (``len(rows)`` where nothing is derived).
+        documents the reindex counted (None without a ``reindex``).
 
         Raises:
             RuntimeError: rows to import and no ``processes`` table in this database.
@@ -83,7 +83,7 @@ class PgProcessRows:
                 f"INSERT INTO processes ({_COLS}) VALUES ({marks})".encode(),  # noqa: S608
                 [tuple(r[c] for c in PROCESS_COLUMNS) for r in rows],
             )
-        return len(rows) if self._reindex is None else self._reindex()
+        return None if self._reindex is None else self._reindex()
 
     def __repr__(self) -> str:
         return f"<PgProcessRows {self.db.where!r}>"
