@@ -292,7 +292,7 @@ class Endpoint:
                 "pip install 'robot-mcp-kit[memory,postgres]'"
             ) from None
         db = PgDatabase(url)
-        db.open(SCHEMA)
+        db.open(schema=SCHEMA)  # by keyword: a positional .open() argument reads as a file mode
         self._closers.append(db.close)
         self.registry = PgFleetRegistry(db)
         self.lessons = PgParamBackend(db)
