@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 from robot_mcp_kit.params import PARAMS_SCHEMA, Lesson, SqliteBackend, lesson_key
-from robot_mcp_kit.store import SqliteStore
+from robot_mcp_kit.store import SqliteStore, StoreUnavailable
 from robot_mcp_memory.db import INDEX_FILENAME, PROCESS_COLUMNS, open_index
 from robot_mcp_memory.fleet import FleetRegistry, FleetRows
 from robot_mcp_memory.services import LESSONS_FILENAME
@@ -258,7 +258,7 @@ class Endpoint:
         self.lessons: LessonRows
         self.processes: ProcessRows
         if is_url(where):
-            self._open_postgres(where)
+            self._open_postgres(where, source=source)
         else:
             self._open_sqlite(Path(where), source=source)
 
@@ -280,9 +280,9 @@ class Endpoint:
         self.processes = SqliteProcessRows(index, processes)
         self.described = f"{directory} (SQLite)"
 
-    def _open_postgres(self, url: str) -> None:
+    def _open_postgres(self, url: str, *, source: bool) -> None:
         try:
-            from robot_mcp_memory.postgres import SCHEMA, PgDatabase
+            from robot_mcp_memory.postgres import META_TABLE, SCHEMA, PgDatabase
             from robot_mcp_memory.postgres.fleet import PgFleetRegistry
             from robot_mcp_memory.postgres.lessons import PgParamBackend
             from robot_mcp_memory.postgres.process_rows import PgProcessRows
@@ -292,6 +292,12 @@ class Endpoint:
                 "pip install 'robot-mcp-kit[memory,postgres]'"
             ) from None
         db = PgDatabase(url)
+        if source and not _holds_store(url, META_TABLE):
+            db.close()
+            raise CopyRefused(
+                f"the PostgreSQL database {db.where} holds no memory store: give --from the "
+                "MEMORY_DATABASE_URL of the server to copy, or a data directory"
+            )
         db.open(schema=SCHEMA)  # by keyword: a positional .open() argument reads as a file mode
         self._closers.append(db.close)
         self.registry = PgFleetRegistry(db)
@@ -323,6 +329,29 @@ class Endpoint:
         """Close what was opened (flushing SQLite's queued writes). Idempotent."""
         while self._closers:
             self._closers.pop()()
+
+
+def _holds_store(url: str, meta_table: str) -> bool:
+    """Whether the database has our ``store_meta`` table (read without creating anything).
+
+    Raises:
+        StoreUnavailable: the server cannot be reached.
+    """
+    import psycopg
+
+    from robot_mcp_memory.postgres import describe_url
+
+    try:
+        with psycopg.connect(url, connect_timeout=5) as conn:
+            row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (meta_table,)).fetchone()
+    except psycopg.OperationalError:
+        where = describe_url(url)
+        raise StoreUnavailable(
+            f"cannot connect to the PostgreSQL database {where}; check the URL and that "
+            "PostgreSQL is running and accepts connections from this host",
+            path=where,
+        ) from None
+    return bool(row and row[0])
 
 
 def _same(src: str, dst: str) -> bool:

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from robot_mcp_kit.params import ParamStore, SqliteBackend
@@ -187,6 +188,26 @@ def test_refusals_are_one_line(tmp_path: Path) -> None:
     same = _copy(str(tmp_path / "same"), str(tmp_path / "same" / "."))
     assert same.returncode == EXIT_CONFIG
     assert "name the same store" in same.stderr
+
+
+def test_a_database_without_a_store_or_out_of_reach_is_refused(tmp_path: Path, pg_url: str) -> None:
+    """An empty database as the source is refused and left empty (nothing created in
+    it); an unreachable one is one line without its password."""
+    empty = _copy(pg_url, str(tmp_path / "dst"))
+    assert empty.returncode == EXIT_CONFIG
+    assert "holds no memory store" in empty.stderr
+    assert empty.stderr.count("\n") == 1
+    with psycopg.connect(pg_url) as conn:
+        tables = conn.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'"
+        ).fetchone()
+    assert tables == (0,)
+    down = _copy("postgresql://robot:s3cret-pw@127.0.0.1:1/fleet", str(tmp_path / "dst"))
+    assert down.returncode == EXIT_CONFIG
+    assert "robot@127.0.0.1:1/fleet" in down.stderr
+    assert "s3cret" not in down.stderr
+    assert down.stderr.count("\n") == 1
+    assert not (tmp_path / "dst").exists()
 
 
 def test_help_explains_the_command() -> None:

@@ -8,7 +8,7 @@ schema (:mod:`robot_mcp_memory.postgres._schema`). Importing this package needs 
 
 from __future__ import annotations
 
-from robot_mcp_memory.postgres._database import PgDatabase, PgSchema, describe_url
+from robot_mcp_memory.postgres._database import META_TABLE, PgDatabase, PgSchema, describe_url
 from robot_mcp_memory.postgres._schema import SCHEMA
 
-__all__ = ["SCHEMA", "PgDatabase", "PgSchema", "describe_url"]
+__all__ = ["META_TABLE", "SCHEMA", "PgDatabase", "PgSchema", "describe_url"]
