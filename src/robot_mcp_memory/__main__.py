@@ -92,11 +92,11 @@ def _copy_parser() -> argparse.ArgumentParser:
         prog=f"{_PROG} copy",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
-            "Copy a whole memory store between backends and verify it: the process "
-            "documents (ids, counters, timestamps exactly), the fleet registry (groups, "
-            "robots, settings and self-improve toggles) and the lessons. The destination "
-            "rebuilds its search index from the copied documents (vectors are computed by "
-            "the server that opens it with an embedder). Stop the servers writing to the "
+            "Copy a whole memory store between backends and verify it: the process\n"
+            "documents (ids, counters, timestamps exactly), the fleet registry (groups,\n"
+            "robots, settings and self-improve toggles) and the lessons. The destination\n"
+            "rebuilds its search index from the copied documents (vectors are computed by\n"
+            "the server that opens it with an embedder). Stop the servers writing to the\n"
             "source first."
         ),
         epilog=(
@@ -114,8 +114,20 @@ def _copy_parser() -> argparse.ArgumentParser:
             f"  {_PROG} copy --from postgresql://memory@db/memory --to /srv/memory-backup"
         ),
     )
-    parser.add_argument("--from", dest="source", required=True, metavar="SRC")
-    parser.add_argument("--to", dest="destination", required=True, metavar="DST")
+    parser.add_argument(
+        "--from",
+        dest="source",
+        required=True,
+        metavar="SRC",
+        help="the store to copy: a data directory or a postgresql:// URL",
+    )
+    parser.add_argument(
+        "--to",
+        dest="destination",
+        required=True,
+        metavar="DST",
+        help="where to copy it: a new or empty data directory, or an empty database's URL",
+    )
     return parser
 
 
