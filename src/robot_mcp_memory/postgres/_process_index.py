@@ -36,6 +36,10 @@ __all__ = ["PgTerms", "index_document", "rebuild_index", "unindex_document"]
 
 Conn = psycopg.Connection[Any]
 
+_SEP = "\x1f"
+"""Joins many terms into one text parameter (a text array of thousands of typo-repair
+candidates costs more to send than the lookup); no word or lexeme holds it."""
+
 
 def _move(conn: Conn, before: set[tuple[str, str]], after: set[tuple[str, str]]) -> None:
     """Move the per-owner document frequencies from ``before`` to ``after`` (sets of
@@ -161,12 +165,12 @@ class PgTerms:
         if not terms:
             return {}
         scope = "" if owners is None else "AND owner = ANY(%s)"
-        params: list[Any] = [sorted(set(terms))]
+        params: list[Any] = [_SEP.join(sorted(set(terms))), _SEP]
         if owners is not None:
             params.append(list(owners))
         rows = self.conn.execute(
             "SELECT term, sum(docs) FROM processes_owner_terms "  # noqa: S608 - constant
-            f"WHERE term = ANY(%s) {scope} GROUP BY term",
+            f"WHERE term = ANY(string_to_array(%s, %s)) {scope} GROUP BY term",
             params,
         )
         return {str(t): int(n) for t, n in rows if int(n) > 0}
