@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from typing import Any
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
