@@ -194,7 +194,12 @@ class PgTerms:
         self, phrases: Sequence[Phrase], owners: Sequence[str] | None
     ) -> tuple[str, list[Any]] | None:
         """A subquery ``(rid, relevance)`` of every document of ``owners`` holding a phrase,
-        by bm25 over their statistics; None when none does."""
+        by bm25 over their statistics; None when none does.
+
+        Each document's contributions are summed in the order of the phrases (``ORDER BY``
+        inside the aggregate): a plan that reads the postings in another order — which
+        other owners' rows can cause — would otherwise change a score's last bits.
+        """
         n, avgdl = self.size(owners)
         df = self.document_frequency({p.term for p in phrases}, owners)
         used = [p for p in phrases if p.term in df]
@@ -207,8 +212,9 @@ class PgTerms:
         scope = "" if owners is None else "AND po.owner = ANY(%s)"
         sql = (
             f"SELECT po.rid, sum(q.idf * po.freq * {BM25_K1 + 1!r} / "  # noqa: S608
-            f"(po.freq + {BM25_K1!r} * ({1 - BM25_B!r} + {BM25_B!r} * s.tokens / %s))) "
-            "AS relevance FROM unnest(%s::text[], %s::float8[]) AS q(term, idf) "
+            f"(po.freq + {BM25_K1!r} * ({1 - BM25_B!r} + {BM25_B!r} * s.tokens / %s)) "
+            "ORDER BY q.n) AS relevance "
+            "FROM unnest(%s::text[], %s::float8[]) WITH ORDINALITY AS q(term, idf, n) "
             f"JOIN processes_postings AS po ON po.term = q.term {scope} "
             "JOIN processes_search AS s ON s.rid = po.rid GROUP BY po.rid"
         )
