@@ -96,10 +96,10 @@ class PgProcessSearch:
             phrases = [Phrase(t) for stems in index.stems(terms) for t in stems]
             phrases += [Phrase(r.term, REPAIR_WEIGHT) for r in repaired]
             matches = index.matches_sql(phrases, owners) if phrases else None
-            if matches is None:
-                return []
             if query_vector is None:
-                return self._lexical(conn, matches, k, robots)
+                return [] if matches is None else self._lexical(conn, matches, k, robots)
+            if matches is None and owners is not None:
+                return []  # as on SQLite: a narrowed call needs a lexical match
             return self._hybrid(conn, query_vector, matches, k, robots)
 
     def _lexical(
@@ -143,18 +143,20 @@ class PgProcessSearch:
         self,
         conn: psycopg.Connection[Any],
         query_vector: Any,
-        matches: tuple[str, list[Any]],
+        matches: tuple[str, list[Any]] | None,
         k: int,
         robots: Collection[str] | None,
     ) -> list[Found]:
         where, scope_params = scope_sql(robots)
-        matches_sql, match_params = matches
-        lexical = conn.execute(
-            f"SELECT m.rid, m.relevance, {RELIABILITY_SQL} AS reliability "  # noqa: S608
-            f"FROM ({matches_sql}) AS m JOIN processes AS p ON p.rid = m.rid "
-            f"{'WHERE ' + where if where else ''} ORDER BY m.relevance DESC, m.rid LIMIT %s",
-            (*match_params, *scope_params, LEXICAL_POOL),
-        ).fetchall()
+        lexical: list[Any] = []
+        if matches is not None:
+            matches_sql, match_params = matches
+            lexical = conn.execute(
+                f"SELECT m.rid, m.relevance, {RELIABILITY_SQL} AS reliability "  # noqa: S608
+                f"FROM ({matches_sql}) AS m JOIN processes AS p ON p.rid = m.rid "
+                f"{'WHERE ' + where if where else ''} ORDER BY m.relevance DESC, m.rid LIMIT %s",
+                (*match_params, *scope_params, LEXICAL_POOL),
+            ).fetchall()
         relevance = {int(r[0]): float(r[1]) for r in lexical}
         reliability = {int(r[0]): float(r[2]) for r in lexical}
         cosine, low, high = self.vectors.score(
