@@ -89,3 +89,55 @@ def capture_logs() -> CaptureLogs:
     each as ``{"event": ..., **fields, "log_level": ...}`` (the shape structlog's
     ``capture_logs`` gives), read from the stdlib records."""
     return _capture_logs
+
+
+# --- the process store on each backend (issue 20) ---------------------------------------
+
+
+class ProcessBackend:
+    """Opens process stores on one backend's storage: an ``index.db`` in a temporary
+    directory, or a fresh PostgreSQL database. Each :meth:`open` is another adapter on the
+    same storage (on PostgreSQL: another replica, with its own pool)."""
+
+    def __init__(self, name: str, request: pytest.FixtureRequest) -> None:
+        self.name = name
+        self._request = request
+        self._closers: list[Callable[[], None]] = []
+        self.url = ""
+        if name == "postgres":
+            self.url = request.getfixturevalue("pg_url")
+        self.dir = request.getfixturevalue("tmp_path")
+
+    def open(self, **kwargs: Any) -> Any:
+        """A process store (``robot_id``, ``clock``, ``embedder`` as the adapters take them)."""
+        if self.name == "sqlite":
+            from robot_mcp_memory.db import open_index
+            from robot_mcp_memory.store import ProcessStore
+
+            store = ProcessStore(open_index(self.dir), **kwargs)
+            self._closers.append(store.close)
+            return store
+        from robot_mcp_memory.postgres import SCHEMA, PgDatabase
+        from robot_mcp_memory.postgres.processes import PgProcessStore
+
+        db = PgDatabase(self.url, pool_size=4)
+        db.open(SCHEMA)
+        self._closers.append(db.close)
+        return PgProcessStore(db, **kwargs)
+
+    def settle(self, store: Any) -> None:
+        """Wait for queued writes (SQLite's hot counters; PostgreSQL writes at once)."""
+        if self.name == "sqlite":
+            store.store.flush()
+
+    def close(self) -> None:
+        for close in reversed(self._closers):
+            close()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def processes_backend(request: pytest.FixtureRequest) -> Iterator[ProcessBackend]:
+    """Each test using it runs on both backends of the processes port."""
+    backend = ProcessBackend(request.param, request)
+    yield backend
+    backend.close()

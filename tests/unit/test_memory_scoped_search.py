@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import random
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from robot_mcp_memory._exceptions import DocTooLarge
 from robot_mcp_memory.db import open_index
 from robot_mcp_memory.documents import Owner, ProcessDoc
 from robot_mcp_memory.limits import MAX_DOC_TERMS
+from robot_mcp_memory.postgres._process_index import rebuild_index
 from robot_mcp_memory.search import (
     HashingEmbedder,
     Tokenizer,
@@ -65,10 +65,10 @@ QUERIES = [
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[ProcessStore]:
-    docs = ProcessStore(open_index(tmp_path / "data"))
-    yield docs
-    docs.close()
+def store(processes_backend: Any) -> ProcessStore:
+    """The store under test, on each backend (SQLite and PostgreSQL)."""
+    docs: ProcessStore = processes_backend.open()
+    return docs
 
 
 def fill(store: ProcessStore, n: int, robots: list[str], seed: int = 7) -> None:
@@ -121,11 +121,13 @@ class TestTheCallerAloneDecides:
         return [answer(store.find(q, k=50, robots=["rap-1"])) for q in self.PROBES]
 
     @pytest.mark.parametrize("hybrid", [False, True])
-    def test_other_groups_documents_change_nothing(self, tmp_path: Path, hybrid: bool) -> None:
+    def test_other_groups_documents_change_nothing(
+        self, processes_backend: Any, hybrid: bool
+    ) -> None:
         """Scores, order, matches and repairs of rap-1 are identical before and after
         another robot saves documents full of the probed words (and words of its own)."""
         embedder = HashingEmbedder() if hybrid else None
-        store = ProcessStore(open_index(tmp_path / "data"), embedder=embedder)
+        store = processes_backend.open(embedder=embedder)
         try:
             fill(store, 60, ["rap-1"], seed=3)
             before = self.observe(store)
@@ -146,15 +148,28 @@ class TestTheCallerAloneDecides:
             ProcessDoc(id="okapi-care", title="Feed the okapi", body="Hay.\n", robot="rap-9")
         )
         store.save(ProcessDoc(id="mug", title="Fetch a mug", body="Kitchen.\n", robot="rap-1"))
-        typos = store._search.typos  # the repair as a narrowed call runs it
-        assert typos.repair(["okpai"], ["shared", "robot:rap-1"]) == []
-        assert [r.term for r in typos.repair(["okpai"], ["shared", "robot:rap-9"])] == ["okapi"]
+        if isinstance(store, ProcessStore):
+            typos = store._search.typos  # the repair as a narrowed call runs it
+            assert typos.repair(["okpai"], ["shared", "robot:rap-1"]) == []
+            repaired = typos.repair(["okpai"], ["shared", "robot:rap-9"])
+            assert [r.term for r in repaired] == ["okapi"]
         assert store.find("okpai", robots=["rap-1"]) == []
         assert [f.doc.id for f in store.find("okpai", robots=["rap-9"])] == ["okapi-care"]
 
 
 class TestStatisticsFollowWrites:
-    def snapshot(self, store: ProcessStore) -> dict[str, list[tuple[Any, ...]]]:
+    def snapshot(self, store: Any) -> dict[str, list[tuple[Any, ...]]]:
+        if not isinstance(store, ProcessStore):  # PostgreSQL: its own three tables
+            pg_tables = {
+                "processes_postings": "term, owner, rid, freq",
+                "processes_owner_terms": "term, owner, docs",
+                "processes_search": "rid, owner, tokens, tsv::text",
+            }
+            with store.db.connection() as conn:
+                return {
+                    t: sorted(tuple(r) for r in conn.execute(f"SELECT {cols} FROM {t}"))  # noqa: S608
+                    for t, cols in pg_tables.items()
+                }
         tables = {
             "processes_postings": "owner, term, doc_rowid, freq",
             "processes_owner_terms": "term, owner, docs",
@@ -182,17 +197,25 @@ class TestStatisticsFollowWrites:
                 victim = ids.pop(rng.randrange(len(ids)))
                 store.delete(victim)
         kept = self.snapshot(store)
-        with store.store.transaction() as conn:
-            rebuild_term_index(conn, Tokenizer())
+        if isinstance(store, ProcessStore):
+            with store.store.transaction() as conn:
+                rebuild_term_index(conn, Tokenizer())
+        else:
+            with store.db.connection() as conn:
+                rebuild_index(conn)
         assert self.snapshot(store) == kept
-        assert kept["processes_lengths"]  # the sequence left documents to compare
+        assert kept["processes_owner_terms"]  # the sequence left documents to compare
 
     def test_reindex_rebuilds_them(self, store: ProcessStore) -> None:
         """reindex() recounts the statistics with the index."""
         fill(store, 30, ["rap-1"])
         kept = self.snapshot(store)
-        with store.store.transaction() as conn:
-            conn.execute("DELETE FROM processes_postings")
+        if isinstance(store, ProcessStore):
+            with store.store.transaction() as conn:
+                conn.execute("DELETE FROM processes_postings")
+        else:
+            with store.db.connection() as conn:
+                conn.execute("DELETE FROM processes_postings")
         assert store.find("parcel mailroom", robots=["rap-1"]) == []
         assert store.reindex() == 30
         assert self.snapshot(store) == kept
@@ -234,7 +257,11 @@ class TestWhatOneRobotCanAdd:
         assert info.value.size > MAX_DOC_TERMS
         assert str(MAX_DOC_TERMS) in str(info.value)
         assert store.count() == 0
-        assert store.store.counts()["processes_owner_terms"] == 0
+        if isinstance(store, ProcessStore):
+            assert store.store.counts()["processes_owner_terms"] == 0
+        else:
+            with store.db.connection() as conn:
+                assert conn.execute("SELECT count(*) FROM processes_owner_terms").fetchone() == (0,)
 
     def test_a_robot_owns_at_most_its_share_of_documents(self, store: ProcessStore) -> None:
         """A new document past max_robot_documents is refused naming the setting; an update
@@ -265,14 +292,15 @@ class TestIdsCannotBeSquatted:
 
     @pytest.mark.parametrize("incoming", ["m-1", "m-2", None])
     def test_an_id_another_group_holds_is_suffixed_whatever_its_mission(
-        self, tmp_path: Path, incoming: str | None
+        self, store: ProcessStore, incoming: str | None
     ) -> None:
         """rap-2's answer is the same whether or not rap-1's document has the mission id it
         sends (so no guess of it can be tested), and rap-1's document is untouched."""
         answers = []
         for held in ("m-1", "m-2"):
-            store = ProcessStore(open_index(tmp_path / held))
-            try:
+            store.delete("fetch-x")
+            store.delete("fetch-x-2")
+            if True:
                 store.save(
                     ProcessDoc(
                         id="fetch-x", title="A", body="a\n", robot="rap-1", source_mission_id=held
@@ -292,8 +320,6 @@ class TestIdsCannotBeSquatted:
                 original = store.get("fetch-x")
                 assert original is not None
                 assert (original.title, original.robot) == ("A", "rap-1")
-            finally:
-                store.close()
         assert answers == [("fetch-x-2", "fetch-x", True)] * 2
 
     def test_a_whole_family_of_ids_cannot_be_filled(self, store: ProcessStore) -> None:

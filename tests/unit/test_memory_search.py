@@ -10,6 +10,7 @@ import sqlite3
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,8 +19,8 @@ from mcp.shared.memory import create_connected_server_and_client_session
 from robot_mcp_kit import reliability
 from robot_mcp_memory import services
 from robot_mcp_memory._exceptions import EmbedderUnavailable, SettingsError
-from robot_mcp_memory.db import open_index
 from robot_mcp_memory.documents import ProcessDoc
+from robot_mcp_memory.postgres._process_index import PgTerms
 from robot_mcp_memory.search import (
     ACTION_WORDS,
     DEFAULT_MODEL,
@@ -30,6 +31,7 @@ from robot_mcp_memory.search import (
     HashingEmbedder,
     ProcessSearch,
     Repair,
+    TypoRepair,
     VectorIndex,
     from_blob,
     load_default_embedder,
@@ -51,17 +53,49 @@ def make_doc(id: str, title: str, body: str = "## Steps\n1. do it\n", **fields) 
 
 
 @pytest.fixture
-def lexical(tmp_path: Path) -> Iterator[ProcessStore]:
-    store = ProcessStore(open_index(tmp_path / "lex"))
-    yield store
-    store.close()
+def lexical(processes_backend: Any) -> ProcessStore:
+    """A lexical store on each backend."""
+    store: ProcessStore = processes_backend.open()
+    return store
 
 
 @pytest.fixture
-def hybrid(tmp_path: Path) -> Iterator[ProcessStore]:
-    store = ProcessStore(open_index(tmp_path / "hyb"), embedder=HashingEmbedder())
-    yield store
-    store.close()
+def hybrid(processes_backend: Any) -> ProcessStore:
+    """A hybrid store (the hashing embedder) on each backend."""
+    store: ProcessStore = processes_backend.open(embedder=HashingEmbedder())
+    return store
+
+
+def vector_rows(store: Any) -> list[tuple[str, int, int, int, bytes | str]]:
+    """``(model, dim, head length, doc length, doc)`` of each stored vector pair."""
+    if isinstance(store, ProcessStore):
+        return [
+            (r["model"], r["dim"], len(r["head"]) // 4, len(r["doc"]) // 4, r["doc"])
+            for r in store.store.query("SELECT model, dim, head, doc FROM processes_vectors")
+        ]
+    with store.db.connection() as conn:
+        rows = conn.execute(
+            "SELECT model, dim, vector_dims(head::vector), vector_dims(doc::vector), doc::text "
+            "FROM processes_vectors"
+        ).fetchall()
+    return [tuple(r) for r in rows]
+
+
+def repair(store: Any, words: list[str]) -> list[Repair]:
+    """Typo repair of ``words`` over the whole vocabulary, as the store's search runs it."""
+    if isinstance(store, ProcessStore):
+        return ProcessSearch(store.store).typos.repair(words, None)
+    with store.db.connection() as conn:
+        terms = PgTerms(conn)
+        return TypoRepair(terms, terms).repair(words, None)
+
+
+def drop_vectors(store: Any) -> None:
+    if isinstance(store, ProcessStore):
+        store.store.execute("DELETE FROM processes_vectors")
+        return
+    with store.db.connection() as conn:
+        conn.execute("DELETE FROM processes_vectors")
 
 
 def ids(found) -> list[str]:
@@ -139,18 +173,16 @@ class TestTypoRepair:
 
     def test_words_in_the_index_and_short_words_are_not_repaired(self, docs: ProcessStore) -> None:
         """Known words (as stems too) and words under 4 letters are left alone."""
-        typos = ProcessSearch(docs.store).typos
-        assert typos.repair(["packages", "mailroom", "zebra"], None) == []  # 'zebra': no neighbour
+        assert repair(docs, ["packages", "mailroom", "zebra"]) == []  # 'zebra': no neighbour
         # The stem of 'package', searched as itself; 'coffe' spelt so that it stems back.
-        assert typos.repair(["pakage"], None) == [Repair("packag", "packag")]
-        assert typos.repair(["cofee"], None) == [Repair("coffe", "coffee")]
-        assert typos.repair(["pak"], None) == []
+        assert repair(docs, ["pakage"]) == [Repair("packag", "packag")]
+        assert repair(docs, ["cofee"]) == [Repair("coffe", "coffee")]
+        assert repair(docs, ["pak"]) == []
 
     def test_repair_is_bounded_per_query(self, docs: ProcessStore) -> None:
         """At most MAX_REPAIRED_WORDS absent words are looked at."""
-        typos = ProcessSearch(docs.store).typos
         words = [f"zzz{chr(97 + i)}xq" for i in range(MAX_REPAIRED_WORDS)] + ["pakage"]
-        assert typos.repair(words, None) == []
+        assert repair(docs, words) == []
 
     def test_the_vocabulary_follows_writes(self, docs: ProcessStore) -> None:
         """A word saved after the vocabulary was read is known at the next search."""
@@ -188,64 +220,55 @@ class TestVectors:
     def test_save_writes_vectors_in_the_row_transaction(self, hybrid: ProcessStore) -> None:
         """Each save stores both vectors with the model's name and dimension."""
         hybrid.save(make_doc("a", "Open the door"))
-        row = hybrid.store.query_one("SELECT model, dim, head, doc FROM processes_vectors")
-        assert row is not None
-        assert (row["model"], row["dim"]) == ("hashing-64", 64)
-        assert len(row["head"]) == len(row["doc"]) == 4 * 64
+        [(model, dim, head, doc, _)] = vector_rows(hybrid)
+        assert (model, dim) == ("hashing-64", 64)
+        assert head == doc == 64
 
     def test_delete_and_notes_keep_vectors_in_step(self, hybrid: ProcessStore) -> None:
         """delete drops the vectors; an outcome note re-embeds the whole document."""
         hybrid.save(make_doc("a", "Open the door"))
-        before = hybrid.store.query_one("SELECT doc FROM processes_vectors")
+        [before] = vector_rows(hybrid)
         hybrid.record_outcome("a", False, "the forklift blocked the corridor")
-        after = hybrid.store.query_one("SELECT doc FROM processes_vectors")
-        assert before is not None
-        assert after is not None
-        assert before["doc"] != after["doc"]
+        [after] = vector_rows(hybrid)
+        assert before[4] != after[4]
         assert hybrid.delete("a")
-        assert hybrid.store.counts()["processes_vectors"] == 0
+        assert vector_rows(hybrid) == []
         assert hybrid.find("door") == []
 
-    def test_a_model_change_re_embeds_instead_of_comparing(self, tmp_path: Path) -> None:
+    def test_a_model_change_re_embeds_instead_of_comparing(self, processes_backend: Any) -> None:
         """Vectors of another model or dimension are recomputed at open."""
-        first = ProcessStore(open_index(tmp_path), embedder=HashingEmbedder(64))
+        first = processes_backend.open(embedder=HashingEmbedder(64))
         first.save(make_doc("a", "Open the door"))
         first.save(make_doc("b", "Close the window"))
         first.close()
-        second = ProcessStore(open_index(tmp_path), embedder=HashingEmbedder(32))
-        try:
-            rows = second.store.query("SELECT model, dim FROM processes_vectors")
-            assert {(r["model"], r["dim"]) for r in rows} == {("hashing-32", 32)}
-            assert len(rows) == 2
-            assert ids(second.find("door", k=1)) == ["a"]
-        finally:
-            second.close()
+        second = processes_backend.open(embedder=HashingEmbedder(32))
+        rows = vector_rows(second)
+        assert {(r[0], r[1]) for r in rows} == {("hashing-32", 32)}
+        assert len(rows) == 2
+        assert ids(second.find("door", k=1)) == ["a"]
 
-    def test_a_lexical_write_drops_stale_vectors(self, tmp_path: Path) -> None:
+    def test_a_lexical_write_drops_stale_vectors(self, processes_backend: Any) -> None:
         """An update made without an embedder leaves no stale vector; the next hybrid open
         embeds it again."""
-        ProcessStore(open_index(tmp_path), embedder=HashingEmbedder()).close()
-        store = ProcessStore(open_index(tmp_path), embedder=HashingEmbedder())
+        processes_backend.open(embedder=HashingEmbedder()).close()
+        store = processes_backend.open(embedder=HashingEmbedder())
         store.save(make_doc("a", "Open the door"))
         store.close()
-        plain = ProcessStore(open_index(tmp_path))
+        plain = processes_backend.open()
         plain.save(make_doc("a", "Close the window"))
-        assert plain.store.counts()["processes_vectors"] == 0
+        assert vector_rows(plain) == []
         plain.close()
-        again = ProcessStore(open_index(tmp_path), embedder=HashingEmbedder())
-        try:
-            assert again.store.counts()["processes_vectors"] == 1
-            assert ids(again.find("window")) == ["a"]
-        finally:
-            again.close()
+        again = processes_backend.open(embedder=HashingEmbedder())
+        assert len(vector_rows(again)) == 1
+        assert ids(again.find("window")) == ["a"]
 
     def test_reindex_recomputes_the_vectors(self, hybrid: ProcessStore) -> None:
         """reindex() rebuilds the index and every document's vectors."""
         for i in range(3):
             hybrid.save(make_doc(f"p-{i}", f"Process {i}"))
-        hybrid.store.execute("DELETE FROM processes_vectors")
+        drop_vectors(hybrid)
         assert hybrid.reindex() == 3
-        assert hybrid.store.counts()["processes_vectors"] == 3
+        assert len(vector_rows(hybrid)) == 3
 
 
 class TestHybrid:
@@ -261,7 +284,7 @@ class TestHybrid:
         assert hit.reliability == pytest.approx(4 / 6)
         assert 0 < hit.score <= hit.reliability
 
-    def test_a_semantic_match_without_shared_words_is_found(self, tmp_path: Path) -> None:
+    def test_a_semantic_match_without_shared_words_is_found(self, processes_backend: Any) -> None:
         """A document no query word matches is returned on its cosine alone."""
         # An embedder that knows 'cappuccino' and 'coffee' mean the same.
         synonyms = {"cappuccino": "coffee", "workstation": "desk"}
@@ -270,17 +293,12 @@ class TestHybrid:
             canon = [" ".join(synonyms.get(w, w) for w in t.lower().split()) for t in texts]
             return HashingEmbedder(64).embed(canon)
 
-        store = ProcessStore(
-            open_index(tmp_path), embedder=FunctionEmbedder("synonyms", 64, encode)
-        )
-        try:
-            store.save(make_doc("coffee", "Coffee to desk", "Brew coffee.\n"))
-            store.save(make_doc("plants", "Water plants", "Fill the can.\n"))
-            found = store.find("cappuccino workstation")
-            assert ids(found) == ["coffee"]
-            assert found[0].bm25 == 0
-        finally:
-            store.close()
+        store = processes_backend.open(embedder=FunctionEmbedder("synonyms", 64, encode))
+        store.save(make_doc("coffee", "Coffee to desk", "Brew coffee.\n"))
+        store.save(make_doc("plants", "Water plants", "Fill the can.\n"))
+        found = store.find("cappuccino workstation")
+        assert ids(found) == ["coffee"]
+        assert found[0].bm25 == 0
 
     def test_nothing_relevant_finds_nothing(self, hybrid: ProcessStore) -> None:
         """Stopwords only, or words near nothing stored: no results, as lexical."""
@@ -296,6 +314,8 @@ class TestHybrid:
         hybrid.save(make_doc("fleet", "Open the gate please", robot="rap-3", shared=True))
         assert sorted(ids(hybrid.find("open gate", k=10, robots=["rap-1"]))) == ["fleet", "mine"]
         assert ids(hybrid.find("open gate", k=10, robots=[])) == ["fleet"]
+        if not isinstance(hybrid, ProcessStore):
+            return  # PostgreSQL scores the vectors in SQL, behind the same filter
         # Corrupt the in-memory owner of 'theirs' as if a move had not reached it yet.
         row = hybrid.store.query_one("SELECT rowid FROM processes WHERE id = 'theirs'")
         assert row is not None

@@ -6,6 +6,7 @@ import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -71,10 +72,24 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def store(tmp_path: Path, clock: Clock) -> Iterator[ProcessStore]:
+def store(processes_backend: Any, clock: Clock) -> ProcessStore:
+    """The store under test, on each backend (SQLite and PostgreSQL)."""
+    store: ProcessStore = processes_backend.open(robot_id="g1-test", clock=clock)
+    return store
+
+
+@pytest.fixture
+def sqlite_store(tmp_path: Path, clock: Clock) -> Iterator[ProcessStore]:
+    """For what only SQLite has: its files, its fts5 table, its hot-writer thread."""
     processes = ProcessStore(open_index(tmp_path), robot_id="g1-test", clock=clock)
     yield processes
     processes.close()
+
+
+@pytest.fixture
+def settle(processes_backend: Any) -> Any:
+    """Wait for the backend's queued writes (a no-op on PostgreSQL)."""
+    return processes_backend.settle
 
 
 @pytest.fixture
@@ -116,9 +131,10 @@ class TestSave:
         assert store.save(make_doc("a")).doc.created == clock.now
 
     def test_body_is_in_the_column_and_no_markdown_reaches_disk(
-        self, tmp_path: Path, store: ProcessStore
+        self, tmp_path: Path, sqlite_store: ProcessStore
     ) -> None:
         """The row holds the body; the data directory holds only the database and its WAL files."""
+        store = sqlite_store
         store.save(ProcessDoc.parse(MAILROOM))
         store.record_outcome("fetch-package-mailroom", True, "fine")
         store.save(make_doc("other"))
@@ -150,12 +166,12 @@ class TestSave:
 
 class TestCollisions:
     def test_same_mission_updates_and_keeps_counters(
-        self, store: ProcessStore, clock: Clock
+        self, store: ProcessStore, clock: Clock, settle: Any
     ) -> None:
         """Same id and mission: content replaced, counters and created kept, updated bumped."""
         first = store.save(ProcessDoc.parse(MAILROOM)).doc
         store.record_outcome(first.id, True)
-        store.store.flush()
+        settle(store)
         used = store.get(first.id).last_used
         clock.advance(3600)
         revised = ProcessDoc.parse(MAILROOM).model_copy(
@@ -210,13 +226,15 @@ class TestCollisions:
         saved = store.save(make_doc(long_id, source_mission_id="m-2"))
         assert saved.doc.id == "a" * 98 + "-2"
 
-    def test_save_leaves_concurrent_counter_increments_alone(self, store: ProcessStore) -> None:
+    def test_save_leaves_concurrent_counter_increments_alone(
+        self, store: ProcessStore, settle: Any
+    ) -> None:
         """Saves interleaved with queued increments never overwrite the counters."""
         store.save(make_doc("a", source_mission_id="m-1"))
         for i in range(50):
             store.record_outcome("a", i % 2 == 0)
             store.save(make_doc("a", title=f"rev {i}", source_mission_id="m-1", success_count=99))
-        store.store.flush()
+        settle(store)
         doc = store.get("a")
         assert (doc.success_count, doc.failure_count) == (25, 25)
 
@@ -425,7 +443,7 @@ class TestSanitization:
 
 class TestOutcomes:
     def test_record_outcome_updates_the_row_after_flush(
-        self, store: ProcessStore, mailroom: ProcessDoc, clock: Clock
+        self, store: ProcessStore, mailroom: ProcessDoc, clock: Clock, settle: Any
     ) -> None:
         """A success and a failure bump their counters and last_used once written."""
         clock.advance(10)
@@ -434,17 +452,19 @@ class TestOutcomes:
         assert (predicted.success_count, predicted.failure_count) == (4, 1)
         assert predicted.last_used == clock.now
         store.record_outcome(mailroom.id, False)
-        store.store.flush()
+        settle(store)
         doc = store.get(mailroom.id)
         assert (doc.success_count, doc.failure_count) == (4, 2)
         assert doc.last_used == clock.now
         assert doc.updated == mailroom.updated
 
-    def test_record_outcome_unknown_id_is_none(self, store: ProcessStore) -> None:
+    def test_record_outcome_unknown_id_is_none(self, store: ProcessStore, settle: Any) -> None:
         """An unknown id records nothing."""
         assert store.record_outcome("nope", True, "note") is None
-        store.store.flush()
-        assert store.store.stats.enqueued == 0
+        settle(store)
+        assert store.count() == 0
+        if isinstance(store, ProcessStore):
+            assert store.store.stats.enqueued == 0
 
     def test_outcome_survives_reindex(self, store: ProcessStore, mailroom: ProcessDoc) -> None:
         """Counters and notes live on the row, so a rebuilt index changes nothing."""
@@ -486,8 +506,9 @@ class TestOutcomes:
             "## Steps\n1. x\n\n## Outcome log\n- new\n"
         )
 
-    def test_hot_counter_off_thread_and_save_on_thread(self, store: ProcessStore) -> None:
+    def test_hot_counter_off_thread_and_save_on_thread(self, sqlite_store: ProcessStore) -> None:
         """sqlite's trace shows the counter UPDATE on the writer thread, the save on ours."""
+        store = sqlite_store
         store.save(make_doc("a"))
         seen: list[tuple[int, str]] = []
         store.store.set_trace_callback(lambda sql: seen.append((threading.get_ident(), sql)))
@@ -515,14 +536,27 @@ class TestDeleteListReindex:
         assert store.delete(mailroom.id) is True
         assert store.get(mailroom.id) is None
         assert all(f.doc.id != mailroom.id for f in store.find("parcel mailroom", k=10))
-        rows = store.store.query("SELECT count(*) FROM processes_fts WHERE id = ?", (mailroom.id,))
-        assert rows[0][0] == 0
+        if isinstance(store, ProcessStore):
+            rows = store.store.query(
+                "SELECT count(*) FROM processes_fts WHERE id = ?", (mailroom.id,)
+            )
+            assert rows[0][0] == 0
+        else:
+            with store.db.connection() as conn:
+                entries = conn.execute("SELECT count(*) FROM processes_search").fetchone()
+                assert entries == (len(DISTRACTORS),)
+                counted = conn.execute(
+                    "SELECT count(*) FROM processes_owner_terms WHERE term = 'mailroom'"
+                ).fetchone()
+                assert counted == (0,)
         assert store.delete(mailroom.id) is False
 
-    def test_reindex_counts_rows_and_rebuilds(
-        self, store: ProcessStore, mailroom: ProcessDoc
-    ) -> None:
+    def test_reindex_counts_rows_and_rebuilds(self, sqlite_store: ProcessStore) -> None:
         """reindex returns the row count and leaves one index entry per row."""
+        store = sqlite_store
+        for id, title, body in DISTRACTORS:
+            store.save(make_doc(id, title, body))
+        mailroom = store.save(ProcessDoc.parse(MAILROOM)).doc
         store.store.execute("DELETE FROM processes_fts")
         assert store.find("parcel") == []
         n = store.reindex()
@@ -538,9 +572,10 @@ class TestDeleteListReindex:
         assert [d.id for d in store.list(limit=0)] == ["p-0"]
         assert len(store.list(limit=10_000, offset=-3)) == 5
 
-    def test_index_entry_follows_its_row_by_rowid(self, store: ProcessStore) -> None:
+    def test_index_entry_follows_its_row_by_rowid(self, sqlite_store: ProcessStore) -> None:
         """Each index entry has its row's rowid; an orphan entry is never returned and
         reindex drops it."""
+        store = sqlite_store
         store.save(make_doc("a", title="Old words"))
         store.save(make_doc("b", title="Other"))
         pairs = store.store.query(

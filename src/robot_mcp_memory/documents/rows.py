@@ -14,9 +14,8 @@ way out and logged as ``process_row_repaired``; a row that cannot be read at all
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Collection, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
@@ -25,7 +24,7 @@ from robot_mcp_memory._exceptions import DamagedRow
 from robot_mcp_memory.documents.model import ProcessDoc
 from robot_mcp_memory.limits import MAX_COUNT
 
-__all__ = ["COLUMNS", "readable", "row_to_doc", "scope_sql", "tags_json"]
+__all__ = ["COLUMNS", "Row", "readable", "row_to_doc", "scope_sql", "tags_json"]
 
 _log = get_logger("robot_mcp_memory.store")
 
@@ -34,6 +33,12 @@ COLUMNS = (
     "failure_count, last_used, source_mission_id, body, shared"
 )
 """The columns of ``processes`` a document is read from, in DDL order."""
+
+
+class Row(Protocol):
+    """A row read by column name: a ``sqlite3.Row``, or a dict from a PostgreSQL cursor."""
+
+    def __getitem__(self, key: str, /) -> Any: ...
 
 
 def tags_json(tags: Sequence[str]) -> str:
@@ -56,7 +61,7 @@ _REPAIRABLE: dict[str, Any] = {
 }
 
 
-def _row_fields(row: sqlite3.Row) -> dict[str, Any]:
+def _row_fields(row: Row) -> dict[str, Any]:
     try:
         tags: Any = json.loads(row["tags"])
     except (TypeError, ValueError):
@@ -88,7 +93,7 @@ def _stored_count(value: Any) -> Any:
     return value
 
 
-def row_to_doc(row: sqlite3.Row) -> ProcessDoc:
+def row_to_doc(row: Row) -> ProcessDoc:
     """The row as a document, repairing damaged optional fields (logged); else DamagedRow."""
     fields = _row_fields(row)
     repaired: list[str] = []
@@ -110,7 +115,7 @@ def row_to_doc(row: sqlite3.Row) -> ProcessDoc:
     raise DamagedRow(str(row["id"]))  # pragma: no cover - each pass repairs a field or raises
 
 
-def readable(row: sqlite3.Row) -> ProcessDoc | None:
+def readable(row: Row) -> ProcessDoc | None:
     """The row as a document, or None (logged) when it is damaged beyond repair."""
     try:
         return row_to_doc(row)

@@ -91,6 +91,8 @@ __all__ = [
     "SEMANTIC_WEIGHT",
     "Found",
     "ProcessSearch",
+    "fuse",
+    "rank",
 ]
 
 SEMANTIC_WEIGHT = 0.7
@@ -128,6 +130,34 @@ class Found:
     bm25: float
     reliability: float
     semantic: float | None = None
+
+
+def fuse(
+    relevance: dict[int, float], cosine: dict[int, float], low: float, high: float
+) -> dict[int, float]:
+    """The fused relevance of each candidate (see the module docstring). Pure.
+
+    ``relevance`` holds the lexical pool (document -> relevance), ``cosine`` each known
+    document's better cosine, ``low``/``high`` the least and greatest cosine over every
+    visible document. The candidates are the lexical pool and every document whose cosine
+    reaches :data:`SEMANTIC_FLOOR`; empty when there are none. Shared by every backend.
+    """
+    pool = set(relevance) | {r for r, c in cosine.items() if c >= SEMANTIC_FLOOR}
+    top_relevance = max(relevance.values(), default=0.0)
+    span = high - low
+    fused: dict[int, float] = {}
+    for rowid in pool:
+        cos_part = (cosine.get(rowid, low) - low) / span if span > 0 else 1.0
+        lex_part = relevance.get(rowid, 0.0) / top_relevance if top_relevance > 0 else 0.0
+        fused[rowid] = SEMANTIC_WEIGHT * cos_part + (1 - SEMANTIC_WEIGHT) * lex_part
+    return fused
+
+
+def rank(fused: dict[int, float], reliability: dict[int, float], k: int) -> list[int]:
+    """The ``k`` best candidates by fused relevance x reliability (ties: smaller key first),
+    among those with a known reliability (the visible ones). Pure."""
+    visible = fused.keys() & reliability.keys()
+    return sorted(visible, key=lambda r: (-fused[r] * reliability[r], r))[:k]
 
 
 def _fts_matches_sql(repaired: bool) -> str:
@@ -265,7 +295,6 @@ class ProcessSearch:
         )
         relevance = {int(r["rid"]): float(r["relevance"]) for r in lexical}
         reliability = {int(r["rid"]): float(r["reliability"]) for r in lexical}
-        top_relevance = max(relevance.values(), default=0.0)
         query_vector = self.embedder.embed([text])[0]
         rowids, cosines, low, high = self.vectors.score(query_vector, robots, SEMANTIC_POOL)
         cosine = dict(zip(rowids.tolist(), cosines.tolist(), strict=True))
@@ -273,15 +302,10 @@ class ProcessSearch:
             [r for r in relevance if r not in cosine], query_vector
         ).items():
             cosine[rowid] = value
-        pool = set(relevance) | {r for r, c in cosine.items() if c >= SEMANTIC_FLOOR}
-        if not pool:
+        fused = fuse(relevance, cosine, low, high)
+        if not fused:
             return []
-        span = high - low
-        fused: dict[int, float] = {}
-        for rowid in pool:
-            cos_part = (cosine.get(rowid, low) - low) / span if span > 0 else 1.0
-            lex_part = relevance.get(rowid, 0.0) / top_relevance if top_relevance > 0 else 0.0
-            fused[rowid] = SEMANTIC_WEIGHT * cos_part + (1 - SEMANTIC_WEIGHT) * lex_part
+        pool = set(fused)
         # The semantic candidates' reliability is read from the rows through the same
         # visibility filter as every read (the vector index only preselected them).
         unread = sorted(pool - reliability.keys())
@@ -294,8 +318,7 @@ class ProcessSearch:
                 (*unread, *scope_params),
             ):
                 reliability[int(r["rid"])] = float(r["reliability"])
-        visible = pool & reliability.keys()
-        ranked = sorted(visible, key=lambda r: (-fused[r] * reliability[r], r))[:k]
+        ranked = rank(fused, reliability, k)
         if not ranked:
             return []
         marks = ", ".join("?" for _ in ranked)

@@ -22,13 +22,19 @@ from __future__ import annotations
 
 import re
 import string
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
-from robot_mcp_memory.search._term_index import TermIndex
-from robot_mcp_memory.search._tokens import Tokenizer
-
-__all__ = ["MAX_REPAIRED_WORDS", "MAX_REPAIRS_PER_WORD", "REPAIR_WEIGHT", "Repair", "TypoRepair"]
+__all__ = [
+    "MAX_REPAIRED_WORDS",
+    "MAX_REPAIRS_PER_WORD",
+    "REPAIR_WEIGHT",
+    "Repair",
+    "Stemmer",
+    "TypoRepair",
+    "Vocabulary",
+]
 
 REPAIR_WEIGHT = 0.5
 """A repaired term's bm25 counts this much of an exact term's."""
@@ -52,6 +58,21 @@ def _edits1(word: str) -> set[str]:
     return set(deletes + transposes + replaces + inserts)
 
 
+class Vocabulary(Protocol):
+    """What typo repair reads of the index: how many of some owners' documents hold each
+    term (:class:`~robot_mcp_memory.search.TermIndex` on SQLite)."""
+
+    def document_frequency(
+        self, terms: Collection[str], owners: Sequence[str] | None
+    ) -> dict[str, int]: ...
+
+
+class Stemmer(Protocol):
+    """The index's tokens of words (:class:`~robot_mcp_memory.search.Tokenizer` on SQLite)."""
+
+    def stems(self, words: Sequence[str]) -> list[tuple[str, ...]]: ...
+
+
 @dataclass(frozen=True)
 class Repair:
     """A vocabulary term standing in for a misspelt query word: the ``term`` (a stem, as
@@ -68,10 +89,12 @@ class TypoRepair:
         terms: the per-owner statistics (the vocabulary is their ``processes_owner_terms``).
         tokenizer: the index's tokenizer (stems of query words and spellings).
 
+    Both are the backend's: SQLite's FTS5 tokens and statistics, or PostgreSQL's.
+
     Thread-safe; reads only.
     """
 
-    def __init__(self, terms: TermIndex, tokenizer: Tokenizer) -> None:
+    def __init__(self, terms: Vocabulary, tokenizer: Stemmer) -> None:
         self._terms = terms
         self._tokenizer = tokenizer
 

@@ -11,7 +11,20 @@ from robot_mcp_memory.store._process_store import ProcessStore
 from robot_mcp_memory.store._writes import (
     Saved,
     append_outcome,
+    document_terms,
+    next_candidate,
     outcome_line,
+    robot_documents_refusal,
+    same_mission,
 )
 
-__all__ = ["ProcessStore", "Saved", "append_outcome", "outcome_line"]
+__all__ = [
+    "ProcessStore",
+    "Saved",
+    "append_outcome",
+    "document_terms",
+    "next_candidate",
+    "outcome_line",
+    "robot_documents_refusal",
+    "same_mission",
+]

@@ -49,7 +49,16 @@ from robot_mcp_memory.search import (
     unindex_document,
 )
 
-__all__ = ["ProcessWriter", "Saved", "append_outcome", "outcome_line"]
+__all__ = [
+    "ProcessWriter",
+    "Saved",
+    "append_outcome",
+    "document_terms",
+    "next_candidate",
+    "outcome_line",
+    "robot_documents_refusal",
+    "same_mission",
+]
 
 _log = get_logger("robot_mcp_memory.store")
 
@@ -79,7 +88,28 @@ def _suffixed(base: str, n: int) -> str:
     return base[: MAX_ID_LENGTH - len(suffix)].rstrip("-") + suffix
 
 
-def _same_mission(stored: str | None, incoming: str | None) -> bool:
+def document_terms(
+    tokenizer: Tokenizer, title: str, task_pattern: str, tags: str, body: str
+) -> DocTerms:
+    """A document's terms, refused past :data:`MAX_DOC_TERMS` distinct ones (the limit
+    every backend applies, counted by the same tokenizer).
+
+    Raises:
+        DocTooLarge: ``field="document"``, ``unit="distinct words"``.
+    """
+    terms = tokenizer.document(title, task_pattern, tags, body)
+    if terms.distinct > MAX_DOC_TERMS:
+        raise DocTooLarge(
+            terms.distinct,
+            MAX_DOC_TERMS,
+            unit="distinct words",
+            detail=f"the document has {terms.distinct} distinct words; the limit is "
+            f"{MAX_DOC_TERMS} per document: split it, or leave out generated text",
+        )
+    return terms
+
+
+def same_mission(stored: str | None, incoming: str | None) -> bool:
     return stored is None or incoming is None or stored == incoming
 
 
@@ -133,21 +163,9 @@ class ProcessWriter:
         self._tokenizer = tokenizer
 
     def terms(self, title: str, task_pattern: str, tags: str, body: str) -> DocTerms:
-        """A document's terms, refused past :data:`MAX_DOC_TERMS` distinct ones.
-
-        Raises:
-            DocTooLarge: ``field="document"``, ``unit="distinct words"``.
-        """
-        terms = self._tokenizer.document(title, task_pattern, tags, body)
-        if terms.distinct > MAX_DOC_TERMS:
-            raise DocTooLarge(
-                terms.distinct,
-                MAX_DOC_TERMS,
-                unit="distinct words",
-                detail=f"the document has {terms.distinct} distinct words; the limit is "
-                f"{MAX_DOC_TERMS} per document: split it, or leave out generated text",
-            )
-        return terms
+        """A document's terms, refused past :data:`MAX_DOC_TERMS` distinct ones
+        (:func:`document_terms`)."""
+        return document_terms(self._tokenizer, title, task_pattern, tags, body)
 
     def save(
         self,
@@ -186,14 +204,14 @@ class ProcessWriter:
                 owner = Owner(
                     id=str(row["id"]), robot=str(row["robot"]), shared=bool(row["shared"])
                 )
-                if (may_update is None or may_update(owner)) and _same_mission(
+                if (may_update is None or may_update(owner)) and same_mission(
                     row["source_mission_id"], doc.source_mission_id
                 ):
                     rowid = self._update(conn, doc, candidate, row, robot, now)
                     created = False
                     break
                 n += 1
-                candidate = _next_candidate(base, n)
+                candidate = next_candidate(base, n)
             stored = conn.execute(
                 f"SELECT {COLUMNS} FROM processes WHERE id = ?",  # noqa: S608
                 (candidate,),
@@ -344,7 +362,7 @@ class ProcessWriter:
 # --- helpers ------------------------------------------------------------------------
 
 
-def _next_candidate(base: str, n: int) -> str:
+def next_candidate(base: str, n: int) -> str:
     """The id the collision rule tries ``n``-th: ``base-2`` … ``base-99``, then random.
 
     Past the sequential family the suffix is random (six hex digits), so no one — however
@@ -362,6 +380,19 @@ def _next_candidate(base: str, n: int) -> str:
     return base[: MAX_ID_LENGTH - 7].rstrip("-") + "-" + secrets.token_hex(3)
 
 
+def robot_documents_refusal(robot: str, owned: int, limit: int) -> DocTooLarge:
+    """The refusal of a new document of ``robot``, which already owns ``owned``. Pure."""
+    return DocTooLarge(
+        owned + 1,
+        limit,
+        field="documents",
+        unit="documents",
+        detail=f"robot {robot!r} already has {owned} documents, the most one robot may "
+        f"have ({limit}, MEMORY_ROBOT_MAX_DOCUMENTS): update an existing one (same id and "
+        "source_mission_id) or delete one with delete_process",
+    )
+
+
 def _check_robot_documents(conn: sqlite3.Connection, robot: str, limit: int) -> None:
     """Refuse a new document of ``robot`` when it already owns ``limit`` (in the save's
     transaction, so concurrent saves cannot both pass)."""
@@ -369,15 +400,7 @@ def _check_robot_documents(conn: sqlite3.Connection, robot: str, limit: int) -> 
         conn.execute("SELECT count(*) FROM processes WHERE robot = ?", (robot,)).fetchone()[0]
     )
     if owned >= limit:
-        raise DocTooLarge(
-            owned + 1,
-            limit,
-            field="documents",
-            unit="documents",
-            detail=f"robot {robot!r} already has {owned} documents, the most one robot may "
-            f"have ({limit}, MEMORY_ROBOT_MAX_DOCUMENTS): update an existing one (same id and "
-            "source_mission_id) or delete one with delete_process",
-        )
+        raise robot_documents_refusal(robot, owned, limit)
 
 
 def _index(
