@@ -19,6 +19,7 @@ order (the conformance suite runs its delivery tests first) keep that order.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -133,13 +134,24 @@ def _pg_server() -> Any:
             warnings.simplefilter("ignore")
             import pgserver  # type: ignore[import-untyped]
 
-            _pg_servers.append(pgserver.get_server(pgdata, cleanup_mode="delete"))
+            server = pgserver.get_server(pgdata, cleanup_mode="delete")
+        # A test server loses nothing it needs to keep: no fsync, no full-page images.
+        server.psql(
+            "ALTER SYSTEM SET fsync = off; ALTER SYSTEM SET full_page_writes = off; "
+            "ALTER SYSTEM SET synchronous_commit = off; SELECT pg_reload_conf();"
+        )
+        _pg_servers.append(server)
     return _pg_servers[0]
 
 
-@pytest.fixture
-def pg_url() -> str:
-    """The URL of a new, empty database on this worker's PostgreSQL server."""
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Stop and delete this process's PostgreSQL (an xdist worker ends without running
+    pgserver's atexit handler, which would leave the server running)."""
+    while _pg_servers:
+        _pg_servers.pop().cleanup()
+
+
+def _new_pg_database() -> str:
     import uuid
 
     import psycopg
@@ -150,3 +162,16 @@ def pg_url() -> str:
         conn.execute(f'CREATE DATABASE "{name}"')
     url: str = server.get_uri(name)
     return url
+
+
+@pytest.fixture
+def pg_url() -> str:
+    """The URL of a new, empty database on this worker's PostgreSQL server."""
+    return _new_pg_database()
+
+
+@pytest.fixture
+def pg_new_database() -> Callable[[], str]:
+    """``new() -> url``: another new, empty database at each call (for tests that need
+    several, e.g. one per Hypothesis example)."""
+    return _new_pg_database

@@ -3,9 +3,10 @@
 
 :class:`Memory` is the three services every tool works with — the process store, the fleet
 registry and the lessons — typed against their ports (:mod:`robot_mcp_memory.ports`), so a
-caller never depends on the SQLite adapters. :func:`open_memory` builds the SQLite ones over
-``MEMORY_DATA_DIR``: one ``index.db`` for the processes and the registry, ``lessons.db``
-beside it for the lessons (opened lazily).
+caller never depends on the adapters. :func:`open_memory` builds the SQLite ones over
+``MEMORY_DATA_DIR`` (one ``index.db`` for the processes and the registry, ``lessons.db``
+beside it for the lessons, opened lazily) or, when ``MEMORY_DATABASE_URL`` is set, the
+PostgreSQL ones over one database (:mod:`robot_mcp_memory.postgres`, imported only then).
 
 A :class:`StoreHolder` is reference-counted, so the process entry point can hold the
 services open for the whole life of an HTTP server while each MCP session's lifespan also
@@ -18,10 +19,11 @@ import functools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.store import SqliteStore
-from robot_mcp_memory._exceptions import EmbedderUnavailable
+from robot_mcp_memory._exceptions import EmbedderUnavailable, SettingsError
 from robot_mcp_memory.db import open_index
 from robot_mcp_memory.fleet import FleetRegistry
 from robot_mcp_memory.limits import ROBOT_MAX_DOCUMENTS
@@ -40,6 +42,9 @@ from robot_mcp_memory.settings import (
     Settings,
 )
 from robot_mcp_memory.store import ProcessStore
+
+if TYPE_CHECKING:
+    from robot_mcp_memory.postgres import PgDatabase
 
 __all__ = [
     "LESSONS_FILENAME",
@@ -61,18 +66,26 @@ class Memory:
     """The services behind the tools; the SQLite adapters share one ``index.db``.
 
     ``robot_max_documents`` bounds the documents a robot token may own
-    (``MEMORY_ROBOT_MAX_DOCUMENTS``).
+    (``MEMORY_ROBOT_MAX_DOCUMENTS``). ``ping`` asks a database server whether it answers
+    (``/healthz``; None for SQLite, whose file is open while the services are).
     """
 
     processes: ProcessesPort
     fleet: FleetPort
     lessons: LessonsPort
     robot_max_documents: int = ROBOT_MAX_DOCUMENTS
+    ping: Callable[[], bool] | None = None
+    release: Callable[[], None] | None = None
 
     def close(self) -> None:
-        """Close the lessons file and the process store (flushing queued hot writes)."""
-        self.lessons.close()
-        self.processes.close()
+        """Close the lessons, the process store (flushing queued hot writes), then what the
+        services shared (``release``: the PostgreSQL pool)."""
+        try:
+            self.lessons.close()
+            self.processes.close()
+        finally:
+            if self.release is not None:
+                self.release()
 
 
 @functools.cache
@@ -123,8 +136,64 @@ def _assemble(settings: Settings, index: SqliteStore, embedder: Embedder | None)
     )
 
 
+def _open_database(settings: Settings) -> PgDatabase:
+    """Connect to ``MEMORY_DATABASE_URL`` and open (create, migrate) its schema."""
+    assert settings.database_url is not None
+    try:
+        from robot_mcp_memory.postgres import SCHEMA, PgDatabase
+    except ImportError as exc:
+        raise SettingsError(
+            "MEMORY_DATABASE_URL",
+            "MEMORY_DATABASE_URL is set but the 'postgres' extra is not installed (cannot "
+            f"import {exc.name!r}); install it with: pip install 'robot-mcp-kit[memory,postgres]'"
+        ) from None
+    db = PgDatabase(
+        settings.database_url.get_secret_value(),
+        pool_size=settings.database_pool_size,
+        statement_timeout_s=settings.database_statement_timeout_s,
+        connect_timeout_s=settings.database_connect_timeout_s,
+    )
+    db.open(schema=SCHEMA)
+    return db
+
+
+def _assemble_database(settings: Settings, db: PgDatabase, embedder: Embedder | None) -> Memory:
+    from robot_mcp_memory.postgres.fleet import PgFleetRegistry
+    from robot_mcp_memory.postgres.lessons import PgParamBackend
+    from robot_mcp_memory.postgres.processes import PgProcessStore
+
+    fleet = PgFleetRegistry(db)
+    return Memory(
+        processes=PgProcessStore(db, robot_id=settings.robot_id, embedder=embedder),
+        fleet=fleet,
+        lessons=ScopedParams(fleet, PgParamBackend(db)),
+        robot_max_documents=settings.robot_max_documents,
+        ping=db.ping,
+        release=db.close,
+    )
+
+
+def _open_backend(settings: Settings) -> tuple[SqliteStore | PgDatabase, Callable[[], None]]:
+    """The opened storage of ``settings`` and how to close it: PostgreSQL when
+    ``MEMORY_DATABASE_URL`` is set, else ``MEMORY_DATA_DIR/index.db``."""
+    if settings.database_url is not None:
+        db = _open_database(settings)
+        return db, db.close
+    index = _open_index(settings)
+    return index, index.close
+
+
+def _assemble_backend(
+    settings: Settings, opened: SqliteStore | PgDatabase, embedder: Embedder | None
+) -> Memory:
+    if isinstance(opened, SqliteStore):
+        return _assemble(settings, opened, embedder)
+    return _assemble_database(settings, opened, embedder)
+
+
 def open_memory(settings: Settings, embedder: Embedder | None = None) -> Memory:
-    """Open the SQLite services of ``settings.data_dir`` (creating the directory).
+    """Open the services of ``settings``: over PostgreSQL when ``MEMORY_DATABASE_URL`` is
+    set, else the SQLite ones of ``settings.data_dir`` (creating the directory).
 
     The embedder is chosen (:func:`choose_embedder`) after ``index.db`` opened: a refused
     file stays a one-line refusal, and no model is loaded for a server that cannot start.
@@ -133,8 +202,13 @@ def open_memory(settings: Settings, embedder: Embedder | None = None) -> Memory:
         robot_mcp_kit.store.StoreError: ``index.db`` cannot be opened (unreadable, newer
             schema…).
     """
-    index = _open_index(settings)
-    return _assemble(settings, index, choose_embedder(settings, embedder))
+    opened, close = _open_backend(settings)
+    try:
+        chosen = choose_embedder(settings, embedder)
+    except BaseException:
+        close()
+        raise
+    return _assemble_backend(settings, opened, chosen)
 
 
 class StoreHolder:
@@ -161,14 +235,14 @@ class StoreHolder:
         chosen: list[Embedder | None] = []
 
         def opener() -> Memory:
-            index = _open_index(settings)
+            opened, close = _open_backend(settings)
             if not chosen:
                 try:
                     chosen.append(choose_embedder(settings, embedder))
                 except BaseException:
-                    index.close()
+                    close()
                     raise
-            return _assemble(settings, index, chosen[0])
+            return _assemble_backend(settings, opened, chosen[0])
 
         return cls(opener)
 

@@ -487,7 +487,8 @@ def _one_line(exc: ValidationError) -> SettingsError:
     loc = str(err["loc"][0]) if err["loc"] else ""
     variable = _FIELD_TO_ENV.get(loc, loc.upper())
     value = err.get("input")
-    shown = "<hidden>" if variable in ("MEMORY_TOKEN", "MEMORY_ROBOT_TOKENS") else repr(value)
+    secret = variable in ("MEMORY_TOKEN", "MEMORY_ROBOT_TOKENS", "MEMORY_DATABASE_URL")
+    shown = "<hidden>" if secret else repr(value)
     meaning = ENV_VARS[variable][2] if variable in ENV_VARS else ""
     message = f"invalid {variable}={shown}: {err['msg']}"
     if meaning:

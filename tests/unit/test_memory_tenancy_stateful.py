@@ -36,11 +36,13 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
+import pytest
 from hypothesis import Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
@@ -142,10 +144,16 @@ class TenancyMachine(RuleBasedStateMachine):
     search = "lexical"
     """``MEMORY_SEARCH``: lexical (bm25 over the titles) makes find's answer exact."""
 
+    new_database: ClassVar[Callable[[], str] | None] = None
+    """A PostgreSQL machine's source of empty databases (None: SQLite in a temp dir)."""
+
     def __init__(self) -> None:
         super().__init__()
         self.tmp = Path(tempfile.mkdtemp(prefix="tenancy-sm-"))
-        config = Settings(data_dir=self.tmp / "data", robot_id="unknown", search=self.search)
+        url = type(self).new_database() if type(self).new_database is not None else None
+        config = Settings(
+            data_dir=self.tmp / "data", robot_id="unknown", search=self.search, database_url=url
+        )
         self.holder = StoreHolder.for_settings(config)
         self.holder.acquire()
         self.server = build_server(config, holder=self.holder)
@@ -713,6 +721,18 @@ class HybridTenancyMachine(TenancyMachine):
     search = "hybrid"
 
 
+class PostgresTenancyMachine(TenancyMachine):
+    """The same machine over the PostgreSQL backend (issue 20): a new database per example."""
+
+
+@pytest.fixture(autouse=True)
+def _postgres_databases(pg_new_database: Callable[[], str]) -> Iterator[None]:
+    """Hands the PostgreSQL machine its database source while a test of this module runs."""
+    PostgresTenancyMachine.new_database = staticmethod(pg_new_database)  # type: ignore[assignment]
+    yield
+    PostgresTenancyMachine.new_database = None
+
+
 # No shrink phase: shrinking a 30-step machine that rebuilds a server per example runs into
 # Hypothesis's five-minute cap (and the suite's 120 s timeout) before it reports anything.
 # Nothing is lost for reading a failure: the invariants run after every step, so the
@@ -722,6 +742,11 @@ _PHASES = (Phase.explicit, Phase.reuse, Phase.generate)
 TestTenancyStateful = TenancyMachine.TestCase
 TestTenancyStateful.settings = settings(
     max_examples=40, stateful_step_count=30, deadline=None, phases=_PHASES
+)
+
+TestTenancyStatefulPostgres = PostgresTenancyMachine.TestCase
+TestTenancyStatefulPostgres.settings = settings(
+    max_examples=20, stateful_step_count=30, deadline=None, phases=_PHASES
 )
 
 TestTenancyStatefulHybrid = HybridTenancyMachine.TestCase

@@ -55,9 +55,13 @@ def _reset_structlog() -> Iterator[None]:
     structlog.reset_defaults()
 
 
-@pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    return Settings(data_dir=tmp_path / "data", robot_id="g1-test", search="lexical")
+@pytest.fixture(params=["sqlite", "postgres"])
+def settings(tmp_path: Path, request: pytest.FixtureRequest) -> Settings:
+    """The same tools over each backend (issue 20)."""
+    url = request.getfixturevalue("pg_url") if request.param == "postgres" else None
+    return Settings(
+        data_dir=tmp_path / "data", robot_id="g1-test", search="lexical", database_url=url
+    )
 
 
 @pytest.fixture

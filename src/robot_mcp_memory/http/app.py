@@ -18,7 +18,10 @@ surfaces as an exception the entry point turns into one line and exit code 2.
 
 from __future__ import annotations
 
+import time
+
 import anyio
+import anyio.to_thread
 import uvicorn
 from mcp.server.fastmcp import FastMCP
 from starlette.requests import Request
@@ -49,6 +52,8 @@ from robot_mcp_memory.settings import (
 __all__ = ["HEALTHZ_PATH", "build_http_app", "serve", "share_limits"]
 
 HEALTHZ_PATH = "/healthz"
+HEALTH_PING_INTERVAL_S = 1.0
+"""At most one database question per this many seconds, however often /healthz is asked."""
 _LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
 _log = get_logger("robot_mcp_memory.app")
@@ -58,18 +63,33 @@ def build_http_app(settings: Settings, mcp: FastMCP, holder: StoreHolder) -> ASG
     """The ASGI app of an HTTP transport: FastMCP's app + /healthz, gated when a token is set.
 
     ``GET /healthz`` needs no token and answers ``{"status": "ok"}`` while the store is
-    open, 503 ``{"status": "unavailable"}`` otherwise. It says nothing countable and touches
-    no database (anyone who reaches the port may ask, whatever ``Host`` they name); the
-    document count is in the ``memory_server_starting`` log line (decision 0006).
+    open, 503 ``{"status": "unavailable"}`` otherwise. It says nothing countable (anyone who
+    reaches the port may ask, whatever ``Host`` they name); the document count is in the
+    ``memory_server_starting`` log line (decision 0006). On PostgreSQL it also asks the
+    database (``SELECT 1``, in a worker thread) and answers 503 ``{"status": "unavailable",
+    "database": "unreachable"}`` when it does not answer; at most one such question per
+    :data:`HEALTH_PING_INTERVAL_S`, so a flood of health checks is not a flood of queries.
 
     With robot tokens, each robot gets the shares of :func:`share_limits`, and robots
     together leave ``MEMORY_ADMIN_RESERVE`` of ``MEMORY_MAX_CONNECTIONS`` to the admin
     (decision 0020).
     """
 
+    last_ping: list[float | bool] = [float("-inf"), True]  # [monotonic time, answer]
+
     async def healthz(_: Request) -> Response:
-        if holder.store is None:
+        memory = holder.memory
+        if holder.store is None or memory is None:
             return JSONResponse({"status": "unavailable"}, status_code=503)
+        if memory.ping is not None:
+            now = time.monotonic()
+            if now - float(last_ping[0]) >= HEALTH_PING_INTERVAL_S:
+                last_ping[0] = now
+                last_ping[1] = await anyio.to_thread.run_sync(memory.ping)
+            if not last_ping[1]:
+                return JSONResponse(
+                    {"status": "unavailable", "database": "unreachable"}, status_code=503
+                )
         return JSONResponse({"status": "ok"})
 
     if settings.transport is Transport.SSE:
@@ -109,6 +129,15 @@ def build_http_app(settings: Settings, mcp: FastMCP, holder: StoreHolder) -> ASG
     return app
 
 
+def database_name(settings: Settings) -> str | None:
+    """``user@host:port/db`` of ``MEMORY_DATABASE_URL`` (never its password), or None."""
+    if settings.database_url is None:
+        return None
+    from robot_mcp_memory.postgres import describe_url
+
+    return describe_url(settings.database_url.get_secret_value())
+
+
 def share_limits(settings: Settings) -> ShareLimits:
     """Each robot's share and the admin's reserve, from ``MEMORY_ROBOT_*`` and
     ``MEMORY_ADMIN_RESERVE``."""
@@ -135,7 +164,8 @@ def serve(settings: Settings) -> None:
             transport=settings.transport.value,
             host=settings.host if settings.is_http else None,
             port=settings.port if settings.is_http else None,
-            data_dir=str(settings.data_dir),
+            data_dir=None if settings.database_url is not None else str(settings.data_dir),
+            database=database_name(settings),
             robot_id=settings.robot_id,
             auth="bearer" if settings.token is not None else "none",
             robot_tokens=len(settings.robot_token_map),

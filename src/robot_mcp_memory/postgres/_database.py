@@ -16,6 +16,7 @@ pool is thread-safe.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -83,6 +84,17 @@ class PgSchema:
     def table_names(self) -> frozenset[str]:
         """Every table name this schema may create, ``store_meta`` included."""
         return frozenset(t.name for t in self.tables) | {META_TABLE}
+
+
+@contextmanager
+def _quiet_pool_log() -> Iterator[None]:
+    pool_log = logging.getLogger("psycopg.pool")
+    level = pool_log.level
+    pool_log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        pool_log.setLevel(level)
 
 
 def describe_url(url: str) -> str:
@@ -154,7 +166,8 @@ class PgDatabase:
             MigrationFailed: a forward step failed; rolled back, the version is unchanged.
         """
         try:
-            self._pool.open(wait=True, timeout=self.connect_timeout_s)
+            with _quiet_pool_log():  # a refusal is our one line, not the pool's retries too
+                self._pool.open(wait=True, timeout=self.connect_timeout_s)
         except psycopg_pool.PoolTimeout:
             self._pool.close()
             raise StoreUnavailable(

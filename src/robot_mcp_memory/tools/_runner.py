@@ -27,12 +27,13 @@ its handler and arguments; the runner
    handlers that bound their answers (``max_answer_bytes``).
 
 Expected failures are ``{"error": code, "detail": text}`` with ``code`` one of
-``not_found``, ``forbidden``, ``invalid``, ``conflict``, ``too_large`` (DESIGN §5) or
-``busy`` (with ``retry_after_s``), and ``detail`` always our own sentence, never an
-exception's text. An unexpected exception is logged with its traceback and a short
-correlation id and answered ``{"error": "internal", "detail": ..., "correlation_id": id}``
-with the same id, so an operator can find the log line without the client seeing the
-exception.
+``not_found``, ``forbidden``, ``invalid``, ``conflict``, ``too_large`` (DESIGN §5),
+``busy`` (with ``retry_after_s``) or ``unavailable`` (the PostgreSQL backend's database
+cannot be reached; nothing was written, with ``retry_after_s``), and ``detail`` always our
+own sentence, never an exception's text. An unexpected exception is logged with its
+traceback and a short correlation id and answered
+``{"error": "internal", "detail": ..., "correlation_id": id}`` with the same id, so an
+operator can find the log line without the client seeing the exception.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, ConfigDict
 
 from robot_mcp_kit.log import get_logger
+from robot_mcp_kit.store import StoreUnavailable
 from robot_mcp_memory._exceptions import (
     Busy,
     DamagedRow,
@@ -74,6 +76,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ANSWER_SCHEMA",
+    "UNAVAILABLE_RETRY_AFTER_S",
     "Answer",
     "Handler",
     "Lane",
@@ -312,6 +315,10 @@ def add_tool(mcp: FastMCP, name: str, wrapper: Callable[..., Awaitable[CallToolR
     mcp.add_tool(wrapper, name=name, structured_output=True)
 
 
+UNAVAILABLE_RETRY_AFTER_S = 5
+"""What an ``unavailable`` answer suggests waiting: about the pool's reconnect attempts."""
+
+
 def answer_for(exc: Exception, tool: str) -> tuple[str, dict[str, Any]]:
     """``(outcome, answer)`` for a tool body's exception: the one place a failure becomes
     an answer. Never the exception's text unless the exception carries a sentence of ours
@@ -333,6 +340,13 @@ def answer_for(exc: Exception, tool: str) -> tuple[str, dict[str, Any]]:
         return "conflict", {
             "error": "conflict",
             "detail": "a concurrent write changed the same record; try the call again",
+        }
+    if isinstance(exc, StoreUnavailable):
+        # Its message is ours (PgDatabase's) and names no password; logged there.
+        return "unavailable", {
+            "error": "unavailable",
+            "detail": str(exc),
+            "retry_after_s": UNAVAILABLE_RETRY_AFTER_S,
         }
     if isinstance(exc, DamagedRow):
         return "internal", {"error": "internal", "detail": str(exc), "id": exc.id}
