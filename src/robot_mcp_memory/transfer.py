@@ -286,6 +286,7 @@ class Endpoint:
             from robot_mcp_memory.postgres.fleet import PgFleetRegistry
             from robot_mcp_memory.postgres.lessons import PgParamBackend
             from robot_mcp_memory.postgres.process_rows import PgProcessRows
+            from robot_mcp_memory.postgres.processes import PgProcessStore
         except ImportError:
             raise CopyRefused(
                 "a postgresql:// URL needs the 'postgres' extra; install it with: "
@@ -302,7 +303,7 @@ class Endpoint:
         self._closers.append(db.close)
         self.registry = PgFleetRegistry(db)
         self.lessons = PgParamBackend(db)
-        self.processes = PgProcessRows(db)
+        self.processes = PgProcessRows(db, reindex=PgProcessStore(db).reindex)
         self.described = f"{db.where} (PostgreSQL)"
 
     def snapshot(self) -> Snapshot:
