@@ -404,6 +404,7 @@ def _reset_for_tests() -> None:
 # -- spans ---------------------------------------------------------------------------------
 
 _NO_SPAN: contextlib.nullcontext[None] = contextlib.nullcontext()
+_NO_HEADERS: contextlib.nullcontext[tuple[Any, dict[str, str]]] = contextlib.nullcontext((None, {}))
 
 
 @contextlib.contextmanager
@@ -521,12 +522,19 @@ def client_span(
     """A CLIENT span under the trace of ``parent_headers`` (``(traceparent, tracestate)``).
 
     Yields ``(span, headers)``: the ``traceparent`` / ``tracestate`` headers to send with
-    the request (the span's own context), empty while off. Without ``parent_headers`` the
-    span starts a new trace.
+    the request (the span's own context). Without ``parent_headers`` the span starts a new
+    trace. While off there is no span, and the headers are ``parent_headers`` themselves
+    (an event recorded in a trace and sent by a process without telemetry still names its
+    trace), or empty.
     """
     otel = _otel if _decided else _current()
     if otel is None:
-        return contextlib.nullcontext((None, {}))
+        if parent_headers is None:
+            return _NO_HEADERS
+        forwarded = {"traceparent": parent_headers[0]}
+        if parent_headers[1]:
+            forwarded["tracestate"] = parent_headers[1]
+        return contextlib.nullcontext((None, forwarded))
     return _client_span(otel, name, parent_headers, attributes)
 
 
