@@ -193,16 +193,15 @@ class Delivery:
 
     def _span_attributes(self, item: QueuedEvent, attempt: int) -> dict[str, object]:
         url = self._url
+        # Few attributes: each costs the exporter's encoding once per attempt. The server's
+        # name is the resource's (OTEL_SERVICE_NAME), the URL the brain's, one per poster.
         return {
             "http.request.method": "POST",
             "server.address": url.host,
             "server.port": url.port,
-            "url.path": url.path,
-            "robot_mcp.server": self.server_name,
             "robot_mcp.task.id": item.task_id,
             "robot_mcp.event.id": item.event_id,
             "robot_mcp.event.seq": item.seq,
-            "robot_mcp.event.size": len(item.body),
             "robot_mcp.delivery.attempt": attempt,
         }
 

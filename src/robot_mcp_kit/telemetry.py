@@ -407,32 +407,63 @@ _NO_SPAN: contextlib.nullcontext[None] = contextlib.nullcontext()
 _NO_HEADERS: contextlib.nullcontext[tuple[Any, dict[str, str]]] = contextlib.nullcontext((None, {}))
 
 
-@contextlib.contextmanager
-def _span(
-    otel: _Otel,
-    name: str,
-    kind: SpanKind,
-    attributes: Mapping[str, Any] | None,
-    parent: Any = None,
-    links: Any = None,
-) -> Iterator[Any]:
-    with otel.tracer.start_as_current_span(
-        name,
-        context=parent,
-        kind=otel.kinds[kind],
-        attributes=_clean(attributes),
-        links=links,
-        record_exception=False,
-        set_status_on_exception=False,
-    ) as current:
+class _Scope:
+    """One span made current for a ``with`` block, then ended (cheaper than the SDK's
+    generator-based ``start_as_current_span``, which this replaces on the hot paths).
+
+    ``__enter__`` gives the span, or ``(span, headers)`` with ``inject``: the W3C headers
+    of the span's own context. An exception leaving the block sets ``error.type`` to its
+    class name (never its message) and the span's status to ERROR. ``on_end`` is called
+    with the span's ``error.type`` (or None) after it ended.
+    """
+
+    __slots__ = ("_inject", "_on_end", "_otel", "_span", "_token")
+
+    def __init__(
+        self,
+        otel: _Otel,
+        name: str,
+        kind: SpanKind,
+        attributes: Mapping[str, Any] | None,
+        parent: Any = None,
+        *,
+        inject: bool = False,
+        on_end: Callable[[str | None], None] | None = None,
+    ) -> None:
+        self._otel = otel
+        self._span = otel.tracer.start_span(
+            name,
+            context=parent,
+            kind=otel.kinds[kind],
+            attributes=_clean(attributes),
+            record_exception=False,
+            set_status_on_exception=False,
+        )
+        self._inject = inject
+        self._on_end = on_end
+        self._token: Any = None
+
+    def __enter__(self) -> Any:
+        otel = self._otel
+        self._token = otel.context.attach(otel.trace.set_span_in_context(self._span))
+        if not self._inject:
+            return self._span
+        headers: dict[str, str] = {}
+        otel.propagator.inject(headers)
+        return self._span, headers
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: object, tb: object) -> None:
+        current = self._span
         try:
-            yield current
-        except BaseException as exc:
-            # The exception's type only: its text may hold what a span must not.
-            current.set_attribute("error.type", type(exc).__qualname__)
-            if not isinstance(exc, GeneratorExit):
-                current.set_status(otel.status_error)
-            raise
+            if exc_type is not None:
+                current.set_attribute("error.type", exc_type.__qualname__)
+                if not issubclass(exc_type, GeneratorExit):
+                    current.set_status(self._otel.status_error)
+        finally:
+            self._otel.context.detach(self._token)
+            current.end()
+            if self._on_end is not None:
+                self._on_end(_error_of(current))
 
 
 def span(
@@ -446,7 +477,7 @@ def span(
     otel = _otel if _decided else _current()
     if otel is None:
         return _NO_SPAN
-    return _span(otel, name, kind, attributes)
+    return _Scope(otel, name, kind, attributes)
 
 
 def server_span(
@@ -468,14 +499,13 @@ def server_span(
     return _server_span(otel, method, target, meta, attributes)
 
 
-@contextlib.contextmanager
 def _server_span(
     otel: _Otel,
     method: str,
     target: str | None,
     meta: Mapping[str, Any] | None,
     attributes: Mapping[str, Any] | None,
-) -> Iterator[Any]:
+) -> _Scope:
     carrier: dict[str, str] = {}
     if meta:
         for key in ("traceparent", "tracestate"):
@@ -484,30 +514,21 @@ def _server_span(
                 carrier[key] = value
     parent = otel.propagator.extract(carrier) if carrier else None
     attrs: dict[str, Any] = {"mcp.method.name": method}
+    metric: dict[str, Any] = {"mcp.method.name": method}
     if target is not None and method == "tools/call":
-        attrs["gen_ai.tool.name"] = target
+        attrs["gen_ai.tool.name"] = metric["gen_ai.tool.name"] = target
         attrs["gen_ai.operation.name"] = "execute_tool"
     attrs.update(attributes or {})
-    name = method if target is None else f"{method} {target}"
     started = time.perf_counter()
-    error: str | None = None
-    try:
-        with _span(otel, name, "server", attrs, parent=parent) as current:
-            try:
-                yield current
-            except BaseException as exc:
-                error = type(exc).__qualname__
-                raise
-            error = error or _error_of(current)
-    finally:
-        metric = {"mcp.method.name": method}
-        if target is not None and method == "tools/call":
-            metric["gen_ai.tool.name"] = target
-        if error:
-            metric["error.type"] = error
+
+    def measure(error: str | None) -> None:
         histogram = otel.instrument("mcp.server.operation.duration")
         if histogram is not None:
-            histogram.record(time.perf_counter() - started, metric)
+            point = metric if error is None else {**metric, "error.type": error}
+            histogram.record(time.perf_counter() - started, point)
+
+    name = method if target is None else f"{method} {target}"
+    return _Scope(otel, name, "server", attrs, parent, on_end=measure)
 
 
 def _error_of(current: Any) -> str | None:
@@ -538,14 +559,12 @@ def client_span(
     return _client_span(otel, name, parent_headers, attributes)
 
 
-@contextlib.contextmanager
 def _client_span(
     otel: _Otel,
     name: str,
     parent_headers: tuple[str, str] | None,
     attributes: Mapping[str, Any] | None,
-) -> Iterator[tuple[Any, dict[str, str]]]:
-    parent = None
+) -> _Scope:
     if parent_headers is not None:
         carrier = {"traceparent": parent_headers[0]}
         if parent_headers[1]:
@@ -553,10 +572,7 @@ def _client_span(
         parent = otel.propagator.extract(carrier)
     else:
         parent = otel.context.Context()  # a root: not whatever span is current
-    with _span(otel, name, "client", attributes, parent=parent) as current:
-        headers: dict[str, str] = {}
-        otel.propagator.inject(headers)
-        yield current, headers
+    return _Scope(otel, name, "client", attributes, parent, inject=True)
 
 
 def set_attributes(current: Any = None, /, **attributes: Any) -> None:

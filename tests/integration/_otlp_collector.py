@@ -4,11 +4,16 @@ Decodes each ``ExportTraceServiceRequest`` / ``ExportMetricsServiceRequest`` wit
 ``opentelemetry-proto`` and keeps the spans and data points, with their attributes as plain
 Python values, for the test to read. Runs ``http.server`` on a free loopback port in a
 thread; answers every export 200 with an empty response message.
+
+``python _otlp_collector.py`` runs it as a process of its own (the benchmark's collector):
+it prints its port, then serves until killed; ``GET /count`` answers
+``{"spans": n, "points": m}``.
 """
 
 from __future__ import annotations
 
 import gzip
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -136,6 +141,19 @@ def _attributes(pairs: Any) -> dict[str, Any]:
 class _Handler(BaseHTTPRequestHandler):
     collector: Collector
 
+    def do_GET(self) -> None:
+        if self.path != "/count":
+            self.send_error(404)
+            return
+        answer = json.dumps(
+            {"spans": len(self.collector.spans()), "points": len(self.collector.points())}
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         if self.headers.get("Content-Encoding") == "gzip":
@@ -193,3 +211,9 @@ def otel_env(collector: Collector, service: str) -> dict[str, str]:
         "OTEL_BSP_SCHEDULE_DELAY": "100",  # ms between span exports
         "OTEL_METRIC_EXPORT_INTERVAL": "300",  # ms between metric exports
     }
+
+
+if __name__ == "__main__":
+    server = CollectorServer()
+    print(server.collector.url.rsplit(":", 1)[1], flush=True)
+    server._server.serve_forever()

@@ -181,8 +181,9 @@ class ProcessSearch:
         """See :meth:`robot_mcp_memory.store.ProcessStore.find`.
 
         While telemetry is on, one span ``memory.find`` (mode, k, counts; never the query)
-        with children ``memory.search.lexical``, ``memory.search.vector`` and
-        ``memory.search.fusion``, and ``robot_mcp.memory.find.duration`` by mode.
+        and ``robot_mcp.memory.find.duration`` by mode; a hybrid search's span has the
+        children ``memory.search.lexical``, ``memory.search.vector`` and
+        ``memory.search.fusion`` (a lexical search is the ``memory.find`` span alone).
         """
         if not telemetry.active():
             return self._find(query, k, robots)
@@ -255,8 +256,7 @@ class ProcessSearch:
             ") AS top JOIN processes AS p ON p.rowid = top.rid "
             "ORDER BY top.score DESC, top.rid"
         )
-        with telemetry.span("memory.search.lexical", {"robot_mcp.memory.k": k}):
-            rows = self.store.query(sql, (*match_params, *scope_params, k))
+        rows = self.store.query(sql, (*match_params, *scope_params, k))
         found = []
         for row in rows:
             doc = readable(row)
