@@ -238,19 +238,20 @@ _TRACED = "_robot_mcp_traced"
 def trace_tool_calls(server: Any) -> bool:
     """Give every ``tools/call`` of ``server`` a SERVER span (while telemetry is on).
 
-    Wraps the low-level ``CallToolRequest`` handler of an mcp 1.x ``FastMCP`` or an mcp
-    2.x ``MCPServer``: each call then continues the caller's trace (``traceparent`` /
-    ``tracestate`` in ``params._meta``) in a span ``tools/call {tool}`` with the MCP
-    semantic conventions' attributes (:func:`robot_mcp_kit.telemetry.server_span`), and a
-    result with ``isError`` sets ``error.type`` to ``tool_error``. While telemetry is off
-    the wrapper only calls the handler. Idempotent. Returns False when ``server`` has no
-    such handler to wrap (standalone FastMCP, which has its own OpenTelemetry support).
+    Wraps the low-level ``CallToolRequest`` handler of an mcp 1.x ``FastMCP``: each call
+    then continues the caller's trace (``traceparent`` / ``tracestate`` in
+    ``params._meta``) in a span ``tools/call {tool}`` with the MCP semantic conventions'
+    attributes (:func:`robot_mcp_kit.telemetry.server_span`), and a result with
+    ``isError`` sets ``error.type`` to ``tool_error``. While telemetry is off the wrapper
+    only calls the handler. Idempotent. Returns False, changing nothing, for mcp 2.x
+    ``MCPServer`` and standalone FastMCP, which make that span themselves (mcp ≥ 2.3 and
+    FastMCP ship OpenTelemetry support); the task spans, the webhooks' trace and the
+    metrics of the kit work on every framework, under whatever span is current.
     """
     framework = detect_framework(server)
-    if framework == "fastmcp":
+    if framework != "mcp1":
         return False
-    lowlevel = getattr(server, "_lowlevel_server" if framework == "mcp2" else "_mcp_server", None)
-    handlers = getattr(lowlevel, "request_handlers", None)
+    handlers = getattr(getattr(server, "_mcp_server", None), "request_handlers", None)
     if not isinstance(handlers, dict):
         return False
     from mcp import types
@@ -267,7 +268,7 @@ def trace_tool_calls(server: Any) -> bool:
         params = request.params
         meta = params.meta.model_dump() if params.meta is not None else None
         with telemetry.server_span(
-            "tools/call", params.name, meta, _request_attributes(framework)
+            "tools/call", params.name, meta, _request_attributes()
         ) as current:
             result = await handler(request)
             if getattr(getattr(result, "root", result), "isError", False):
@@ -279,9 +280,8 @@ def trace_tool_calls(server: Any) -> bool:
     return True
 
 
-def _request_attributes(framework: Framework) -> dict[str, Any]:
+def _request_attributes() -> dict[str, Any]:
     """``jsonrpc.request.id`` and ``mcp.session.id`` of the request being handled."""
-    del framework  # mcp 1.x and 2.x keep the request context in the same module
     module = sys.modules.get("mcp.server.lowlevel.server")
     request_ctx = getattr(module, "request_ctx", None)
     ctx = None if request_ctx is None else request_ctx.get(None)
