@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -146,10 +147,20 @@ class _Otel:
         self.status_error = trace.StatusCode.ERROR
         self.instruments: dict[str, Any] = {}
         self.sources: dict[str, weakref.WeakKeyDictionary[Any, Callable[[Any], Any]]] = {}
+        # Instruments are made on first use, from any thread (the store's writer, the event
+        # loop, worker threads): one lock, so each name is made once.
+        self._lock = threading.Lock()
         self.providers = (tracer_provider, meter_provider)
         self.owned = owned
 
     def instrument(self, name: str) -> Any:
+        found = self.instruments.get(name)
+        if found is not None or self.meter is None:
+            return found
+        with self._lock:
+            return self._make_instrument(name)
+
+    def _make_instrument(self, name: str) -> Any:
         found = self.instruments.get(name)
         if found is None and self.meter is not None:
             spec = INSTRUMENTS[name]
@@ -164,6 +175,13 @@ class _Otel:
         return found
 
     def observed(self, name: str) -> weakref.WeakKeyDictionary[Any, Callable[[Any], Any]]:
+        sources = self.sources.get(name)
+        if sources is not None:
+            return sources
+        with self._lock:
+            return self._make_observed(name)
+
+    def _make_observed(self, name: str) -> weakref.WeakKeyDictionary[Any, Callable[[Any], Any]]:
         sources = self.sources.get(name)
         if sources is None:
             sources = self.sources[name] = weakref.WeakKeyDictionary()
@@ -182,12 +200,19 @@ class _Otel:
                 )
         return sources
 
+    def add_source(self, name: str, source: Any, read: Callable[[Any], Any]) -> None:
+        sources = self.observed(name)
+        with self._lock:
+            sources[source] = read
+
     def _callback(self, name: str) -> Callable[[Any], Iterable[Any]]:
         from opentelemetry.metrics import Observation
 
         def observe(_options: Any) -> Iterable[Any]:
             out = []
-            for source, fn in list(self.sources[name].items()):
+            with self._lock:  # observe() may add a source from another thread meanwhile
+                pairs = list(self.sources[name].items())
+            for source, fn in pairs:
                 try:
                     for value, attributes in fn(source):
                         out.append(Observation(value, attributes))
@@ -680,4 +705,4 @@ def observe(
     otel = _otel if _decided else _current()
     if otel is None:
         return
-    otel.observed(name)[source] = read
+    otel.add_source(name, source, read)
