@@ -214,6 +214,31 @@ class TestOneTrace:
         assert call.parent is None
         assert {trace_id_of(r.headers["traceparent"]) for r in brain.requests} == {hex_trace(call)}
 
+    @pytest.mark.parametrize(
+        "meta",
+        [
+            {"traceparent": "00-not-a-trace-01"},
+            {"traceparent": 42, "tracestate": ["x"]},
+            {"traceparent": "00-" + "0" * 32 + "-00f067aa0ba902b7-01"},
+        ],
+        ids=["malformed", "not-strings", "zero-trace-id"],
+    )
+    async def test_a_bad_traceparent_starts_a_new_trace_and_the_call_is_served(
+        self, sleeper, spans, meta
+    ):
+        """A caller's unusable trace context is ignored: a root span, the tool answers."""
+        manager = TaskManager("sleeper", EventPoster("sleeper", callback_url=""))
+        server = sleeper.build_server(manager)
+        try:
+            async with create_connected_server_and_client_session(server) as session:
+                result = await session.call_tool("list_tasks", {}, meta=meta)
+                assert not result.isError
+        finally:
+            await manager.aclose()
+        (call,) = [s for s in spans.get_finished_spans() if s.name == "tools/call list_tasks"]
+        assert call.parent is None
+        assert hex_trace(call) != "0" * 32
+
     async def test_a_tool_error_answer_marks_the_server_span(self, sleeper, spans):
         """A result with isError sets error.type=tool_error (MCP semantic conventions)."""
         manager = TaskManager("sleeper", EventPoster("sleeper", callback_url=""))
