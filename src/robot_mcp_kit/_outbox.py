@@ -432,17 +432,36 @@ class Outbox:
         found.reverse()
         return found
 
-    def interrupt(self, event: TaskEvent, body: bytes, info: TaskInfo, enqueued_at: float) -> None:
+    def newest_trace(self, task_id: str) -> tuple[str, str] | None:
+        """The trace context of ``task_id``'s newest event row, or None (a read)."""
+        row = self.store.query_one(
+            "SELECT traceparent, tracestate FROM outbox_events WHERE task_id = ? "
+            "ORDER BY id DESC LIMIT 1",
+            (task_id,),
+        )
+        return None if row is None else _trace_of(row[0], row[1])
+
+    def interrupt(
+        self,
+        event: TaskEvent,
+        body: bytes,
+        info: TaskInfo,
+        enqueued_at: float,
+        trace: tuple[str, str] | None = None,
+    ) -> None:
         """Write an ``INTERRUPTED`` event (pending) and its task's new state, together.
+
+        ``trace`` is the ``(traceparent, tracestate)`` the event is sent with.
 
         A cold write: one transaction, committed before this returns; raises what the
         write raises (counted in ``cold_write_failures``).
         """
         try:
             with self.store.transaction() as conn:
+                parent, state = trace if trace is not None else (None, None)
                 conn.execute(
                     _INSERT_EVENT,
-                    (event.event_id, event.task_id, event.seq, body, enqueued_at, None, None),
+                    (event.event_id, event.task_id, event.seq, body, enqueued_at, parent, state),
                 )
                 conn.execute(
                     _UPSERT_TASK,

@@ -289,6 +289,40 @@ class TestOutboxKeepsTheTrace:
         await second.aclose()
         assert up.requests[0].headers["traceparent"] == posted_in[0]
 
+    async def test_a_task_reported_interrupted_after_a_restart_is_in_its_trace(
+        self, tmp_path, spans
+    ):
+        """The INTERRUPTED report of a task the last process left running keeps its trace."""
+        path = tmp_path / "outbox.db"
+        brain = Brain()
+        poster = EventPoster("navigation", URL, SECRET, transport=brain.transport, outbox=path)
+        manager = TaskManager("navigation", poster)
+
+        async def forever(ctx: Any) -> dict[str, Any]:
+            for i in range(1, 1000):
+                await ctx.progress({"i": i})
+                await asyncio.sleep(0.01)
+            return {}
+
+        with telemetry.span("mission step"):
+            started_in = telemetry.trace_headers()
+            manager.start("navigate_to", forever)
+        assert started_in is not None
+        await wait_until(lambda: len(brain.requests) >= 2)
+        await manager.aclose()  # leaves the running task to be reported at the next start
+        await poster.aclose()
+
+        telemetry.disable()
+        up = Brain()
+        second = EventPoster("navigation", URL, SECRET, transport=up.transport, outbox=path)
+        again = TaskManager("navigation", second)
+        await second.start()
+        await wait_until(lambda: any(b"INTERRUPTED" in r.content for r in up.requests))
+        await again.aclose()
+        await second.aclose()
+        (report,) = [r for r in up.requests if b"INTERRUPTED" in r.content]
+        assert trace_id_of(report.headers["traceparent"]) == trace_id_of(started_in[0])
+
     def test_a_version_1_outbox_file_migrates_and_keeps_its_events(self, tmp_path):
         """An outbox written before the trace columns opens, its pending rows intact."""
         path = tmp_path / "outbox.db"
