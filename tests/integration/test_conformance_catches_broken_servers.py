@@ -52,6 +52,7 @@ SUITE_ARGS = [
 # (the delivery tests say delivery cannot be judged).
 NEEDS_VERIFIED_EVENTS = {
     "test_events_are_signed_with_the_shared_secret",
+    "test_a_traceparent_is_well_formed_when_present",
     "test_event_bodies_are_task_events",
     "test_events_name_their_task_server_and_tool",
     "test_event_ids_are_unique_uuid4",
