@@ -179,25 +179,25 @@ class _Otel:
         if sources is not None:
             return sources
         with self._lock:
-            return self._make_observed(name)
-
-    def _make_observed(self, name: str) -> weakref.WeakKeyDictionary[Any, Callable[[Any], Any]]:
-        sources = self.sources.get(name)
-        if sources is None:
+            sources = self.sources.get(name)
+            if sources is not None:
+                return sources
             sources = self.sources[name] = weakref.WeakKeyDictionary()
-            if self.meter is not None:
-                spec = INSTRUMENTS[name]
-                make = (
-                    self.meter.create_observable_counter
-                    if spec.kind == "observable_counter"
-                    else self.meter.create_observable_gauge
-                )
-                make(
-                    name,
-                    callbacks=[self._callback(name)],
-                    unit=spec.unit,
-                    description=spec.description,
-                )
+        # Outside the lock: the SDK's collection holds its own lock while it calls
+        # _callback (which takes ours); registering under ours could deadlock with it.
+        if self.meter is not None:
+            spec = INSTRUMENTS[name]
+            make = (
+                self.meter.create_observable_counter
+                if spec.kind == "observable_counter"
+                else self.meter.create_observable_gauge
+            )
+            make(
+                name,
+                callbacks=[self._callback(name)],
+                unit=spec.unit,
+                description=spec.description,
+            )
         return sources
 
     def add_source(self, name: str, source: Any, read: Callable[[Any], Any]) -> None:
@@ -418,12 +418,6 @@ def disable() -> None:
         for provider in otel.providers:
             with contextlib.suppress(Exception):
                 provider.shutdown()
-
-
-def _reset_for_tests() -> None:
-    """Forget the decision so the next hook call reads the environment again."""
-    global _otel, _decided
-    _otel, _decided = None, False
 
 
 # -- spans ---------------------------------------------------------------------------------
