@@ -49,7 +49,15 @@ from fake_rvc._receive import (
     check_post,
 )
 from fake_rvc._recorder import Recorder
-from fake_rvc._records import Attempt, Outcome, ReceivedEvent, TaskState, Timeline, json_line
+from fake_rvc._records import (
+    MAX_TRACE_HEADER_CHARS,
+    Attempt,
+    Outcome,
+    ReceivedEvent,
+    TaskState,
+    Timeline,
+    json_line,
+)
 from fake_rvc._waits import Subscription
 
 if TYPE_CHECKING:
@@ -65,6 +73,7 @@ __all__ = [
     "EVENTS_JSONL_PATH",
     "EVENTS_PATH",
     "INSPECT_PATH",
+    "MAX_TRACE_HEADER_CHARS",
     "Attempt",
     "BodyReason",
     "ConfigError",

@@ -58,7 +58,7 @@ from fake_rvc._receive import (
 )
 from fake_rvc._reconcile import Reconciler
 from fake_rvc._recorder import Recorder
-from fake_rvc._records import Attempt, Outcome
+from fake_rvc._records import MAX_TRACE_HEADER_CHARS, Attempt, Outcome
 from fake_rvc._repair import GapRepairer
 from robot_mcp_kit import TaskEvent
 from robot_mcp_kit.log import get_logger
@@ -173,6 +173,8 @@ def create_app(
         request: Request, recorder: RecorderDep, secrets: SecretsDep, clock: UnixClockDep
     ) -> Response:
         post = _Post(recorder, time.monotonic(), clock(), recorder.next_attempt_number())
+        post.traceparent = _trace_header(request, "traceparent")
+        post.tracestate = _trace_header(request, "tracestate")
         head = read_headers(request.headers.items())
         if isinstance(head, Verdict):
             return post.reject(head)
@@ -258,6 +260,8 @@ class _Post:
     received_wall: float
     n: int
     peek: dict[str, Any] = field(default_factory=dict)
+    traceparent: str | None = None
+    tracestate: str | None = None
 
     def _record(
         self, server: str | None, status: int | None, outcome: Outcome, reason: str, detail: str
@@ -272,6 +276,8 @@ class _Post:
                 outcome=outcome,
                 reason=reason,
                 detail=detail,
+                traceparent=self.traceparent,
+                tracestate=self.tracestate,
                 **self.peek,
             )
         )
@@ -323,6 +329,8 @@ class _Post:
             n=self.n,
             received_wall=self.received_wall,
             received_mono=self.received_mono,
+            traceparent=self.traceparent,
+            tracestate=self.tracestate,
         )
         fields: dict[str, Any] = {
             "server": attempt.server,
@@ -337,6 +345,12 @@ class _Post:
             anomalies = [a["kind"] for a in attempt.anomalies]
             _log.info("post_accepted", **fields, anomalies=anomalies)
         return attempt
+
+
+def _trace_header(request: Request, name: str) -> str | None:
+    """The request's trace header ``name`` as received, bounded; None when absent."""
+    value = request.headers.get(name)
+    return None if value is None else value[:MAX_TRACE_HEADER_CHARS]
 
 
 def _stored_response(attempt: Attempt) -> JSONResponse:

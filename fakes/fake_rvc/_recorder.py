@@ -15,6 +15,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any, Self, TypeVar
 
 from fake_rvc._exceptions import WaitTimeout
@@ -92,8 +93,13 @@ class Recorder:
         n: int,
         received_wall: float,
         received_mono: float,
+        traceparent: str | None = None,
+        tracestate: str | None = None,
     ) -> Attempt:
         """Store a verified event, or note it as a duplicate; return the attempt.
+
+        ``traceparent`` / ``tracestate`` are the POST's trace headers, kept on the attempt
+        (and the first one on the stored event).
 
         A duplicate ``event_id`` is not stored again: the attempt's outcome is
         ``duplicate`` and the original task's timeline gets a ``duplicate`` anomaly, or an
@@ -116,7 +122,9 @@ class Recorder:
                     original, "duplicate", (dup,), n, received_wall, received_mono, server
                 )
             else:
-                received = ReceivedEvent(event, server, n, received_wall, received_mono)
+                received = ReceivedEvent(
+                    event, server, n, received_wall, received_mono, traceparent=traceparent
+                )
                 key = (server, event.task_id)
                 timeline = self._timelines.get(key)
                 if timeline is None:
@@ -131,6 +139,8 @@ class Recorder:
                 attempt = stored_attempt(
                     event, "accepted", tuple(anomalies), n, received_wall, received_mono, server
                 )
+            if traceparent is not None or tracestate is not None:
+                attempt = replace(attempt, traceparent=traceparent, tracestate=tracestate)
             self._store_attempt(attempt)
         self._notifier.notify(attempt)
         return attempt

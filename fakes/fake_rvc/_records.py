@@ -20,6 +20,7 @@ from robot_mcp_kit.models import TERMINAL_EVENT_TYPES, TaskEvent
 
 __all__ = [
     "ANOMALY_KINDS",
+    "MAX_TRACE_HEADER_CHARS",
     "Attempt",
     "Outcome",
     "ReceivedEvent",
@@ -35,6 +36,10 @@ Outcome = Literal["accepted", "duplicate", "rejected", "fault", "dropped", "repa
 stored again), ``rejected`` (4xx), ``fault`` (answered by an injected status),
 ``dropped`` (connection closed on purpose, no response). ``repaired`` is no POST: an event
 missing from a gap, fetched from the server's ``get_task_events`` in repair mode."""
+
+MAX_TRACE_HEADER_CHARS = 512
+"""The most characters of a ``traceparent`` / ``tracestate`` header an attempt keeps (a
+``tracestate`` has at most 32 members; 512 covers every usual one)."""
 
 ANOMALY_KINDS = ("gap", "reorder", "duplicate", "event_id_reused", "after_terminal")
 """Every ``kind`` an anomaly may have, in the order the counters list them."""
@@ -70,6 +75,11 @@ class Attempt:
     type: str | None = None
     payload: dict[str, Any] | None = None
     anomalies: tuple[dict[str, Any], ...] = ()
+    traceparent: str | None = None
+    """The POST's W3C ``traceparent`` header as received (None: none sent), at most
+    :data:`MAX_TRACE_HEADER_CHARS` characters."""
+    tracestate: str | None = None
+    """The POST's ``tracestate`` header as received (None: none sent), bounded the same."""
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-ready dict of every field."""
@@ -93,6 +103,8 @@ class ReceivedEvent:
     received_mono: float
     repaired: bool = False
     """True for an event fetched through ``get_task_events`` to fill a gap (repair mode)."""
+    traceparent: str | None = None
+    """The ``traceparent`` header of the POST that delivered it first (None: none sent)."""
 
     @property
     def event_id(self) -> str:
@@ -128,6 +140,7 @@ class ReceivedEvent:
             "received_wall": self.received_wall,
             "received_mono": self.received_mono,
             "repaired": self.repaired,
+            "traceparent": self.traceparent,
         }
 
 

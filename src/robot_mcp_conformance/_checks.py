@@ -124,6 +124,12 @@ class clauses:
         "every event POST carries X-RVC-Server, X-RVC-Timestamp (unix s, ±300 s) and "
         'X-RVC-Signature: sha256=HMAC-SHA256(secret, f"{timestamp}.{raw_body}")',
     )
+    TRACEPARENT = Clause(
+        "4.5",
+        "a POST that carries traceparent carries a well-formed W3C one (version 00: "
+        "00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>, neither id all zeros), and "
+        "tracestate only with it",
+    )
     EVENT_BODY = Clause(
         "3.1",
         "the body is a TaskEvent: schema_version 1, event_id, task_id, server, tool, type, "

@@ -6,6 +6,7 @@ fake_rvc received it.
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import timedelta
 
@@ -33,6 +34,7 @@ SIGNATURE_REASONS = frozenset(
     }
 )
 MAX_CLOCK_SKEW = timedelta(seconds=300)
+TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}")
 
 
 @enforces(clauses.SIGNED)
@@ -48,6 +50,35 @@ def test_events_are_signed_with_the_shared_secret(
                 f"fake_rvc rejected a POST (task {attempt.task_id}, seq {attempt.seq}): "
                 f"{attempt.reason} — {attempt.detail} (expected X-RVC-Server "
                 f"{conformance_config.server_name!r}, signed with --secret)",
+                attempt.to_dict(),
+            )
+    for run in runs.all():
+        run.require_events(clause)
+
+
+def _traceparent_problem(traceparent: str | None, tracestate: str | None) -> str | None:
+    """What is wrong with one POST's trace headers (contract §4.5), or None."""
+    if traceparent is None:
+        return None if tracestate is None else "tracestate without a traceparent"
+    match = TRACEPARENT.fullmatch(traceparent)
+    if match is None:
+        return f"traceparent {traceparent!r} is not 00-<32 hex>-<16 hex>-<2 hex> (lowercase)"
+    trace_id, parent_id = match.groups()
+    if trace_id == "0" * 32 or parent_id == "0" * 16:
+        return f"traceparent {traceparent!r} has an all-zero trace id or parent id"
+    return None
+
+
+@enforces(clauses.TRACEPARENT)
+def test_a_traceparent_is_well_formed_when_present(runs: Runs, harness: Harness) -> None:
+    """§4.5: a traceparent header, when sent, is a W3C version 00 one; tracestate only with it."""
+    clause = clauses.TRACEPARENT
+    for attempt in harness.rvc.state.attempts():
+        problem = _traceparent_problem(attempt.traceparent, attempt.tracestate)
+        if problem is not None:
+            violation(
+                clause,
+                f"a POST of task {attempt.task_id} (seq {attempt.seq}): {problem}",
                 attempt.to_dict(),
             )
     for run in runs.all():

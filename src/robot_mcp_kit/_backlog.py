@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Final, Literal, Protocol
 
 from robot_mcp_kit._failures import FailureEpisodes
-from robot_mcp_kit._outbox import Outbox, OutboxRow
+from robot_mcp_kit._outbox import EventRow, Outbox, OutboxRow
 from robot_mcp_kit._task_journal import TaskJournal
 from robot_mcp_kit.log import get_logger
 
@@ -63,11 +63,19 @@ class QueuedEvent:
     """Durable backlog only: the event's number in acceptance order (0: already durable)."""
     enqueued_at: float | None = None
     """Recovered events only: wall time first accepted (the retry budget starts there)."""
+    trace: tuple[str, str] | None = None
+    """``(traceparent, tracestate)`` of the span the event was posted in (telemetry on);
+    kept in the outbox, so an event sent after a restart still belongs to its trace."""
 
     @classmethod
     def from_row(cls, row: OutboxRow) -> QueuedEvent:
         """An event read back from the outbox file (committed already, so numbered 0)."""
-        return cls(row.event_id, row.task_id, row.seq, row.body, 0, row.enqueued_at)
+        return cls(row.event_id, row.task_id, row.seq, row.body, 0, row.enqueued_at, row.trace)
+
+    def row(self, enqueued_at: float) -> EventRow:
+        """The outbox row of this event, accepted at wall time ``enqueued_at``."""
+        parent, state = self.trace if self.trace is not None else (None, None)
+        return (self.event_id, self.task_id, self.seq, self.body, enqueued_at, parent, state)
 
 
 class Backlog(Protocol):
@@ -260,7 +268,7 @@ class DurableBacklog:
         item.n = self._accepted_n
         self._unwritten[item.event_id] = (item, now)
         if not self._rewriting and not self._episodes.failing:
-            self._outbox.add(item.event_id, item.task_id, item.seq, item.body, now)
+            self._outbox.add(item.row(now))
 
     async def make_durable(self, item: QueuedEvent) -> None:
         """Return once ``item``'s row is in the file; at once if it already is.
@@ -434,7 +442,5 @@ class DurableBacklog:
             self._adopt(QueuedEvent.from_row(row))
 
 
-def _rows(
-    batch: dict[str, tuple[QueuedEvent, float]],
-) -> list[tuple[str, str, int, bytes, float]]:
-    return [(i.event_id, i.task_id, i.seq, i.body, at) for i, at in batch.values()]
+def _rows(batch: dict[str, tuple[QueuedEvent, float]]) -> list[EventRow]:
+    return [i.row(at) for i, at in batch.values()]

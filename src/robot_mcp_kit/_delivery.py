@@ -5,6 +5,11 @@ the Standard Webhooks ones when asked), sends them within ``timeout_s`` of real 
 reads at most a little of the answer's body, and on failure waits the retry policy's
 pause (lengthened by a ``Retry-After``) before the next attempt, until a 2xx, the cap, or
 the caller's stop time.
+
+With telemetry on (:mod:`robot_mcp_kit.telemetry`) each attempt is a CLIENT span ``POST``
+in the trace the event was posted in (``QueuedEvent.trace``), and its request carries that
+span's ``traceparent`` (and ``tracestate``), so the receiver can link the event to the tool
+call that started its task.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from robot_mcp_kit._backlog import QueuedEvent
 from robot_mcp_kit._retry import Clock, RetryPolicy
 from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.signing import signed_headers, standard_headers
+from robot_mcp_kit.telemetry import active, client_span, record, set_attributes
 
 __all__ = ["Delivery", "DeliveryResult", "Outcome"]
 
@@ -110,6 +116,7 @@ class Delivery:
         self._clock = clock
         self._transport = transport
         self._client: httpx.AsyncClient | None = None
+        self._url = httpx.URL(url)
         self.sent = 0
         """Events acknowledged with a 2xx."""
         self.retried = 0
@@ -135,86 +142,151 @@ class Delivery:
         delivery runs still applies. Each attempt holds one of ``slots`` (when given) while
         it is under way, never during a pause. Never raises on a receiver's behaviour.
         """
-        clock, policy = self._clock, self.retry
+        clock = self._clock
         client = self._client or self._make_client()
-        started = clock.monotonic()
+        started = first_attempt = clock.monotonic()
         if item.enqueued_at is not None:
             # Recovered from the outbox: the 10-minute budget began when it was accepted.
             started -= max(0.0, clock.time() - item.enqueued_at)
         attempt = 0
         refused = False
+        server = {"robot_mcp.server": self.server_name}
         while True:
             attempt += 1
-            if slots is None:
-                delivered, status, problem, retry_after = await self._attempt(client, item)
-            else:
-                async with slots:
-                    delivered, status, problem, retry_after = await self._attempt(client, item)
-            if delivered:
-                self.sent += 1
-                _log.debug(
-                    "event_delivered",
-                    server=self.server_name,
-                    event_id=item.event_id,
-                    task_id=item.task_id,
-                    seq=item.seq,
-                    attempt=attempt,
-                    status=status,
+            attributes = self._span_attributes(item, attempt) if active() else None
+            with client_span("POST", item.trace, attributes) as (attempt_span, trace):
+                if slots is None:
+                    delivered, status, problem, retry_after = await self._attempt(
+                        client, item, trace
+                    )
+                else:
+                    async with slots:
+                        delivered, status, problem, retry_after = await self._attempt(
+                            client, item, trace
+                        )
+                first_refusal = status in _REFUSALS and not refused
+                refused = refused or first_refusal
+                result, delay = self._decide(
+                    item,
+                    attempt,
+                    delivered,
+                    status,
+                    problem,
+                    retry_after,
+                    started,
+                    stop_at,
+                    first_refusal,
                 )
-                return DeliveryResult("delivered", attempt)
-            if status in _REFUSALS and not refused:
-                refused = True
-                self.refused += 1
-                _log.error(
-                    "event_refused",
-                    server=self.server_name,
-                    event_id=item.event_id,
-                    task_id=item.task_id,
-                    seq=item.seq,
-                    status=status,
-                    size=len(item.body),
-                    fix=_REFUSALS[status],
-                    then="retried on the schedule; this task's later events wait, others do not",
-                )
-            elapsed = clock.monotonic() - started
-            delay = policy.next_delay(attempt, elapsed, retry_after)
-            if delay is None:
-                self.given_up += 1
-                _log.error(
-                    "event_given_up",
-                    server=self.server_name,
-                    event_id=item.event_id,
-                    task_id=item.task_id,
-                    seq=item.seq,
-                    attempts=attempt,
-                    elapsed_s=round(elapsed, 1),
-                    cap_s=policy.give_up_after_s,
-                    last_failure=problem,
-                    covered_by="the brain's reconciliation poll",
-                )
-                return DeliveryResult("given_up", attempt, problem)
-            deadline = stop_at() if stop_at is not None else None
-            if deadline is not None and clock.monotonic() + delay > deadline:
-                return DeliveryResult("grace_expired", attempt, problem)
-            _log.warning(
-                "poster_retry",
+                if attempt_span is not None:
+                    _describe_attempt(attempt_span, status, problem, result, delay)
+            if result is not None:
+                if result.outcome != "grace_expired":
+                    record(
+                        "robot_mcp.poster.delivery.duration",
+                        clock.monotonic() - first_attempt,
+                        {**server, "robot_mcp.delivery.outcome": result.outcome},
+                    )
+                return result
+            assert delay is not None
+            self.retried += 1
+            await clock.sleep(delay)
+
+    def _span_attributes(self, item: QueuedEvent, attempt: int) -> dict[str, object]:
+        url = self._url
+        # Few attributes: each costs the exporter's encoding once per attempt. The server's
+        # name is the resource's (OTEL_SERVICE_NAME), the URL the brain's, one per poster.
+        return {
+            "http.request.method": "POST",
+            "server.address": url.host,
+            "server.port": url.port,
+            "robot_mcp.task.id": item.task_id,
+            "robot_mcp.event.id": item.event_id,
+            "robot_mcp.event.seq": item.seq,
+            "robot_mcp.delivery.attempt": attempt,
+        }
+
+    def _decide(
+        self,
+        item: QueuedEvent,
+        attempt: int,
+        delivered: bool,
+        status: int,
+        problem: str,
+        retry_after: float | None,
+        started: float,
+        stop_at: Callable[[], float | None] | None,
+        first_refusal: bool,
+    ) -> tuple[DeliveryResult | None, float | None]:
+        """After one attempt: ``(result, None)`` when the delivery ends, else
+        ``(None, the pause before the next attempt)``; counts and logs."""
+        clock, policy = self._clock, self.retry
+        if delivered:
+            self.sent += 1
+            _log.debug(
+                "event_delivered",
                 server=self.server_name,
                 event_id=item.event_id,
                 task_id=item.task_id,
                 seq=item.seq,
                 attempt=attempt,
-                failure=problem,
-                retry_in_s=delay,
+                status=status,
             )
-            self.retried += 1
-            await clock.sleep(delay)
+            return DeliveryResult("delivered", attempt), None
+        if first_refusal:
+            self.refused += 1
+            _log.error(
+                "event_refused",
+                server=self.server_name,
+                event_id=item.event_id,
+                task_id=item.task_id,
+                seq=item.seq,
+                status=status,
+                size=len(item.body),
+                fix=_REFUSALS[status],
+                then="retried on the schedule; this task's later events wait, others do not",
+            )
+        elapsed = clock.monotonic() - started
+        delay = policy.next_delay(attempt, elapsed, retry_after)
+        if delay is None:
+            self.given_up += 1
+            _log.error(
+                "event_given_up",
+                server=self.server_name,
+                event_id=item.event_id,
+                task_id=item.task_id,
+                seq=item.seq,
+                attempts=attempt,
+                elapsed_s=round(elapsed, 1),
+                cap_s=policy.give_up_after_s,
+                last_failure=problem,
+                covered_by="the brain's reconciliation poll",
+            )
+            return DeliveryResult("given_up", attempt, problem), None
+        deadline = stop_at() if stop_at is not None else None
+        if deadline is not None and clock.monotonic() + delay > deadline:
+            return DeliveryResult("grace_expired", attempt, problem), None
+        _log.warning(
+            "poster_retry",
+            server=self.server_name,
+            event_id=item.event_id,
+            task_id=item.task_id,
+            seq=item.seq,
+            attempt=attempt,
+            failure=problem,
+            retry_in_s=delay,
+        )
+        return None, delay
 
     async def _attempt(
-        self, client: httpx.AsyncClient, item: QueuedEvent
+        self, client: httpx.AsyncClient, item: QueuedEvent, trace: dict[str, str]
     ) -> tuple[bool, int, str, float | None]:
-        """One signed attempt: (delivered, status, failure, Retry-After seconds)."""
+        """One signed attempt: (delivered, status, failure, Retry-After seconds).
+
+        ``trace`` holds the ``traceparent`` / ``tracestate`` headers to send (or nothing).
+        """
         now = int(self._clock.time())
         headers = signed_headers(self.server_name, self._secrets[0], item.body, now)
+        headers.update(trace)
         if self.standard_webhooks:
             headers.update(standard_headers(item.event_id, self._secrets, item.body, now))
         retry_after: float | None = None
@@ -264,6 +336,27 @@ class Delivery:
             transport=self._transport, timeout=self.timeout_s, trust_env=False
         )
         return self._client
+
+
+def _describe_attempt(
+    attempt_span: object,
+    status: int,
+    problem: str,
+    result: DeliveryResult | None,
+    delay: float | None,
+) -> None:
+    """The outcome attributes of one attempt's CLIENT span."""
+    attributes: dict[str, object] = {
+        "robot_mcp.delivery.outcome": "retry" if result is None else result.outcome
+    }
+    if status:
+        attributes["http.response.status_code"] = status
+    if problem:
+        # The status, or the exception's class: never the exception's text.
+        attributes["error.type"] = str(status) if status else problem.split(":", 1)[0]
+    if delay is not None:
+        attributes["robot_mcp.delivery.retry_delay_s"] = delay
+    set_attributes(attempt_span, **attributes)
 
 
 async def _drain(response: httpx.Response) -> None:

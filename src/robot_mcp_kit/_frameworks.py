@@ -23,7 +23,9 @@ from typing import Annotated, Any, Literal, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["Framework", "detect_framework", "shown_to_client"]
+from robot_mcp_kit import telemetry
+
+__all__ = ["Framework", "detect_framework", "shown_to_client", "trace_tool_calls"]
 
 _E = TypeVar("_E", bound=BaseException)
 
@@ -228,3 +230,72 @@ def _add_tool(
             description=description,
             annotations=None if annotations is None else ToolAnnotations(**annotations),
         )
+
+
+_TRACED = "_robot_mcp_traced"
+
+
+def trace_tool_calls(server: Any) -> bool:
+    """Give every ``tools/call`` of ``server`` a SERVER span (while telemetry is on).
+
+    Wraps the low-level ``CallToolRequest`` handler of an mcp 1.x ``FastMCP``: each call
+    then continues the caller's trace (``traceparent`` / ``tracestate`` in
+    ``params._meta``) in a span ``tools/call {tool}`` with the MCP semantic conventions'
+    attributes (:func:`robot_mcp_kit.telemetry.server_span`), and a result with
+    ``isError`` sets ``error.type`` to ``tool_error``. While telemetry is off the wrapper
+    only calls the handler. Idempotent. Returns False, changing nothing, for mcp 2.x
+    ``MCPServer`` and standalone FastMCP, which make that span themselves (mcp ≥ 2.3 and
+    FastMCP ship OpenTelemetry support); the task spans, the webhooks' trace and the
+    metrics of the kit work on every framework, under whatever span is current.
+    """
+    framework = detect_framework(server)
+    if framework != "mcp1":
+        return False
+    handlers = getattr(getattr(server, "_mcp_server", None), "request_handlers", None)
+    if not isinstance(handlers, dict):
+        return False
+    from mcp import types
+
+    handler = handlers.get(types.CallToolRequest)
+    if handler is None:
+        return False
+    if getattr(handler, _TRACED, False):
+        return True
+
+    async def traced_call_tool(request: Any) -> Any:
+        if not telemetry.active():
+            return await handler(request)
+        params = request.params
+        meta = params.meta.model_dump() if params.meta is not None else None
+        with telemetry.server_span(
+            "tools/call", params.name, meta, _request_attributes()
+        ) as current:
+            result = await handler(request)
+            if getattr(getattr(result, "root", result), "isError", False):
+                telemetry.set_attributes(current, **{"error.type": "tool_error"})
+            return result
+
+    setattr(traced_call_tool, _TRACED, True)
+    handlers[types.CallToolRequest] = traced_call_tool
+    return True
+
+
+def _request_attributes() -> dict[str, Any]:
+    """``jsonrpc.request.id`` and ``mcp.session.id`` of the request being handled."""
+    module = sys.modules.get("mcp.server.lowlevel.server")
+    request_ctx = getattr(module, "request_ctx", None)
+    ctx = None if request_ctx is None else request_ctx.get(None)
+    if ctx is None:
+        return {}
+    attributes: dict[str, Any] = {"jsonrpc.request.id": str(ctx.request_id)}
+    http = getattr(ctx, "request", None)
+    headers = getattr(http, "headers", None)
+    session = None
+    if headers is not None:
+        session = headers.get("mcp-session-id")
+    if session is None:
+        query = getattr(http, "query_params", None)
+        session = None if query is None else query.get("session_id")
+    if session:
+        attributes["mcp.session.id"] = session
+    return attributes

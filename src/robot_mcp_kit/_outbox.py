@@ -68,6 +68,7 @@ from robot_mcp_kit._lockfile import LockFile
 from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.models import TaskEvent, TaskInfo
 from robot_mcp_kit.store import Kind, Schema, SqliteStore, Table
+from robot_mcp_kit.telemetry import observe
 
 __all__ = [
     "ENV_OUTBOX",
@@ -76,6 +77,7 @@ __all__ = [
     "OutboxRow",
     "OutboxState",
 ]
+# EventRow is imported by _backlog (same package); not re-exported.
 
 ENV_OUTBOX: Final = "RVC_OUTBOX"
 """Environment variable naming the outbox file; unset or empty: no outbox."""
@@ -94,7 +96,9 @@ OUTBOX_EVENTS = Table(
     " seq INTEGER NOT NULL,"
     " body BLOB NOT NULL,"
     " enqueued_at REAL NOT NULL,"
-    " state TEXT NOT NULL DEFAULT 'pending')",
+    " state TEXT NOT NULL DEFAULT 'pending',"
+    " traceparent TEXT,"
+    " tracestate TEXT)",
     indexes=(
         "CREATE INDEX outbox_events_state ON outbox_events (state, id)",
         "CREATE INDEX outbox_events_task ON outbox_events (task_id, seq)",
@@ -110,14 +114,26 @@ TASKS = Table(
     " updated_at TEXT NOT NULL,"
     " info TEXT NOT NULL)",
 )
+
+
+def _add_trace_columns(conn: sqlite3.Connection) -> None:
+    """Version 2: each event row keeps the W3C trace context it was posted in."""
+    conn.execute("ALTER TABLE outbox_events ADD COLUMN traceparent TEXT")
+    conn.execute("ALTER TABLE outbox_events ADD COLUMN tracestate TEXT")
+
+
 OUTBOX_SCHEMA = Schema(
-    version=1, tables=(OUTBOX_EVENTS, TASKS), pruned=frozenset({"outbox_events"})
+    version=2,
+    tables=(OUTBOX_EVENTS, TASKS),
+    pruned=frozenset({"outbox_events"}),
+    migrations={2: _add_trace_columns},
 )
-"""The outbox file's schema (version 1)."""
+"""The outbox file's schema (version 2: the trace columns; a version 1 file migrates)."""
 
 _INSERT_EVENT = (
-    "INSERT OR IGNORE INTO outbox_events (event_id, task_id, seq, body, enqueued_at, state) "
-    "VALUES (?, ?, ?, ?, ?, 'pending')"
+    "INSERT OR IGNORE INTO outbox_events "
+    "(event_id, task_id, seq, body, enqueued_at, state, traceparent, tracestate) "
+    "VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)"
 )
 _MARK_EVENT = "UPDATE outbox_events SET state = ? WHERE event_id = ?"
 _UPSERT_TASK = (
@@ -149,6 +165,12 @@ def _damaged_remedy(path: Path) -> str:
     )
 
 
+def _sizes(outbox: Outbox) -> list[tuple[float, dict[str, str]]]:
+    """The ``robot_mcp.outbox.size`` observations of ``outbox`` (read at each collection)."""
+    name = {"robot_mcp.outbox": outbox.path.name}
+    return [(n, {**name, "state": state}) for state, n in outbox.counts().items()]
+
+
 def _by_seq(row: OutboxRow) -> int:
     return row.seq
 
@@ -162,6 +184,16 @@ class OutboxRow:
     seq: int
     body: bytes
     enqueued_at: float
+    trace: tuple[str, str] | None = None
+    """The ``(traceparent, tracestate)`` the event was posted in (telemetry on), or None."""
+
+
+EventRow = tuple[str, str, int, bytes, float, str | None, str | None]
+"""An event row to write: event_id, task_id, seq, body, enqueued_at, traceparent, tracestate."""
+
+
+def _trace_of(traceparent: str | None, tracestate: str | None) -> tuple[str, str] | None:
+    return None if not traceparent else (traceparent, tracestate or "")
 
 
 class Outbox:
@@ -211,15 +243,16 @@ class Outbox:
         """Hot writes the store refused (its queue was full, or it was closed); logged."""
         self.cold_write_failures = 0
         """Cold writes (and durability checks) that raised: each is logged by its caller."""
+        observe("robot_mcp.outbox.size", self, _sizes)
 
     def __repr__(self) -> str:
         return f"<Outbox {str(self.path)!r} {self.store!r}>"
 
     # -- the poster's side --------------------------------------------------------------
 
-    def add(self, event_id: str, task_id: str, seq: int, body: bytes, enqueued_at: float) -> bool:
+    def add(self, row: EventRow) -> bool:
         """Queue the event's row (hot write); False when the store refused it (logged)."""
-        return self._enqueue(_INSERT_EVENT, (event_id, task_id, seq, body, enqueued_at))
+        return self._enqueue(_INSERT_EVENT, row)
 
     def mark(self, event_id: str, state: OutboxState) -> None:
         """Record how an event was settled (hot write)."""
@@ -228,10 +261,10 @@ class Outbox:
     def pending(self) -> list[OutboxRow]:
         """The undelivered events, oldest first, each task's in ``seq`` order (a read)."""
         rows = [
-            OutboxRow(r[0], r[1], int(r[2]), bytes(r[3]), float(r[4]))
+            OutboxRow(r[0], r[1], int(r[2]), bytes(r[3]), float(r[4]), _trace_of(r[5], r[6]))
             for r in self.store.query(
-                "SELECT event_id, task_id, seq, body, enqueued_at FROM outbox_events "
-                "WHERE state = 'pending' ORDER BY id"
+                "SELECT event_id, task_id, seq, body, enqueued_at, traceparent, tracestate "
+                "FROM outbox_events WHERE state = 'pending' ORDER BY id"
             )
         ]
         # Rows are in acceptance order but for a rewrite after a failed write; a task's
@@ -247,6 +280,15 @@ class Outbox:
             ):
                 ordered[i] = row
         return ordered
+
+    def counts(self) -> dict[str, int]:
+        """Event rows in the file by state (a read)."""
+        return {
+            str(state): int(n)
+            for state, n in self.store.query(
+                "SELECT state, count(*) FROM outbox_events GROUP BY state"
+            )
+        }
 
     def missing(self, event_ids: Iterable[str]) -> set[str]:
         """Flush the hot queue, then return which of ``event_ids`` have no row (blocking).
@@ -272,8 +314,8 @@ class Outbox:
             raise
         return set(wanted) - found
 
-    def write_events(self, rows: Iterable[tuple[str, str, int, bytes, float]]) -> None:
-        """Write event rows ``(event_id, task_id, seq, body, enqueued_at)`` in one transaction.
+    def write_events(self, rows: Iterable[EventRow]) -> None:
+        """Write event rows (see :data:`EventRow`) in one transaction.
 
         A cold write, for events none of which was sent yet: any row one of them already
         has is replaced, so the rows end up in the order given (acceptance order) even
@@ -390,16 +432,36 @@ class Outbox:
         found.reverse()
         return found
 
-    def interrupt(self, event: TaskEvent, body: bytes, info: TaskInfo, enqueued_at: float) -> None:
+    def newest_trace(self, task_id: str) -> tuple[str, str] | None:
+        """The trace context of ``task_id``'s newest event row, or None (a read)."""
+        row = self.store.query_one(
+            "SELECT traceparent, tracestate FROM outbox_events WHERE task_id = ? "
+            "ORDER BY id DESC LIMIT 1",
+            (task_id,),
+        )
+        return None if row is None else _trace_of(row[0], row[1])
+
+    def interrupt(
+        self,
+        event: TaskEvent,
+        body: bytes,
+        info: TaskInfo,
+        enqueued_at: float,
+        trace: tuple[str, str] | None = None,
+    ) -> None:
         """Write an ``INTERRUPTED`` event (pending) and its task's new state, together.
+
+        ``trace`` is the ``(traceparent, tracestate)`` the event is sent with.
 
         A cold write: one transaction, committed before this returns; raises what the
         write raises (counted in ``cold_write_failures``).
         """
         try:
             with self.store.transaction() as conn:
+                parent, state = trace if trace is not None else (None, None)
                 conn.execute(
-                    _INSERT_EVENT, (event.event_id, event.task_id, event.seq, body, enqueued_at)
+                    _INSERT_EVENT,
+                    (event.event_id, event.task_id, event.seq, body, enqueued_at, parent, state),
                 )
                 conn.execute(
                     _UPSERT_TASK,

@@ -9,6 +9,7 @@ or :class:`DurableBacklog`, the owner of the outbox file). The contracts are in
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 from collections import OrderedDict, deque
@@ -27,6 +28,7 @@ from robot_mcp_kit._retry import Clock, RetryPolicy, SystemClock
 from robot_mcp_kit._task_journal import TaskJournal
 from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.models import TaskEvent
+from robot_mcp_kit.telemetry import observe, trace_headers
 
 __all__ = ["ENV_CALLBACK_URL", "ENV_EVENT_SECRET", "EventPoster", "PosterStats"]
 
@@ -235,6 +237,8 @@ class EventPoster:
                     adopt=self._adopt,
                     sleep=self._clock.sleep,
                 )
+        if self.callback_url is not None:
+            _observe_poster(self)
 
     # -- public API -------------------------------------------------------------------
 
@@ -489,7 +493,11 @@ class EventPoster:
             )
             return
         item = QueuedEvent(
-            event.event_id, event.task_id, event.seq, event.model_dump_json().encode()
+            event.event_id,
+            event.task_id,
+            event.seq,
+            event.model_dump_json().encode(),
+            trace=trace_headers(),  # the task's span: its webhooks carry that trace
         )
         self._ensure_bound()
         self._backlog.accept(item, self._clock.time())
@@ -644,6 +652,20 @@ class EventPoster:
             queue_max=self.queue_max,
             covered_by="the brain's reconciliation poll",
         )
+
+
+def _counter(
+    name: str, attributes: dict[str, str], poster: EventPoster
+) -> list[tuple[float, dict[str, str]]]:
+    return [(getattr(poster.stats, name), attributes)]
+
+
+def _observe_poster(poster: EventPoster) -> None:
+    """Report the poster's counters and queue depth as metrics (telemetry on; else no-op)."""
+    server = {"robot_mcp.server": poster.server_name}
+    observe("robot_mcp.poster.queue_depth", poster, lambda p: [(p.stats.queued, server)])
+    for name in ("sent", "retried", "dropped", "given_up"):
+        observe(f"robot_mcp.poster.{name}", poster, functools.partial(_counter, name, server))
 
 
 def _check_url(url: str) -> None:

@@ -150,17 +150,23 @@ class TaskJournal:
     def interrupt(self, event: TaskEvent, info: TaskInfo, enqueued_at: float) -> None:
         """Commit an ``INTERRUPTED`` task's event (pending, to be sent) and its new state.
 
-        One transaction; then the event row is handed to the owner (``on_pending``).
+        One transaction; then the event row is handed to the owner (``on_pending``). The
+        event keeps the trace of the task's newest event row, if it had one: the report
+        belongs to the mission step that started the task.
         A failed write or hand-over is logged (``task_journal_write_failed``); never raises.
         """
         body = event.model_dump_json().encode()
+        trace = None
         try:
-            self._outbox.interrupt(event, body, info, enqueued_at)
+            trace = self._outbox.newest_trace(event.task_id)
+            self._outbox.interrupt(event, body, info, enqueued_at, trace)
         except Exception:
             _log.exception("task_journal_write_failed", task_id=event.task_id, type=event.type)
             return
         try:
-            self._on_pending(OutboxRow(event.event_id, event.task_id, event.seq, body, enqueued_at))
+            self._on_pending(
+                OutboxRow(event.event_id, event.task_id, event.seq, body, enqueued_at, trace)
+            )
         except Exception:
             # Committed: the next start sends it even if the owner could not queue it now.
             _log.exception(

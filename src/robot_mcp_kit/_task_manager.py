@@ -44,6 +44,7 @@ from robot_mcp_kit.models import (
     new_event_id,
     utc_now,
 )
+from robot_mcp_kit.telemetry import observe, set_attributes, span
 
 __all__ = [
     "DEFAULT_CANCEL_GRACE_S",
@@ -108,6 +109,15 @@ def new_task_id(server_name: str) -> str:
     (``TaskManager(id_factory=...)`` replaces it; tests force collisions that way).
     """
     return f"{server_name[:4]}-{uuid.uuid4().hex[:6]}"
+
+
+def _task_states(manager: TaskManager) -> list[tuple[float, dict[str, str]]]:
+    """The ``robot_mcp.tasks`` observations: the tasks remembered, by state."""
+    counts = dict.fromkeys((state.value for state in TaskState), 0)
+    for task in list(manager._tasks.values()):
+        counts[task.state.value] += 1
+    server = manager.server_name
+    return [(n, {"robot_mcp.server": server, "robot_mcp.task.state": s}) for s, n in counts.items()]
 
 
 class TaskManager:
@@ -214,6 +224,7 @@ class TaskManager:
         self.journal: TaskJournal | None = journal or None
         if self.journal is not None:
             self._recover(self.journal)
+        observe("robot_mcp.tasks", self, _task_states)
 
     # -- public API ------------------------------------------------------------------
 
@@ -636,7 +647,27 @@ class TaskManager:
 
     async def _run(self, task: TaskRecord, body: TaskBody) -> None:
         try:
-            await self._run_body(task, body)
+            # The task's span (telemetry on), a child of the tool call that started it: the
+            # events the body emits are posted in it, so their webhooks carry its trace.
+            with span(
+                f"task {task.tool}",
+                {
+                    "robot_mcp.server": self.server_name,
+                    "robot_mcp.task.id": task.task_id,
+                    "gen_ai.tool.name": task.tool,
+                },
+            ) as task_span:
+                try:
+                    await self._run_body(task, body)
+                finally:
+                    if task_span is not None:
+                        set_attributes(
+                            task_span,
+                            **{
+                                "robot_mcp.task.state": task.state.value,
+                                "robot_mcp.task.seq": task.seq,
+                            },
+                        )
         finally:
             # Only now: while the terminal event is being handed over, the handle is the
             # strong reference that keeps this asyncio task alive (the loop's is weak).

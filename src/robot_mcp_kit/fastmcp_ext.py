@@ -52,7 +52,13 @@ from typing import Annotated, Any, cast
 from pydantic import BaseModel, Field
 
 from robot_mcp_kit._exceptions import InvalidArgument
-from robot_mcp_kit._frameworks import Framework, _add_tool, _as_object, detect_framework
+from robot_mcp_kit._frameworks import (
+    Framework,
+    _add_tool,
+    _as_object,
+    detect_framework,
+    trace_tool_calls,
+)
 from robot_mcp_kit._version import __version__
 from robot_mcp_kit.models import (
     TASK_EVENTS_TOOL_NAME,
@@ -76,6 +82,7 @@ __all__ = [
     "detect_framework",
     "register_task_tools",
     "set_server_version",
+    "trace_tool_calls",
 ]
 
 _VALID_STATES: tuple[str, ...] = tuple(state.value for state in TaskState)
@@ -280,10 +287,14 @@ def register_task_tools(
     cancellation of long-running tasks started by the server's other tools, not for
     starting work. Not thread-safe; call it once per server while building it.
 
+    It also gives every tool call of ``server`` a SERVER span while telemetry is on
+    (:func:`trace_tool_calls`).
+
     Raises:
         TypeError: ``server`` is none of those.
         ImportError: no MCP framework is installed (the ``mcp`` extra is missing).
     """
+    trace_tool_calls(server)
 
     async def get_task(task_id: TaskIdArg) -> dict[str, Any]:
         info = manager.get(task_id)

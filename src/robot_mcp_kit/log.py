@@ -8,12 +8,17 @@ the record as ``extra``: ``record.event`` is the event name and each field is an
 (``record.attempt``; one that would shadow a :class:`logging.LogRecord` attribute gets a
 trailing underscore, ``name_``), so a JSON formatter or structlog's ``ProcessorFormatter``
 with ``ExtraAdder`` emits ``{"event": "poster_retry", "server": "nav", "attempt": 2}``.
+
+While telemetry is on (:mod:`robot_mcp_kit.telemetry`) and a span is current, every line
+also carries ``trace_id`` and ``span_id`` (hex), so a log line leads to its trace.
 """
 
 from __future__ import annotations
 
 import logging
 from typing import Any
+
+from robot_mcp_kit.telemetry import log_fields
 
 __all__ = ["KeyValueLogger", "get_logger", "render"]
 
@@ -73,6 +78,9 @@ class KeyValueLogger:
     ) -> None:
         if not self.logger.isEnabledFor(level):
             return
+        ids = log_fields()
+        if ids:
+            fields = {**fields, **ids}
         extra = {(f"{k}_" if k in _RESERVED else k): v for k, v in fields.items()}
         extra["event"] = event
         self.logger.log(

@@ -31,11 +31,13 @@ limit                    what happens past it
 ``ROBOT_TIME_SHARE``     a robot's next call waits for its time budget
                          (``MEMORY_ROBOT_TIME_SHARE``)
 ``ROBOT_BURST_S``        the running time a robot may use at once, before its share
+``TRACE_QUERY_CHARS``    a trace span keeps no more of a ``find_processes`` query
+                         (``MEMORY_TRACE_QUERY_CHARS``; 0: none of it)
 =======================  ==========================================================
 
-``MAX_ANSWER_BYTES`` and the three ``ROBOT_`` defaults named with a variable are what an
-operator may change through the environment (:mod:`robot_mcp_memory.settings`); the
-others are fixed.
+``MAX_ANSWER_BYTES``, ``TRACE_QUERY_CHARS`` and the three ``ROBOT_`` defaults named with a
+variable are what an operator may change through the environment
+(:mod:`robot_mcp_memory.settings`); the others are fixed.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ __all__ = [
     "MAX_NOTE_BYTES",
     "MAX_NOTE_CHARS",
     "MAX_QUERY_BYTES",
+    "MAX_TRACE_QUERY_CHARS",
     "MAX_YAML_DEPTH",
     "MAX_YAML_INDENT",
     "ROBOT_BURST_S",
@@ -64,6 +67,7 @@ __all__ = [
     "ROBOT_MAX_DOCUMENTS",
     "ROBOT_MAX_QUEUED",
     "ROBOT_TIME_SHARE",
+    "TRACE_QUERY_CHARS",
     "clamp",
 ]
 
@@ -132,6 +136,16 @@ composer recurses once per level) ever sees the text.
 
 MAX_ID_LENGTH = 100
 """Longest process id, in characters."""
+
+TRACE_QUERY_CHARS = 32
+"""Default of how many leading characters of a ``find_processes`` query its trace span keeps.
+
+Enough to tell "bring me the parcel from" from "where is the charging dock" in a trace
+viewer; a query's rest, and every document's text, never reach a span or a metric
+(decision 0026). At most :data:`MAX_TRACE_QUERY_CHARS`."""
+
+MAX_TRACE_QUERY_CHARS = 256
+"""The most ``MEMORY_TRACE_QUERY_CHARS`` may be set to."""
 
 MAX_ANSWER_BYTES = 512 * 1024
 """Default bound on one ``find_processes`` / ``list_processes`` answer, in bytes on the wire.

@@ -23,7 +23,7 @@ import anyio.to_thread
 from mcp.server.fastmcp import FastMCP
 from mcp.server.transport_security import TransportSecuritySettings
 
-from robot_mcp_kit.fastmcp_ext import set_server_version
+from robot_mcp_kit.fastmcp_ext import set_server_version, trace_tool_calls
 from robot_mcp_memory.limits import ROBOT_BURST_S
 from robot_mcp_memory.services import StoreHolder
 from robot_mcp_memory.settings import Settings
@@ -121,9 +121,11 @@ def build_server(settings: Settings, *, holder: StoreHolder | None = None) -> Fa
             burst_s=ROBOT_BURST_S,
         ),
         max_answer_bytes=settings.max_answer_bytes,
+        trace_query_chars=settings.trace_query_chars,
     )
     processes.register(mcp, runner)
     fleet.register(mcp, runner)
     lessons.register(mcp, runner)
     set_server_version(mcp)  # serverInfo.version: this package's, not the mcp SDK's
+    trace_tool_calls(mcp)  # a SERVER span per tool call while telemetry is on
     return mcp

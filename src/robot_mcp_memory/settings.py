@@ -29,11 +29,13 @@ from robot_mcp_memory._exceptions import (
 )
 from robot_mcp_memory.limits import (
     MAX_ANSWER_BYTES,
+    MAX_TRACE_QUERY_CHARS,
     ROBOT_BURST_S,
     ROBOT_MAX_CALLS,
     ROBOT_MAX_DOCUMENTS,
     ROBOT_MAX_QUEUED,
     ROBOT_TIME_SHARE,
+    TRACE_QUERY_CHARS,
 )
 from robot_mcp_memory.tenant import ASCII_WHITESPACE, parse_robot_tokens
 
@@ -199,6 +201,13 @@ ENV_VARS: dict[str, tuple[str, str, str]] = {
         "(65536-67108864); past it a find leaves further results' markdown out "
         "(get_process fetches them) and a list page stops early with next_offset",
     ),
+    "MEMORY_TRACE_QUERY_CHARS": (
+        "trace_query_chars",
+        str(TRACE_QUERY_CHARS),
+        f"leading characters of a find_processes query its trace span keeps (0-"
+        f"{MAX_TRACE_QUERY_CHARS}; 0: none); documents and tokens never reach telemetry, "
+        "which the standard OTEL_* variables turn on (docs/observability.md)",
+    ),
     "MEMORY_SEARCH": (
         "search",
         "hybrid",
@@ -347,6 +356,13 @@ class Settings(BaseSettings):
         ge=64 * 1024,
         le=64 * 1024 * 1024,
         validation_alias=AliasChoices("max_answer_bytes", "MEMORY_MAX_ANSWER_BYTES"),
+    )
+
+    trace_query_chars: int = Field(
+        default=TRACE_QUERY_CHARS,
+        ge=0,
+        le=MAX_TRACE_QUERY_CHARS,
+        validation_alias=AliasChoices("trace_query_chars", "MEMORY_TRACE_QUERY_CHARS"),
     )
 
     search: SearchMode = Field(

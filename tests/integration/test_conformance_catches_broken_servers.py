@@ -52,6 +52,7 @@ SUITE_ARGS = [
 # (the delivery tests say delivery cannot be judged).
 NEEDS_VERIFIED_EVENTS = {
     "test_events_are_signed_with_the_shared_secret",
+    "test_a_traceparent_is_well_formed_when_present",
     "test_event_bodies_are_task_events",
     "test_events_name_their_task_server_and_tool",
     "test_event_ids_are_unique_uuid4",
@@ -95,6 +96,8 @@ EXPECTED_FAILURES: dict[str, set[str]] = {
         "test_retries_follow_the_backoff_schedule",
     },
     "events_after_terminal": {"test_nothing_is_emitted_after_the_terminal_event"},
+    # Issue 21, optional clause: a traceparent, when sent, is a W3C one.
+    "bad_traceparent": {"test_a_traceparent_is_well_formed_when_present"},
     "wrong_backoff": {"test_retries_follow_the_backoff_schedule"},
     # Issue 12: answers that are JSON strings reach structured clients double-encoded.
     "string_results": {

@@ -678,3 +678,42 @@ class TestReconcile:
         """reconcile_every_s must be a positive number of seconds."""
         with pytest.raises(fake_rvc.ConfigError, match="reconcile_every_s"):
             create_app({"sleeper": SECRET}, reconcile_every_s=0)
+
+
+class TestTraceHeaders:
+    TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+    async def test_the_trace_headers_of_each_post_are_kept_and_shown(
+        self, client, recorder, make_event
+    ):
+        """traceparent/tracestate ride on the attempt, the stored event and the events API."""
+        event = make_event()
+        body = event.model_dump_json().encode()
+        headers = {**signed(body), "traceparent": self.TRACEPARENT, "tracestate": "planner=3"}
+        assert (await client.post(URL, content=body, headers=headers)).status_code == 200
+        again = {**signed(body), "traceparent": self.TRACEPARENT.replace("b7-01", "b8-01")}
+        assert (await client.post(URL, content=body, headers=again)).status_code == 200
+        first, duplicate = recorder.attempts()
+        assert (first.traceparent, first.tracestate) == (self.TRACEPARENT, "planner=3")
+        assert duplicate.outcome == "duplicate"
+        assert duplicate.traceparent == again["traceparent"]
+        assert duplicate.tracestate is None
+        (stored,) = recorder.events()
+        assert stored.traceparent == self.TRACEPARENT  # the POST that delivered it first
+        listed = (await client.get("/api/fake/events")).json()["events"]
+        assert listed[0]["traceparent"] == self.TRACEPARENT
+
+    async def test_a_post_without_trace_headers_keeps_none_and_a_long_one_is_cut(
+        self, client, recorder, make_event
+    ):
+        """No header: None; an oversized one is kept to MAX_TRACE_HEADER_CHARS characters."""
+        await post_event(client, make_event(seq=1))
+        event = make_event(seq=2)
+        body = event.model_dump_json().encode()
+        await client.post(
+            URL, content=body, headers={**signed(body), "tracestate": "k=" + "v" * 900}
+        )
+        plain, long = recorder.attempts()
+        assert (plain.traceparent, plain.tracestate) == (None, None)
+        assert long.tracestate is not None
+        assert len(long.tracestate) == fake_rvc.MAX_TRACE_HEADER_CHARS

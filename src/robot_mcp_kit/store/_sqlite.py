@@ -42,6 +42,7 @@ from robot_mcp_kit.store._kinds import Kind, Table
 from robot_mcp_kit.store._open import quote as _q
 from robot_mcp_kit.store._schema import MigrationStep, Schema
 from robot_mcp_kit.store._writer import HotWriter, Params, StoreStats
+from robot_mcp_kit.telemetry import observe
 
 __all__ = ["SqliteStore"]
 
@@ -141,6 +142,9 @@ class SqliteStore:
             batch_max=batch_max,
             name=f"store-writer:{self.path.name}",
         )
+        name = {"robot_mcp.store": self.path.name}
+        observe("robot_mcp.store.hot_queue", self, lambda s: [(s.stats.queued, name)])
+        observe("robot_mcp.store.hot_dropped", self, lambda s: [(s.stats.dropped, name)])
         _log.info(
             "store_ready",
             path=str(self.path),

@@ -28,6 +28,7 @@ from typing import Any, TypeAlias
 from robot_mcp_kit._exceptions import ConfigurationError, FlushTimeout
 from robot_mcp_kit._failures import FailureEpisodes
 from robot_mcp_kit.log import get_logger
+from robot_mcp_kit.telemetry import set_attributes, span
 
 __all__ = ["HotWriter", "Params", "StoreStats"]
 
@@ -92,6 +93,7 @@ class HotWriter:
         self._failed = 0
         self._drop_streak = 0
         self._episodes = FailureEpisodes()  # the writer thread's alone
+        self._span_attributes = {"robot_mcp.store": name}
         self.thread = threading.Thread(target=self._run, name=name, daemon=True)
         self.thread.start()
 
@@ -166,12 +168,23 @@ class HotWriter:
                 batch = self._take()
                 if not batch:
                     break
-                try:
-                    written, failed, error = self._write(batch)
-                except Exception as exc:  # never let one batch kill the thread
-                    if not isinstance(exc, sqlite3.Error):  # a bug, not the disk: loud
-                        _log.exception("store_writer_batch_failed", jobs=len(batch))
-                    written, failed, error = 0, len(batch), f"{type(exc).__name__}: {exc}"
+                # One span per flush (telemetry on): how many writes, how many failed.
+                with span("store.flush", self._span_attributes) as flush:
+                    try:
+                        written, failed, error = self._write(batch)
+                    except Exception as exc:  # never let one batch kill the thread
+                        if not isinstance(exc, sqlite3.Error):  # a bug, not the disk: loud
+                            _log.exception("store_writer_batch_failed", jobs=len(batch))
+                        written, failed, error = 0, len(batch), f"{type(exc).__name__}: {exc}"
+                    if flush is not None:
+                        set_attributes(
+                            flush,
+                            **{
+                                "robot_mcp.store.batch_size": len(batch),
+                                "robot_mcp.store.written": written,
+                                "robot_mcp.store.failed": failed,
+                            },
+                        )
                 # Only this thread writes these counters: no lock needed.
                 self._written += written
                 self._failed += failed

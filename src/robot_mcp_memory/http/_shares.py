@@ -29,6 +29,7 @@ from collections import Counter
 from dataclasses import dataclass
 from enum import StrEnum
 
+from robot_mcp_kit.telemetry import observe
 from robot_mcp_memory.http._sessions import SessionsHeld
 from robot_mcp_memory.settings import (
     DEFAULT_ADMIN_RESERVE,
@@ -132,6 +133,7 @@ class RobotShares:
         self._requests: dict[str, int] = {}
         self._total = 0  # every robot's requests in progress
         self.refused: Counter[Share] = Counter()
+        observe("robot_mcp.memory.connections", self, _connections)
 
     def admit(
         self, robot: str, *, stream: bool = False, sessions: SessionsHeld | None = None
@@ -221,6 +223,14 @@ class RobotShares:
                 "shortly",
             )
         return None
+
+
+def _connections(shares: RobotShares) -> list[tuple[float, dict[str, str]]]:
+    """``robot_mcp.memory.connections``: the long-lived MCP streams each robot holds now.
+
+    Read on the exporter's thread: a copy of the dict (a change during the copy fails this
+    one collection, which the telemetry module skips)."""
+    return [(n, {"robot_mcp.robot": robot}) for robot, n in dict(shares._streams).items()]
 
 
 def _refusal(share: Share, robot: str, limit: int, detail: str) -> Refusal:

@@ -42,10 +42,12 @@ server, and decision 0022 weighs it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from robot_mcp_kit import telemetry
 from robot_mcp_kit.store import SqliteStore
 from robot_mcp_memory.documents import ProcessDoc
 from robot_mcp_memory.documents.rows import (
@@ -206,7 +208,31 @@ class ProcessSearch:
         return "lexical" if self.embedder is None or self.vectors is None else "hybrid"
 
     def find(self, query: str, k: int = 3, *, robots: Collection[str] | None = None) -> list[Found]:
-        """See :meth:`robot_mcp_memory.store.ProcessStore.find`."""
+        """See :meth:`robot_mcp_memory.store.ProcessStore.find`.
+
+        While telemetry is on, one span ``memory.find`` (mode, k, counts; never the query)
+        and ``robot_mcp.memory.find.duration`` by mode; a hybrid search's span has the
+        children ``memory.search.lexical``, ``memory.search.vector`` and
+        ``memory.search.fusion`` (a lexical search is the ``memory.find`` span alone).
+        """
+        if not telemetry.active():
+            return self._find(query, k, robots)
+        mode = self.mode
+        started = time.perf_counter()
+        with telemetry.span(
+            "memory.find",
+            {"robot_mcp.memory.search_mode": mode, "robot_mcp.memory.k": k},
+        ) as current:
+            found = self._find(query, k, robots)
+            telemetry.set_attributes(current, **{"robot_mcp.memory.results": len(found)})
+        telemetry.record(
+            "robot_mcp.memory.find.duration",
+            time.perf_counter() - started,
+            {"robot_mcp.memory.search_mode": mode},
+        )
+        return found
+
+    def _find(self, query: str, k: int, robots: Collection[str] | None) -> list[Found]:
         text = truncate_query(query)[0]
         terms = search_terms(text)
         if not terms:
@@ -286,22 +312,43 @@ class ProcessSearch:
         assert self.vectors is not None
         where, scope_params = scope_sql(robots, "p.")
         matches_sql, match_params = matches
-        lexical = self.store.query(
-            f"SELECT m.rid, m.relevance, {RELIABILITY_SQL} AS reliability "  # noqa: S608
-            f"FROM ({matches_sql}) AS m "
-            f"JOIN processes AS p ON p.rowid = m.rid {'WHERE ' + where if where else ''} "
-            "ORDER BY m.relevance DESC, m.rid LIMIT ?",
-            (*match_params, *scope_params, LEXICAL_POOL),
-        )
+        with telemetry.span("memory.search.lexical") as lexical_span:
+            lexical = self.store.query(
+                f"SELECT m.rid, m.relevance, {RELIABILITY_SQL} AS reliability "  # noqa: S608
+                f"FROM ({matches_sql}) AS m "
+                f"JOIN processes AS p ON p.rowid = m.rid {'WHERE ' + where if where else ''} "
+                "ORDER BY m.relevance DESC, m.rid LIMIT ?",
+                (*match_params, *scope_params, LEXICAL_POOL),
+            )
+            telemetry.set_attributes(lexical_span, **{"robot_mcp.memory.matches": len(lexical)})
         relevance = {int(r["rid"]): float(r["relevance"]) for r in lexical}
         reliability = {int(r["rid"]): float(r["reliability"]) for r in lexical}
-        query_vector = self.embedder.embed([text])[0]
-        rowids, cosines, low, high = self.vectors.score(query_vector, robots, SEMANTIC_POOL)
-        cosine = dict(zip(rowids.tolist(), cosines.tolist(), strict=True))
-        for rowid, value in self.vectors.cosines(
-            [r for r in relevance if r not in cosine], query_vector
-        ).items():
-            cosine[rowid] = value
+        with telemetry.span("memory.search.vector") as vector_span:
+            query_vector = self.embedder.embed([text])[0]
+            rowids, cosines, low, high = self.vectors.score(query_vector, robots, SEMANTIC_POOL)
+            cosine = dict(zip(rowids.tolist(), cosines.tolist(), strict=True))
+            for rowid, value in self.vectors.cosines(
+                [r for r in relevance if r not in cosine], query_vector
+            ).items():
+                cosine[rowid] = value
+            telemetry.set_attributes(vector_span, **{"robot_mcp.memory.candidates": len(cosine)})
+        with telemetry.span("memory.search.fusion") as fusion_span:
+            found = self._fuse(relevance, reliability, cosine, low, high, k, where, scope_params)
+            telemetry.set_attributes(fusion_span, **{"robot_mcp.memory.results": len(found)})
+        return found
+
+    def _fuse(
+        self,
+        relevance: dict[int, float],
+        reliability: dict[int, float],
+        cosine: dict[int, float],
+        low: float,
+        high: float,
+        k: int,
+        where: str,
+        scope_params: Any,
+    ) -> list[Found]:
+        """Rank the lexical and semantic candidates by their fused score, read the top k."""
         fused = fuse(relevance, cosine, low, high)
         if not fused:
             return []

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from robot_mcp_kit import telemetry
 from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.models import format_ts
 from robot_mcp_kit.store import SqliteStore
@@ -174,7 +175,32 @@ class ProcessWriter:
         may_update: Callable[[Owner], bool] | None = None,
         max_robot_documents: int | None = None,
     ) -> Saved:
-        """See :meth:`robot_mcp_memory.store.ProcessStore.save`."""
+        """See :meth:`robot_mcp_memory.store.ProcessStore.save`.
+
+        In a span ``memory.write`` (telemetry on): the id, sizes and whether it was created.
+        """
+        with telemetry.span(
+            "memory.write",
+            {"robot_mcp.memory.write": "save", "robot_mcp.memory.body_chars": len(doc.body)},
+        ) as current:
+            saved = self._save(doc, may_update, max_robot_documents)
+            if current is not None:
+                telemetry.set_attributes(
+                    current,
+                    **{
+                        "robot_mcp.memory.id": saved.doc.id,
+                        "robot_mcp.memory.created": saved.created,
+                        "robot_mcp.memory.renamed": saved.renamed_from is not None,
+                    },
+                )
+        return saved
+
+    def _save(
+        self,
+        doc: ProcessDoc,
+        may_update: Callable[[Owner], bool] | None,
+        max_robot_documents: int | None,
+    ) -> Saved:
         now = format_ts(self._clock())
         robot = doc.robot if doc.robot != "unknown" else self.robot_id
         base = doc.id
@@ -287,7 +313,12 @@ class ProcessWriter:
 
     def delete(self, id: str) -> bool:
         """Remove the document and its index entry in one transaction; False if unknown."""
-        with self.store.transaction() as conn:
+        with (
+            telemetry.span(
+                "memory.write", {"robot_mcp.memory.write": "delete", "robot_mcp.memory.id": id}
+            ),
+            self.store.transaction() as conn,
+        ):
             row = conn.execute("SELECT rowid FROM processes WHERE id = ?", (id,)).fetchone()
             if row is None:
                 return False
@@ -325,7 +356,12 @@ class ProcessWriter:
     def append_note(self, id: str, line: str) -> str | None:
         """Append ``line`` under the body's Outcome log, with the index entry and vectors,
         in one transaction; the new body, or None (unknown id, or over the size limit)."""
-        with self.store.transaction() as conn:
+        with (
+            telemetry.span(
+                "memory.write", {"robot_mcp.memory.write": "note", "robot_mcp.memory.id": id}
+            ),
+            self.store.transaction() as conn,
+        ):
             row = conn.execute(
                 f"SELECT rowid, {COLUMNS} FROM processes WHERE id = ?",  # noqa: S608
                 (id,),

@@ -21,7 +21,14 @@ its handler and arguments; the runner
    the number of ``results`` and, for a call that waited for its lane, ``waited_ms``); a
    ``busy`` refusal is instead counted in a ``tool_busy`` warning, at most one per robot
    every 10 s (a flood must not flood the log);
-6. answers the JSON object twice: as text (``json.dumps(answer, ensure_ascii=False)``, the
+6. while telemetry is on (:mod:`robot_mcp_kit.telemetry`), puts the same facts on the
+   call's SERVER span (:func:`robot_mcp_kit.fastmcp_ext.trace_tool_calls` opened it):
+   ``robot_mcp.tenant``, ``robot_mcp.robot``, ``robot_mcp.memory.outcome`` and the
+   wrapper's fields as ``robot_mcp.memory.<field>``; a failure's code as ``error.type``;
+   for ``find_processes`` the query's length and its first ``trace_query_chars``
+   characters, never more. The wrappers' fields are ids, counts and flags: no document
+   text and no token ever reaches a span;
+7. answers the JSON object twice: as text (``json.dumps(answer, ensure_ascii=False)``, the
    wire text of memory spec §5) and as ``structuredContent`` under :data:`ANSWER_SCHEMA`.
    :func:`wire_bytes` and :func:`answer_bytes` count what that puts on the wire, for the
    handlers that bound their answers (``max_answer_bytes``).
@@ -53,6 +60,7 @@ from mcp.server.fastmcp import FastMCP
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, ConfigDict
 
+from robot_mcp_kit import telemetry
 from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.store import StoreUnavailable
 from robot_mcp_memory._exceptions import (
@@ -63,7 +71,7 @@ from robot_mcp_memory._exceptions import (
     FleetError,
     ToolFailure,
 )
-from robot_mcp_memory.limits import MAX_ANSWER_BYTES
+from robot_mcp_memory.limits import MAX_ANSWER_BYTES, TRACE_QUERY_CHARS
 from robot_mcp_memory.logs import RateLimiter
 
 if TYPE_CHECKING:
@@ -204,6 +212,8 @@ class ToolRunner:
         scheduler: the robots' lanes; None runs every call at once (no per-robot share).
         max_answer_bytes: the bound the wrappers hand to the handlers that bound their
             answer (``find_processes``, ``list_processes``).
+        trace_query_chars: how many leading characters of a ``query`` argument the call's
+            span keeps (0: none).
     """
 
     def __init__(
@@ -213,8 +223,10 @@ class ToolRunner:
         *,
         scheduler: FairScheduler | None = None,
         max_answer_bytes: int = MAX_ANSWER_BYTES,
+        trace_query_chars: int = TRACE_QUERY_CHARS,
     ) -> None:
         self._holder = holder
+        self.trace_query_chars = trace_query_chars
         self._tenant_of_call = tenant_of_call
         self.scheduler = scheduler
         self.max_answer_bytes = max_answer_bytes
@@ -245,6 +257,8 @@ class ToolRunner:
                     outcome, answer, result = await self._call(tool, handler, arguments, tenant)
             except Busy as exc:
                 self._log_busy(tool, tenant, lane, exc)
+                if telemetry.active():
+                    self._describe_span("busy", tenant, arguments, {"lane": lane.value})
                 return _result(busy_answer(tenant.name, lane, exc, scheduler))
             if waited_s > 0:
                 log_fields["waited_ms"] = round(waited_s * 1000, 3)
@@ -263,7 +277,33 @@ class ToolRunner:
             tenant=tenant.name if tenant else None,
             **log_fields,
         )
+        if telemetry.active():
+            self._describe_span(outcome, tenant, arguments, log_fields)
         return result
+
+    def _describe_span(
+        self,
+        outcome: str,
+        tenant: Tenant | None,
+        arguments: dict[str, Any],
+        log_fields: dict[str, Any],
+    ) -> None:
+        """Put what the ``tool_call`` line says on the current (SERVER) span."""
+        attributes: dict[str, Any] = {
+            f"robot_mcp.memory.{key}": value for key, value in log_fields.items()
+        }
+        attributes["robot_mcp.memory.outcome"] = outcome
+        if outcome != "ok":
+            attributes["error.type"] = outcome
+        if tenant is not None:
+            attributes["robot_mcp.tenant"] = tenant.name
+            attributes["robot_mcp.robot"] = tenant.robot
+        query = arguments.get("query")
+        if isinstance(query, str):
+            attributes["robot_mcp.memory.query_chars"] = len(query)
+            if self.trace_query_chars:
+                attributes["robot_mcp.memory.query_prefix"] = query[: self.trace_query_chars]
+        telemetry.set_attributes(**attributes)
 
     async def _call(
         self, tool: str, handler: Handler, arguments: dict[str, Any], tenant: Tenant | None
