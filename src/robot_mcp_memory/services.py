@@ -145,7 +145,7 @@ def _open_database(settings: Settings) -> PgDatabase:
         raise SettingsError(
             "MEMORY_DATABASE_URL",
             "MEMORY_DATABASE_URL is set but the 'postgres' extra is not installed (cannot "
-            f"import {exc.name!r}); install it with: pip install 'robot-mcp-kit[memory,postgres]'"
+            f"import {exc.name!r}); install it with: pip install 'robot-mcp-kit[memory,postgres]'",
         ) from None
     db = PgDatabase(
         settings.database_url.get_secret_value(),
