@@ -84,9 +84,9 @@ def index_document(conn: Conn, rid: int) -> None:
     after = {
         (str(t), str(o))
         for t, o in conn.execute(
-            "INSERT INTO processes_postings (term, owner, rid, freq) "  # noqa: S608
+            "INSERT INTO processes_postings (term, owner, rid, freq, tokens) "  # noqa: S608
             f"SELECT x.lexeme, s.owner, s.rid, (SELECT sum({WEIGHT_SQL}) "
-            "FROM unnest(x.weights) AS w) "
+            "FROM unnest(x.weights) AS w), s.tokens "
             "FROM processes_search AS s, unnest(s.tsv) AS x WHERE s.rid = %s "
             "RETURNING term, owner",
             (rid,),
@@ -121,9 +121,9 @@ def rebuild_index(conn: Conn) -> int:
         "FROM processes AS p) AS t"
     ).rowcount
     conn.execute(
-        "INSERT INTO processes_postings (term, owner, rid, freq) "  # noqa: S608
-        f"SELECT x.lexeme, s.owner, s.rid, (SELECT sum({WEIGHT_SQL}) FROM unnest(x.weights) AS w) "
-        "FROM processes_search AS s, unnest(s.tsv) AS x"
+        "INSERT INTO processes_postings (term, owner, rid, freq, tokens) "  # noqa: S608
+        f"SELECT x.lexeme, s.owner, s.rid, (SELECT sum({WEIGHT_SQL}) FROM unnest(x.weights) AS w), "
+        "s.tokens FROM processes_search AS s, unnest(s.tsv) AS x"
     )
     conn.execute(
         "INSERT INTO processes_owner_terms (term, owner, docs) "
@@ -210,15 +210,18 @@ class PgTerms:
             for p in used
         ]
         scope = "" if owners is None else "AND po.owner = ANY(%s)"
+        # The terms filter the postings by their index (term = ANY); the phrases join
+        # back for their idf, one contribution each.
         sql = (
             f"SELECT po.rid, sum(q.idf * po.freq * {BM25_K1 + 1!r} / "  # noqa: S608
-            f"(po.freq + {BM25_K1!r} * ({1 - BM25_B!r} + {BM25_B!r} * s.tokens / %s)) "
+            f"(po.freq + {BM25_K1!r} * ({1 - BM25_B!r} + {BM25_B!r} * po.tokens / %s)) "
             "ORDER BY q.n) AS relevance "
             "FROM unnest(%s::text[], %s::float8[]) WITH ORDINALITY AS q(term, idf, n) "
-            f"JOIN processes_postings AS po ON po.term = q.term {scope} "
-            "JOIN processes_search AS s ON s.rid = po.rid GROUP BY po.rid"
+            "JOIN processes_postings AS po ON po.term = q.term "
+            f"WHERE po.term = ANY(%s) {scope} GROUP BY po.rid"
         )
-        params: list[Any] = [avgdl or 1.0, [p.term for p in used], idfs]
+        terms = [p.term for p in used]
+        params: list[Any] = [float(avgdl or 1.0), terms, idfs, sorted(set(terms))]
         if owners is not None:
             params.append(list(owners))
         return sql, params

@@ -10,7 +10,8 @@ table                      kind        why
                                        ``tsvector`` (title A, task pattern B, tags C, body D;
                                        GIN-indexed) in the :data:`TS_CONFIG` configuration
 ``processes_postings``     derived     (term, owner, document) -> the term's column-weighted
-                                       frequency, read from the ``tsvector``: bm25's postings
+                                       frequency, read from the ``tsvector``, and the
+                                       document's length: bm25's postings, read alone
 ``processes_owner_terms``  derived     (term, owner) -> how many of the owner's documents hold
                                        it: each term's df and the vocabulary of typo repair
 ``processes_vectors``      derived     each document's two embeddings as pgvector ``vector``
@@ -123,6 +124,7 @@ PROCESSES_POSTINGS = Table(
       owner TEXT NOT NULL,
       rid BIGINT NOT NULL REFERENCES processes (rid) ON DELETE CASCADE,
       freq REAL NOT NULL,
+      tokens INTEGER NOT NULL,
       PRIMARY KEY (term, owner, rid)
     )
     """,

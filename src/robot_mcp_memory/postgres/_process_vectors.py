@@ -94,21 +94,23 @@ class PgVectors:
         pool), with the least and greatest cosine over every visible document."""
         assert self.embedder is not None
         where, params = scope
+        # The query vector is parsed once (an InitPlan), not once per row; the rows are
+        # joined only when a filter needs them.
+        join = "JOIN processes AS p ON p.rid = v.rid" if where else ""
         rows = conn.execute(
-            "SELECT rid, cos, lo, hi FROM (SELECT c.rid, c.cos, min(c.cos) OVER () AS lo, "  # noqa: S608
-            "max(c.cos) OVER () AS hi, row_number() OVER (ORDER BY c.cos DESC, c.rid) AS n "
-            "FROM (SELECT v.rid, greatest(-(v.head <#> %s::halfvec), -(v.doc <#> %s::halfvec)) "
-            "AS cos FROM processes_vectors AS v JOIN processes AS p ON p.rid = v.rid "
-            f"WHERE v.model = %s AND v.dim = %s {'AND ' + where if where else ''}) AS c) AS r "
-            "WHERE r.n <= %s OR r.rid = ANY(%s)",
+            "WITH c AS MATERIALIZED (SELECT v.rid, "  # noqa: S608
+            "greatest(-(v.head <#> q.v), -(v.doc <#> q.v)) AS cos "
+            f"FROM (SELECT %s::halfvec AS v OFFSET 0) AS q, processes_vectors AS v {join} "
+            f"WHERE v.model = %s AND v.dim = %s {'AND ' + where if where else ''}) "
+            "SELECT rid, cos, (SELECT min(cos) FROM c), (SELECT max(cos) FROM c) FROM c "
+            "WHERE rid = ANY(%s) OR rid IN (SELECT rid FROM c ORDER BY cos DESC, rid LIMIT %s)",
             (
-                vector_text(query),
                 vector_text(query),
                 self.embedder.name,
                 self.embedder.dim,
                 *params,
-                top,
                 list(also),
+                top,
             ),
         ).fetchall()
         if not rows:
