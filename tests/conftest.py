@@ -159,7 +159,8 @@ def _new_pg_database() -> str:
     server = _pg_server()
     name = f"t_{uuid.uuid4().hex[:16]}"
     with psycopg.connect(server.get_uri(), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+        # FILE_COPY: a few times faster than the default WAL_LOG for a small, empty database.
+        conn.execute(f'CREATE DATABASE "{name}" STRATEGY = FILE_COPY')
     url: str = server.get_uri(name)
     return url
 
