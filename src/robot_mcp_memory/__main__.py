@@ -1,4 +1,10 @@
-"""``robot-mcp-memory``: run the memory MCP server.
+"""``robot-mcp-memory``: run the memory MCP server, or one of its operator commands.
+
+With no command it serves. The commands act on the store of ``MEMORY_DATA_DIR``:
+``backup DEST`` (a consistent copy, safe while the server serves), ``restore SRC`` (refused
+while a server holds the directory), ``dump DIR`` and ``load DIR`` (every document as its
+markdown, the registry and the lessons as readable files). Each prints one line per step
+on stdout and, when refused, one line on stderr with exit status :data:`EXIT_CONFIG`.
 
 Configuration is environment variables only (``--help`` lists them). Startup failures that
 restarting cannot fix — an invalid setting, a corrupt or too-new ``index.db`` — print one
@@ -15,6 +21,10 @@ import importlib
 import signal
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from robot_mcp_memory.settings import Settings
 
 __all__ = ["EXIT_CONFIG", "EXIT_MISSING_EXTRA", "main"]
 
@@ -66,6 +76,33 @@ def _parser() -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(
+        dest="command",
+        title="operator commands (on the store of MEMORY_DATA_DIR; none: serve)",
+        metavar="COMMAND",
+    )
+    backup = commands.add_parser(
+        "backup",
+        help="copy the store consistently into DEST, safe while the server serves",
+        description="Copy index.db and lessons.db of MEMORY_DATA_DIR into the new directory "
+        "DEST with SQLite's online backup API (one consistent point per file, WAL "
+        "included), check each copy and write DEST/backup.json (sha256, counts, schema "
+        "version). Safe while the server serves; never writes to MEMORY_DATA_DIR.",
+    )
+    backup.add_argument("dest", metavar="DEST", help="a new (or empty) directory")
+    restore = commands.add_parser(
+        "restore",
+        help="put a backup back into MEMORY_DATA_DIR (the server must be stopped)",
+        description="Check the backup in SRC against its manifest and SQLite's integrity "
+        "check, then put its files into MEMORY_DATA_DIR. Refused while a server holds "
+        "the directory (stop it first).",
+    )
+    restore.add_argument("src", metavar="SRC", help="a directory made by 'backup'")
+    restore.add_argument(
+        "--force",
+        action="store_true",
+        help="restore over an existing store, renaming its files *.before-restore-<time>",
+    )
     return parser
 
 
@@ -87,10 +124,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_MISSING_EXTRA
-    _parser().parse_args(argv)
+    args = _parser().parse_args(argv)
 
     from robot_mcp_kit.store import StoreError
-    from robot_mcp_memory._exceptions import SettingsError
+    from robot_mcp_memory._exceptions import OperationRefused, SettingsError
     from robot_mcp_memory.http import serve
     from robot_mcp_memory.logs import configure_logging
     from robot_mcp_memory.settings import load_settings
@@ -99,6 +136,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load_settings()
     except SettingsError as exc:
         return _refuse(str(exc))
+    if args.command is not None:
+        try:
+            return _operate(args, settings)
+        except (OperationRefused, StoreError) as exc:
+            return _refuse(str(exc))
     # Before build_server: FastMCP's constructor calls logging.basicConfig, a no-op once
     # the root logger has our handler.
     configure_logging()
@@ -112,13 +154,40 @@ def main(argv: Sequence[str] | None = None) -> int:
         pass
     except SettingsError as exc:  # the fd limit is too low for MEMORY_MAX_CONNECTIONS
         return _refuse(str(exc))
-    except StoreError as exc:
+    except (StoreError, OperationRefused) as exc:  # OperationRefused: another server holds it
         return _refuse(str(exc))
     except OSError as exc:
         if exc.filename is None:
             raise
         return _refuse(f"cannot use MEMORY_DATA_DIR={str(settings.data_dir)!r}: {exc}")
     return 0
+
+
+def _say(line: str) -> None:
+    print(f"{_PROG}: {line}", flush=True)
+
+
+def _operate(args: argparse.Namespace, settings: Settings) -> int:
+    """Run the operator command ``args.command`` on ``settings.data_dir``; 0 when done."""
+    from pathlib import Path
+
+    from robot_mcp_memory import operations
+
+    if args.command == "backup":
+        operations.require_sqlite(settings, "backup")
+        dest = Path(args.dest)
+        report = operations.backup_store(settings.data_dir, dest, progress=_say)
+        _say(f"backup done: {len(report.files)} file(s) in {dest} (manifest {dest}/backup.json)")
+        return 0
+    if args.command == "restore":
+        operations.require_sqlite(settings, "restore")
+        report = operations.restore_store(
+            Path(args.src), settings.data_dir, force=args.force, progress=_say
+        )
+        aside = f"; moved aside: {', '.join(report.moved_aside)}" if report.moved_aside else ""
+        _say(f"restore done: {len(report.files)} file(s) into {settings.data_dir}{aside}")
+        return 0
+    raise AssertionError(f"unknown command {args.command!r}")  # argparse refuses it first
 
 
 def _refuse(message: str) -> int:

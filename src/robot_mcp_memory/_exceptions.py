@@ -12,9 +12,13 @@ Each also subclasses the builtin it stands for, so ``except ValueError`` (or
     ├── Busy                             a tenant's calls fill its share; this one is not run
     ├── SettingsError (ValueError)       a setting (an environment variable) is invalid
     ├── TokenMapError (ValueError)       MEMORY_ROBOT_TOKENS is malformed
-    └── EmbedderUnavailable (RuntimeError)  the embedding model cannot be loaded
+    ├── EmbedderUnavailable (RuntimeError)  the embedding model cannot be loaded
+    └── OperationRefused (RuntimeError)  an operator command (backup, restore, dump, load)
+        │                                cannot be done; nothing was changed
+        └── StoreInUse                   ... because a running server holds the data dir
 
-The package root exports them all; how each becomes a tool answer is
+The package root exports them all (the two operator-command errors:
+:mod:`robot_mcp_memory.operations`); how each becomes a tool answer is
 :func:`robot_mcp_memory.tools.answer_for`. Each carries its context as attributes and says in its
 message what is wrong and what is valid. Programming errors (a bad argument to a
 constructor, say ``TokenAuth({"": ...})``) stay plain ``ValueError``: they are bugs, not
@@ -36,7 +40,9 @@ __all__ = [
     "ErrorCode",
     "FleetError",
     "MemoryServerError",
+    "OperationRefused",
     "SettingsError",
+    "StoreInUse",
     "TokenMapError",
     "ToolFailure",
     "quote",
@@ -233,3 +239,27 @@ class EmbedderUnavailable(MemoryServerError, RuntimeError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class OperationRefused(MemoryServerError, RuntimeError):
+    """An operator command (``backup``, ``restore``, ``dump``, ``load``) cannot be done.
+
+    str() is one sentence naming what was wrong and what to do; nothing was changed (a
+    half-made destination is removed before this is raised). ``path`` is the file or
+    directory concerned.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class StoreInUse(OperationRefused):
+    """The data directory is held by a running server (its lock file is taken).
+
+    ``holder`` is what the lock file says about its holder (``pid=… host=…``), or None.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, holder: str | None = None):
+        super().__init__(message, path=path)
+        self.holder = holder
