@@ -5,7 +5,8 @@ Each also subclasses the builtin it stands for, so ``except ValueError`` (or
 
     MemoryServerError
     ├── DocError (ValueError)            a process document failed to parse or validate
-    │   └── DocTooLarge                  ... because it is over its size limit
+    │   ├── DocTooLarge                  ... because it is over its size limit
+    │   └── RevisionConflict             ... because it changed since the revision the caller read
     ├── FleetError (ValueError)          a fleet or lesson request cannot be done
     ├── DamagedRow                       a stored row cannot be read back as a document
     ├── ToolFailure                      an expected tool failure, answered as JSON
@@ -41,6 +42,7 @@ __all__ = [
     "FleetError",
     "MemoryServerError",
     "OperationRefused",
+    "RevisionConflict",
     "SettingsError",
     "StoreInUse",
     "TokenMapError",
@@ -105,6 +107,33 @@ class DocTooLarge(DocError):
         self.size = size
         self.limit = limit
         self.unit = unit
+
+
+class RevisionConflict(DocError):
+    """A save named the revision it edits, and the stored document is no longer at it.
+
+    ``id`` is the document; ``expected`` the revision the caller named (0: "the id must be
+    new"); ``current`` the stored one, None when the document no longer exists. Nothing
+    was written.
+    """
+
+    def __init__(self, id: str, expected: int, current: int | None) -> None:
+        if current is None:
+            detail = (
+                f"process {quote(id)} does not exist any more (it was deleted or merged since "
+                f"revision {expected}); nothing was saved. Read the current state with "
+                "find_processes, or save without expected_revision to create it anew"
+            )
+        else:
+            detail = (
+                f"process {quote(id)} is at revision {current}, not {expected}: it changed "
+                "since you read it and nothing was saved. get_process it again, apply your "
+                f"change to revision {current}, and save with expected_revision={current}"
+            )
+        super().__init__("expected_revision", "conflict", detail)
+        self.id = id
+        self.expected = expected
+        self.current = current
 
 
 ErrorCode = Literal["invalid", "not_found", "conflict"]

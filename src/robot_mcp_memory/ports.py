@@ -11,6 +11,7 @@ Every port's methods are blocking: the tool runner calls them in a worker thread
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Collection
 from typing import Any, Protocol
 
@@ -23,13 +24,27 @@ from robot_mcp_memory.fleet import (
     Robot,
 )
 from robot_mcp_memory.search import Found
-from robot_mcp_memory.store import Saved
+from robot_mcp_memory.store import (
+    DocState,
+    Merged,
+    NearDuplicate,
+    Revision,
+    Saved,
+)
 
 __all__ = ["FleetPort", "LessonsPort", "ProcessesPort"]
 
 
 class ProcessesPort(Protocol):
-    """The process documents and their search index (memory spec §5's process tools)."""
+    """The process documents and their search index (memory spec §5's process tools).
+
+    Revisions (issue 22): every change of a document's content (a save with other content,
+    ``revert``, ``merge``, ``delete``) keeps the version it replaces, rendered to markdown
+    with its counters, under the document's revision number at the time, and the row's
+    revision goes up by one; a backend keeps at least the newest ``revisions_keep`` of each
+    document (also after the document was deleted) and may drop older ones. A save with
+    the same content and an outcome (counters, note) are not new revisions.
+    """
 
     def get(self, id: str) -> ProcessDoc | None: ...
 
@@ -40,10 +55,25 @@ class ProcessesPort(Protocol):
     ) -> list[Found]: ...
 
     def list(
-        self, limit: int = 50, offset: int = 0, *, robots: Collection[str] | None = None
+        self,
+        limit: int = 50,
+        offset: int = 0,
+        *,
+        robots: Collection[str] | None = None,
+        stale: bool | None = None,
     ) -> list[ProcessDoc]: ...
 
     def count(self, *, robots: Collection[str] | None = None) -> int: ...
+
+    def states(self, ids: Collection[str]) -> dict[str, DocState]: ...
+
+    def revisions(self, id: str) -> builtins.list[Revision]: ...
+
+    def get_revision(self, id: str, revision: int) -> ProcessDoc | None: ...
+
+    def near_duplicates(
+        self, id: str, *, robots: Collection[str] | None = None
+    ) -> builtins.list[NearDuplicate]: ...
 
     def save(
         self,
@@ -51,7 +81,12 @@ class ProcessesPort(Protocol):
         *,
         may_update: Callable[[Owner], bool] | None = None,
         max_robot_documents: int | None = None,
+        expected_revision: int | None = None,
     ) -> Saved: ...
+
+    def revert(self, id: str, revision: int) -> Saved | None: ...
+
+    def merge(self, keep_id: str, merge_id: str) -> Merged | None: ...
 
     def record_outcome(self, id: str, success: bool, note: str = "") -> ProcessDoc | None: ...
 

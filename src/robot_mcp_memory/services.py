@@ -116,7 +116,12 @@ def _open_index(settings: Settings) -> SqliteStore:
 def _assemble(settings: Settings, index: SqliteStore, embedder: Embedder | None) -> Memory:
     fleet = FleetRegistry(index)
     return Memory(
-        processes=ProcessStore(index, robot_id=settings.robot_id, embedder=embedder),
+        processes=ProcessStore(
+            index,
+            robot_id=settings.robot_id,
+            embedder=embedder,
+            revisions_keep=settings.revisions_keep,
+        ),
         fleet=fleet,
         lessons=ScopedParams(fleet, settings.data_dir / LESSONS_FILENAME),
         robot_max_documents=settings.robot_max_documents,

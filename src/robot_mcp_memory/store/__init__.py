@@ -7,11 +7,30 @@ In the memory server "store" means this one thing; the SQLite file under it (a
 
 from __future__ import annotations
 
-from robot_mcp_memory.store._process_store import ProcessStore
+from robot_mcp_memory._exceptions import RevisionConflict
+from robot_mcp_memory.store._process_store import (
+    DocState,
+    NearDuplicate,
+    ProcessStore,
+    Revision,
+    stale_sql,
+)
 from robot_mcp_memory.store._writes import (
+    Merged,
     Saved,
     append_outcome,
     outcome_line,
 )
 
-__all__ = ["ProcessStore", "Saved", "append_outcome", "outcome_line"]
+__all__ = [
+    "DocState",
+    "Merged",
+    "NearDuplicate",
+    "ProcessStore",
+    "Revision",
+    "RevisionConflict",
+    "Saved",
+    "append_outcome",
+    "outcome_line",
+    "stale_sql",
+]
