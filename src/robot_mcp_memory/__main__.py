@@ -103,6 +103,33 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="restore over an existing store, renaming its files *.before-restore-<time>",
     )
+    dump = commands.add_parser(
+        "dump",
+        help="write every document as markdown, the registry and lessons as JSON, into DIR",
+        description="Write the store as files a person can read and diff: "
+        "processes/<id>.md (each document's exact markdown), fleet/groups.json, "
+        "fleet/robots.json, fleet/settings.json, lessons.json and manifest.json (counts, "
+        "sha256 of each file, schema version). Reads a consistent snapshot; safe while "
+        "the server serves. dump -> load -> dump is byte-identical.",
+    )
+    dump.add_argument("dir", metavar="DIR", help="a new (or empty) directory")
+    load = commands.add_parser(
+        "load",
+        help="load a dump into MEMORY_DATA_DIR (the server must be stopped)",
+        description="Load a directory made by 'dump' into the store (empty or not). Same id "
+        "and same content: skipped. Same id, other content: a conflict; by default the "
+        "whole load is refused (nothing written) and each conflict named. Refused while "
+        "a server holds the directory.",
+    )
+    load.add_argument("dir", metavar="DIR", help="a directory made by 'dump'")
+    load.add_argument(
+        "--on-conflict",
+        choices=("refuse", "suffix"),
+        default="refuse",
+        help="refuse (default): load nothing when anything conflicts; suffix: store a "
+        "conflicting document under the next free id (-2, -3...) and keep the store's "
+        "registry entries, settings and lessons",
+    )
     return parser
 
 
@@ -186,6 +213,37 @@ def _operate(args: argparse.Namespace, settings: Settings) -> int:
         )
         aside = f"; moved aside: {', '.join(report.moved_aside)}" if report.moved_aside else ""
         _say(f"restore done: {len(report.files)} file(s) into {settings.data_dir}{aside}")
+        return 0
+    if args.command == "dump":
+        dest = Path(args.dir)
+        with operations.snapshot_memory(settings, progress=_say) as memory:
+            dumped = operations.dump_memory(memory, dest, progress=_say)
+        counts = ", ".join(f"{n} {kind}" for kind, n in dumped.counts.items())
+        _say(f"dump done: {counts} in {dest} (manifest {dest}/manifest.json)")
+        return 0
+    if args.command == "load":
+        from robot_mcp_memory.services import open_memory
+        from robot_mcp_memory.settings import SearchMode
+
+        lock = operations.DataDirLock(
+            settings.data_dir,
+            remedy="Stop the server first (systemctl stop robot-mcp-memory, or docker stop), "
+            "then run load again.",
+        )
+        with lock:
+            # Lexical: no model is loaded here; a hybrid server embeds what it lacks at open.
+            memory = open_memory(settings.model_copy(update={"search": SearchMode.LEXICAL}))
+            try:
+                loaded = operations.load_memory(
+                    memory, Path(args.dir), on_conflict=args.on_conflict, progress=_say
+                )
+            finally:
+                memory.close()
+        actions = ", ".join(f"{n} {action}" for action, n in sorted(loaded.actions.items()))
+        _say(
+            f"load done into {settings.data_dir}: {actions or 'nothing to do'}; "
+            f"{len(loaded.conflicts)} conflict(s)"
+        )
         return 0
     raise AssertionError(f"unknown command {args.command!r}")  # argparse refuses it first
 

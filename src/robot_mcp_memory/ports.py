@@ -26,6 +26,7 @@ from robot_mcp_memory.fleet import (
 from robot_mcp_memory.search import Found
 from robot_mcp_memory.store import (
     DocState,
+    Imported,
     Merged,
     NearDuplicate,
     Revision,
@@ -86,6 +87,8 @@ class ProcessesPort(Protocol):
 
     def revert(self, id: str, revision: int) -> Saved | None: ...
 
+    def import_document(self, doc: ProcessDoc, *, suffix: bool = False) -> Imported: ...
+
     def merge(self, keep_id: str, merge_id: str) -> Merged | None: ...
 
     def record_outcome(self, id: str, success: bool, note: str = "") -> ProcessDoc | None: ...
@@ -140,6 +143,10 @@ class FleetPort(Protocol):
         self, enabled: bool | None, group_id: str | None = None
     ) -> dict[str, Any]: ...
 
+    def import_group(self, group: Group) -> str: ...
+
+    def import_robot(self, robot: Robot) -> str: ...
+
 
 class LessonsPort(Protocol):
     """The robots' learned parameters (the wire's recall_params, record_params, list_lessons)."""
@@ -160,5 +167,7 @@ class LessonsPort(Protocol):
     def list_lessons(
         self, robot: str | None = None, skill: str | None = None
     ) -> list[dict[str, Any]]: ...
+
+    def import_lesson(self, lesson: dict[str, Any]) -> str: ...
 
     def close(self) -> None: ...

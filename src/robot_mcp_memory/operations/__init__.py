@@ -2,7 +2,9 @@
 
 :func:`backup_store` and :func:`restore_store` copy the SQLite files consistently while
 the server serves (:mod:`._backup`); :class:`DataDirLock` is the lock a running server
-holds on ``MEMORY_DATA_DIR``, which ``restore`` and ``load`` respect (:mod:`._lock`).
+holds on ``MEMORY_DATA_DIR``, which ``restore`` and ``load`` respect (:mod:`._lock`);
+:func:`dump_memory` and :func:`load_memory` write and read the store as reviewable files
+through the ports only, on any backend (:mod:`._dump`).
 The console script (:mod:`robot_mcp_memory.__main__`) calls these.
 """
 
@@ -17,17 +19,29 @@ from robot_mcp_memory.operations._backup import (
     require_sqlite,
     restore_store,
 )
+from robot_mcp_memory.operations._dump import (
+    DUMP_MANIFEST,
+    DumpReport,
+    dump_memory,
+    load_memory,
+    snapshot_memory,
+)
 from robot_mcp_memory.operations._lock import LOCK_FILENAME, DataDirLock
 
 __all__ = [
     "BACKUP_MANIFEST",
+    "DUMP_MANIFEST",
     "LOCK_FILENAME",
     "STORE_FILES",
     "BackupReport",
     "DataDirLock",
+    "DumpReport",
     "OperationRefused",
     "StoreInUse",
     "backup_store",
+    "dump_memory",
+    "load_memory",
     "require_sqlite",
     "restore_store",
+    "snapshot_memory",
 ]

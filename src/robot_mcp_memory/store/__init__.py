@@ -16,6 +16,7 @@ from robot_mcp_memory.store._process_store import (
     stale_sql,
 )
 from robot_mcp_memory.store._writes import (
+    Imported,
     Merged,
     Saved,
     append_outcome,
@@ -24,6 +25,7 @@ from robot_mcp_memory.store._writes import (
 
 __all__ = [
     "DocState",
+    "Imported",
     "Merged",
     "NearDuplicate",
     "ProcessStore",

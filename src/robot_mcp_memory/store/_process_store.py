@@ -79,6 +79,7 @@ from robot_mcp_memory.search import (
     unindex_document,
 )
 from robot_mcp_memory.store._writes import (
+    Imported,
     Merged,
     ProcessWriter,
     Saved,
@@ -412,6 +413,12 @@ class ProcessStore:
             max_robot_documents=max_robot_documents,
             expected_revision=expected_revision,
         )
+
+    def import_document(self, doc: ProcessDoc, *, suffix: bool = False) -> Imported:
+        """Store ``doc`` exactly as given, for ``load`` (see
+        :meth:`ProcessWriter.import_document`: skipped when the same, else a conflict or,
+        with ``suffix``, a suffixed id)."""
+        return self._writer.import_document(doc, suffix=suffix)
 
     def revert(self, id: str, revision: int) -> Saved | None:
         """Make kept revision ``revision`` of ``id`` current again (a new revision); None

@@ -58,7 +58,7 @@ from robot_mcp_memory.search import (
     unindex_document,
 )
 
-__all__ = ["Merged", "ProcessWriter", "Saved", "append_outcome", "outcome_line"]
+__all__ = ["Imported", "Merged", "ProcessWriter", "Saved", "append_outcome", "outcome_line"]
 
 _log = get_logger("robot_mcp_memory.store")
 
@@ -83,6 +83,16 @@ class Saved:
     created: bool
     renamed_from: str | None
     revision: int = 1
+
+
+@dataclass(frozen=True)
+class Imported:
+    """What ``import_document`` did: ``action`` is ``inserted``, ``skipped`` (the same
+    document is stored under that id), ``conflict`` (another one is; nothing written) or
+    ``suffixed`` (stored under ``id``, a suffixed form of the document's id)."""
+
+    action: str
+    id: str
 
 
 @dataclass(frozen=True)
@@ -375,6 +385,45 @@ class ProcessWriter:
             self._vectors.write(conn, row["rowid"], None)
         self._written(int(row["rowid"]), None, "", False)
         return True
+
+    def import_document(self, doc: ProcessDoc, *, suffix: bool) -> Imported:
+        """Store ``doc`` exactly as given (timestamps, counters, robot), for ``load``.
+
+        The same document already under its id (the same rendered markdown) is skipped;
+        another one there is a conflict, which writes nothing unless ``suffix``, when the
+        document goes to the first free id of the save rule's family (``-2``, ``-3``…).
+        """
+        markdown = doc.render()
+        terms = self.terms(doc.title, doc.task_pattern, tags_json(doc.tags), doc.body)
+        vectors = self._vectors.embed(
+            [document_texts(doc.title, doc.task_pattern, doc.tags, doc.body)]
+        )
+        with self.store.transaction() as conn:
+            candidate, n = doc.id, 1
+            while True:
+                row = conn.execute(
+                    f"SELECT {COLUMNS} FROM processes WHERE id = ?",  # noqa: S608
+                    (candidate,),
+                ).fetchone()
+                if row is None:
+                    break
+                if candidate == doc.id:
+                    try:
+                        same = row_to_doc(row).render() == markdown
+                    except DamagedRow:
+                        same = False
+                    if same:
+                        return Imported("skipped", doc.id)
+                    if not suffix:
+                        return Imported("conflict", doc.id)
+                n += 1
+                candidate = _next_candidate(doc.id, n)
+            stored_doc = doc if candidate == doc.id else doc.model_copy(update={"id": candidate})
+            updated = format_ts(doc.updated) if doc.updated else format_ts(self._clock())
+            rowid = self._insert(conn, stored_doc, candidate, doc.robot, updated)
+            stored = self._reindexed(conn, candidate, rowid, terms, vectors)
+        self._written(rowid, vectors, str(stored["robot"]), bool(stored["shared"]))
+        return Imported("inserted" if candidate == doc.id else "suffixed", candidate)
 
     def revert(self, id: str, revision: int) -> Saved | None:
         """Make revision ``revision`` of ``id`` the current document again; None when that
