@@ -281,12 +281,10 @@ class ProcessWriter:
             "markdown) VALUES (?, ?, ?, ?, ?)",
             (id, int(row["revision"]), now, reason, markdown),
         )
-        # The kit's chokepoint, nested in this transaction (a savepoint): every other
-        # document's revisions are spared, so keep_last counts this document's alone.
+        # The kit's chokepoint, nested in this transaction (a savepoint), confined to this
+        # document's revisions (the primary key's prefix serves it: no table scan).
         self.store.prune(
-            "processes_revisions",
-            keep_last=self.revisions_keep,
-            spare_where=f"doc_id <> {_sql_text(id)}",
+            "processes_revisions", keep_last=self.revisions_keep, within={"doc_id": id}
         )
 
     def _insert(
@@ -649,12 +647,6 @@ class ProcessWriter:
 
 
 # --- helpers ------------------------------------------------------------------------
-
-
-def _sql_text(text: str) -> str:
-    """``text`` as an SQL string literal (quotes doubled): for the kit's ``spare_where``,
-    which takes SQL, never parameters."""
-    return "'" + text.replace("'", "''") + "'"
 
 
 _OUTCOME_LINE = re.compile(r"^- \S+ (?:success|failure): .*$", re.MULTILINE)
