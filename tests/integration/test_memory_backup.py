@@ -199,3 +199,15 @@ def test_restore_refuses_a_damaged_backup_and_an_existing_store(tmp_path):
     assert damaged.returncode == 2
     assert "does not match its manifest" in damaged.stderr
     assert not (tmp_path / "other" / "index.db").exists()
+
+
+def test_a_second_server_on_the_same_directory_is_refused(spawn, run_memory_server):
+    """The lock restore and load respect is the one a serving server holds."""
+    server = spawn(transport="sse")
+    second = run_memory_server({"MEMORY_DATA_DIR": str(server.data_dir)})
+    assert second.returncode == 2
+    assert "in use" in second.stderr
+    assert "memory.lock" in second.stderr
+    assert "Traceback" not in second.stderr
+    holder = (server.data_dir / "memory.lock").read_text()
+    assert f"pid={server.proc.pid}" in holder
