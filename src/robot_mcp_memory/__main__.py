@@ -216,7 +216,7 @@ def _operate(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     if args.command == "dump":
         dest = Path(args.dir)
-        with operations.snapshot_memory(settings, progress=_say) as memory:
+        with operations.memory_to_dump(settings, progress=_say) as memory:
             dumped = operations.dump_memory(memory, dest, progress=_say)
         counts = ", ".join(f"{n} {kind}" for kind, n in dumped.counts.items())
         _say(f"dump done: {counts} in {dest} (manifest {dest}/manifest.json)")

@@ -45,6 +45,32 @@ class ProcessesPort(Protocol):
     revision goes up by one; a backend keeps at least the newest ``revisions_keep`` of each
     document (also after the document was deleted) and may drop older ones. A save with
     the same content and an outcome (counters, note) are not new revisions.
+
+    What each issue-22 call must do on any backend:
+
+    - ``states(ids)``: per existing id, its revision, its last ``STALE_WINDOW`` outcomes
+      (``"s"``/``"f"``, oldest first, updated with every counted outcome) and
+      ``last_success``; missing ids are absent.
+    - ``list(..., stale=True|False)``: only the documents that are (are not) stale by
+      :class:`~robot_mcp_memory.store.DocState`'s rule, in id order like the rest.
+    - ``revisions(id)``: the kept earlier versions, newest first, also of a deleted id.
+    - ``get_revision(id, n)``: that version as it was (counters of then); the current one
+      for the current number; None when not kept.
+    - ``near_duplicates(id, robots=)``: stored documents within ``robots`` (as ``find``
+      filters) that are near-copies of ``id``, most similar first, never ``id`` itself.
+    - ``save(..., expected_revision=n)``: where the caller may update the row with this
+      id, update it in place only if it is at revision ``n`` (any mission), else raise
+      :class:`~robot_mcp_memory.store.RevisionConflict` with the current revision (None:
+      the id does not exist; 0 asks for a new id); a row the caller may not update is
+      passed over as without it. Writes nothing on a conflict.
+    - ``revert(id, n)``: make kept version ``n`` current as a new revision (counters kept,
+      a merge's counts taken off again; a deleted id re-created); None when not kept.
+    - ``merge(keep, gone)``: in one transaction, add ``gone``'s counters to ``keep``, append
+      its outcome-log lines, keep both prior versions as revisions, delete ``gone``; None
+      when either is unknown.
+    - ``import_document(doc, suffix=)``: store exactly as given (timestamps, counters);
+      ``skipped`` when the same rendering is there, ``conflict`` (nothing written) or,
+      with ``suffix``, ``suffixed`` under the save rule's next free id.
     """
 
     def get(self, id: str) -> ProcessDoc | None: ...
@@ -101,7 +127,13 @@ class ProcessesPort(Protocol):
 
 
 class FleetPort(Protocol):
-    """The fleet registry: robots, groups and the self-improve toggles."""
+    """The fleet registry: robots, groups and the self-improve toggles.
+
+    ``import_group`` / ``import_robot`` (for ``load``) store the record exactly as given
+    (timestamps included; a robot's group must exist) and answer ``"inserted"``,
+    ``"skipped"`` (the same record is there; a group's robots aside) or ``"conflict"``
+    (another record under that id; nothing written).
+    """
 
     def visible_robots(self, robot_id: str) -> frozenset[str]: ...
 
@@ -149,7 +181,11 @@ class FleetPort(Protocol):
 
 
 class LessonsPort(Protocol):
-    """The robots' learned parameters (the wire's recall_params, record_params, list_lessons)."""
+    """The robots' learned parameters (the wire's recall_params, record_params, list_lessons).
+
+    ``import_lesson`` (for ``load``) stores a ``list_lessons`` dict exactly, ungated, and
+    answers ``"inserted"``, ``"skipped"`` or ``"conflict"`` like the fleet's imports.
+    """
 
     def recall(self, robot: str, skill: str, place: str | None = None) -> dict[str, Any]: ...
 

@@ -24,6 +24,7 @@ from robot_mcp_memory.operations._dump import (
     DumpReport,
     dump_memory,
     load_memory,
+    memory_to_dump,
     snapshot_memory,
 )
 from robot_mcp_memory.operations._lock import LOCK_FILENAME, DataDirLock
@@ -41,6 +42,7 @@ __all__ = [
     "backup_store",
     "dump_memory",
     "load_memory",
+    "memory_to_dump",
     "require_sqlite",
     "restore_store",
     "snapshot_memory",

@@ -55,7 +55,14 @@ from robot_mcp_memory.operations._backup import backup_store
 from robot_mcp_memory.services import Memory, open_memory
 from robot_mcp_memory.settings import SearchMode, Settings
 
-__all__ = ["DUMP_MANIFEST", "DumpReport", "dump_memory", "load_memory", "snapshot_memory"]
+__all__ = [
+    "DUMP_MANIFEST",
+    "DumpReport",
+    "dump_memory",
+    "load_memory",
+    "memory_to_dump",
+    "snapshot_memory",
+]
 
 DUMP_MANIFEST = "manifest.json"
 """The manifest inside a dump directory."""
@@ -395,3 +402,19 @@ def snapshot_memory(settings: Settings, *, progress: Progress = _silent) -> Iter
             yield memory
         finally:
             memory.close()
+
+
+@contextmanager
+def memory_to_dump(settings: Settings, *, progress: Progress = _silent) -> Iterator[Memory]:
+    """The services ``dump`` reads: for SQLite, :func:`snapshot_memory` (a consistent copy,
+    safe beside a serving server); another backend opens its own services, whose reads
+    must be one consistent snapshot (PostgreSQL: a REPEATABLE READ transaction)."""
+    if str(getattr(settings, "backend", "sqlite")) == "sqlite":
+        with snapshot_memory(settings, progress=progress) as memory:
+            yield memory
+        return
+    memory = open_memory(settings)  # pragma: no cover - the PostgreSQL backend's hook
+    try:  # pragma: no cover
+        yield memory
+    finally:  # pragma: no cover
+        memory.close()
