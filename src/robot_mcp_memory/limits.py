@@ -37,7 +37,8 @@ limit                    what happens past it
 ``STALE_MIN_OUTCOMES``   fewer recent outcomes never make a document stale
 ``STALE_FAILURE_SHARE``  more failures than this share of them mark it ``stale``
 ``NEAR_DUPLICATE_SIMILARITY``  a saved document this similar to another names it
-``NEAR_DUPLICATE_CANDIDATES``  how many search results are compared for near-copies
+``NEAR_DUPLICATE_CANDIDATES``  how many candidates are compared for near-copies
+``NEAR_DUPLICATE_PROBE_TERMS``  how many rare terms of a saved document pick candidates
 =======================  ==========================================================
 
 ``MAX_ANSWER_BYTES`` and the three ``ROBOT_`` defaults named with a variable are what an
@@ -67,6 +68,7 @@ __all__ = [
     "MAX_YAML_DEPTH",
     "MAX_YAML_INDENT",
     "NEAR_DUPLICATE_CANDIDATES",
+    "NEAR_DUPLICATE_PROBE_TERMS",
     "NEAR_DUPLICATE_SIMILARITY",
     "REVISIONS_KEEP",
     "ROBOT_BURST_S",
@@ -208,7 +210,12 @@ that differ in a step or two score 0.85-0.95, two processes of different tasks t
 share the building's vocabulary stay under 0.6 (decision 0027)."""
 
 NEAR_DUPLICATE_CANDIDATES = 5
-"""How many search results for a saved document's task are compared with it."""
+"""How many candidate documents (those sharing most of the probe terms) are compared with a
+saved one."""
+
+NEAR_DUPLICATE_PROBE_TERMS = 8
+"""How many of a saved document's rarest terms (held by at least one other document the
+caller may read) pick the candidates: a near-copy holds nearly all of them."""
 
 
 def clamp(value: int, low: int, high: int) -> int:

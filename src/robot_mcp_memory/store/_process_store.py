@@ -63,6 +63,7 @@ from robot_mcp_memory.limits import (
     MAX_COUNT,
     MAX_LIMIT,
     NEAR_DUPLICATE_CANDIDATES,
+    NEAR_DUPLICATE_PROBE_TERMS,
     NEAR_DUPLICATE_SIMILARITY,
     REVISIONS_KEEP,
     STALE_FAILURE_SHARE,
@@ -77,6 +78,7 @@ from robot_mcp_memory.search import (
     index_document,
     owner_key,
     unindex_document,
+    visible_owners,
 )
 from robot_mcp_memory.store._writes import (
     Imported,
@@ -327,29 +329,47 @@ class ProcessStore:
         """Stored documents (within ``robots``, as :meth:`find` filters) that are near-copies
         of document ``id``, most similar first.
 
-        Candidates are what search finds for the document's own task (its
-        ``task_pattern``, else its title; the :data:`NEAR_DUPLICATE_CANDIDATES` best);
-        one is a near-copy when the cosine of the two documents' weighted term frequencies
-        (the statistics the ranking reads) is at least :data:`NEAR_DUPLICATE_SIMILARITY`.
+        Candidates come from the per-owner statistics the ranking reads (decision 0022), of
+        the owners the call may read only: the documents holding most of ``id``'s
+        :data:`NEAR_DUPLICATE_PROBE_TERMS` rarest terms (those another document holds too;
+        a near-copy shares them, an unrelated document does not), the
+        :data:`NEAR_DUPLICATE_CANDIDATES` best. One is a near-copy when the cosine of the
+        two documents' weighted term frequencies is at least
+        :data:`NEAR_DUPLICATE_SIMILARITY`. A few indexed reads, no search.
         """
-        doc = self.get(id)
-        if doc is None:
-            return []
         mine = self._terms_of([id]).get(id)
         if not mine:
             return []
-        query = doc.task_pattern or doc.title
-        found = [
-            f.doc
-            for f in self._search.find(query, NEAR_DUPLICATE_CANDIDATES + 1, robots=robots)
-            if f.doc.id != id
-        ]
-        theirs = self._terms_of([d.id for d in found])
+        owners = None if robots is None else visible_owners(robots)
+        in_owners = "" if owners is None else "AND o.owner IN (SELECT value FROM json_each(?))"
+        scope = () if owners is None else (json.dumps(owners),)
+        df = {
+            str(r[0]): int(r[1])
+            for r in self.store.query(
+                "SELECT o.term, sum(o.docs) FROM processes_owner_terms AS o "  # noqa: S608
+                f"WHERE o.term IN (SELECT value FROM json_each(?)) {in_owners} GROUP BY o.term",
+                (json.dumps(sorted(mine)), *scope),
+            )
+        }
+        probe = sorted((t for t in mine if df.get(t, 0) >= 2), key=lambda t: (df[t], t))
+        probe = probe[:NEAR_DUPLICATE_PROBE_TERMS]
+        if not probe:
+            return []
+        rows = self.store.query(
+            "SELECT d.id, d.title FROM (SELECT p.doc_rowid AS rid, count(*) AS hits "  # noqa: S608
+            "FROM processes_owner_terms AS o JOIN processes_postings AS p "
+            "ON p.owner = o.owner AND p.term = o.term "
+            f"WHERE o.term IN (SELECT value FROM json_each(?)) {in_owners} "
+            "GROUP BY p.doc_rowid) AS c JOIN processes AS d ON d.rowid = c.rid "
+            "WHERE d.id <> ? ORDER BY c.hits DESC, d.id LIMIT ?",
+            (json.dumps(probe), *scope, id, NEAR_DUPLICATE_CANDIDATES),
+        )
+        theirs = self._terms_of([str(r[0]) for r in rows])
         near = []
-        for other in found:
-            similarity = _cosine(mine, theirs.get(other.id, {}))
+        for row in rows:
+            similarity = _cosine(mine, theirs.get(str(row[0]), {}))
             if similarity >= NEAR_DUPLICATE_SIMILARITY:
-                near.append(NearDuplicate(other.id, other.title, round(similarity, 4)))
+                near.append(NearDuplicate(str(row[0]), str(row[1]), round(similarity, 4)))
         return sorted(near, key=lambda n: (-n.similarity, n.id))
 
     def _terms_of(self, ids: Collection[str]) -> dict[str, dict[str, float]]:
