@@ -61,7 +61,9 @@ def _parser() -> argparse.ArgumentParser:
         description=(
             "The fleet's process memory as an MCP server named 'memory': stores markdown "
             "process documents distilled from past missions and finds the relevant ones "
-            "for a new instruction (SQLite FTS5, one file: MEMORY_DATA_DIR/index.db)."
+            "for a new instruction (SQLite FTS5 in MEMORY_DATA_DIR/index.db, lessons in "
+            "lessons.db beside it). The commands below back up, restore, dump and load that "
+            "store."
         ),
         epilog=(
             "configuration (environment variables only):\n"
@@ -71,8 +73,9 @@ def _parser() -> argparse.ArgumentParser:
             f"MEMORY_MAX_CONNECTIONS + {ACCEPT_BACKLOG + FD_RESERVE} file descriptors: the "
             "soft limit is raised up to the\nhard one (ulimit -Hn; systemd LimitNOFILE=, "
             "docker run --ulimit nofile=), else exit 2.\n"
-            f"exit status: 0 stopped, {EXIT_CONFIG} invalid setting or unreadable index.db "
-            "(fix it, do not just restart)."
+            f"exit status: 0 stopped (a command: done), {EXIT_CONFIG} invalid setting, "
+            "unreadable index.db, a data directory another server holds, or a refused "
+            "command (fix it, do not just restart)."
         ),
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
