@@ -129,7 +129,12 @@ def _open_index(settings: Settings) -> SqliteStore:
 def _assemble(settings: Settings, index: SqliteStore, embedder: Embedder | None) -> Memory:
     fleet = FleetRegistry(index)
     return Memory(
-        processes=ProcessStore(index, robot_id=settings.robot_id, embedder=embedder),
+        processes=ProcessStore(
+            index,
+            robot_id=settings.robot_id,
+            embedder=embedder,
+            revisions_keep=settings.revisions_keep,
+        ),
         fleet=fleet,
         lessons=ScopedParams(fleet, settings.data_dir / LESSONS_FILENAME),
         robot_max_documents=settings.robot_max_documents,
@@ -145,7 +150,7 @@ def _open_database(settings: Settings) -> PgDatabase:
         raise SettingsError(
             "MEMORY_DATABASE_URL",
             "MEMORY_DATABASE_URL is set but the 'postgres' extra is not installed (cannot "
-            f"import {exc.name!r}); install it with: pip install 'robot-mcp-kit[memory,postgres]'"
+            f"import {exc.name!r}); install it with: pip install 'robot-mcp-kit[memory,postgres]'",
         ) from None
     db = PgDatabase(
         settings.database_url.get_secret_value(),

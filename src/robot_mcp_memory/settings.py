@@ -29,6 +29,7 @@ from robot_mcp_memory._exceptions import (
 )
 from robot_mcp_memory.limits import (
     MAX_ANSWER_BYTES,
+    REVISIONS_KEEP,
     ROBOT_BURST_S,
     ROBOT_MAX_CALLS,
     ROBOT_MAX_DOCUMENTS,
@@ -86,7 +87,7 @@ ENV_VARS: dict[str, tuple[str, str, str]] = {
     "MEMORY_DATA_DIR": (
         "data_dir",
         "data/",
-        "directory of index.db, the one file this server writes",
+        "directory of index.db, lessons.db and memory.lock (the lock a running server holds)",
     ),
     "MEMORY_DATABASE_URL": (
         "database_url",
@@ -198,6 +199,12 @@ ENV_VARS: dict[str, tuple[str, str, str]] = {
         "bytes one find_processes / list_processes answer may take on the wire "
         "(65536-67108864); past it a find leaves further results' markdown out "
         "(get_process fetches them) and a list page stops early with next_offset",
+    ),
+    "MEMORY_REVISIONS_KEEP": (
+        "revisions_keep",
+        str(REVISIONS_KEEP),
+        "earlier versions kept per process document (1-1000) for get_process(revision=) "
+        "and revert_process; older ones are pruned at the next change",
     ),
     "MEMORY_SEARCH": (
         "search",
@@ -347,6 +354,12 @@ class Settings(BaseSettings):
         ge=64 * 1024,
         le=64 * 1024 * 1024,
         validation_alias=AliasChoices("max_answer_bytes", "MEMORY_MAX_ANSWER_BYTES"),
+    )
+    revisions_keep: int = Field(
+        default=REVISIONS_KEEP,
+        ge=1,
+        le=1000,
+        validation_alias=AliasChoices("revisions_keep", "MEMORY_REVISIONS_KEEP"),
     )
 
     search: SearchMode = Field(

@@ -7,8 +7,17 @@ In the memory server "store" means this one thing; the SQLite file under it (a
 
 from __future__ import annotations
 
-from robot_mcp_memory.store._process_store import ProcessStore
+from robot_mcp_memory._exceptions import RevisionConflict
+from robot_mcp_memory.store._process_store import (
+    DocState,
+    NearDuplicate,
+    ProcessStore,
+    Revision,
+    stale_sql,
+)
 from robot_mcp_memory.store._writes import (
+    Imported,
+    Merged,
     Saved,
     append_outcome,
     document_terms,
@@ -19,7 +28,13 @@ from robot_mcp_memory.store._writes import (
 )
 
 __all__ = [
+    "DocState",
+    "Imported",
+    "Merged",
+    "NearDuplicate",
     "ProcessStore",
+    "Revision",
+    "RevisionConflict",
     "Saved",
     "append_outcome",
     "document_terms",
@@ -27,4 +42,5 @@ __all__ = [
     "outcome_line",
     "robot_documents_refusal",
     "same_mission",
+    "stale_sql",
 ]
