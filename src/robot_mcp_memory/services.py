@@ -169,7 +169,12 @@ def _assemble_database(settings: Settings, db: PgDatabase, embedder: Embedder | 
 
     fleet = PgFleetRegistry(db)
     return Memory(
-        processes=PgProcessStore(db, robot_id=settings.robot_id, embedder=embedder),
+        processes=PgProcessStore(
+            db,
+            robot_id=settings.robot_id,
+            embedder=embedder,
+            revisions_keep=settings.revisions_keep,
+        ),
         fleet=fleet,
         lessons=ScopedParams(fleet, PgParamBackend(db)),
         robot_max_documents=settings.robot_max_documents,

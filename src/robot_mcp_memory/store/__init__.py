@@ -13,6 +13,8 @@ from robot_mcp_memory.store._process_store import (
     NearDuplicate,
     ProcessStore,
     Revision,
+    near_copies,
+    probe_terms,
     stale_sql,
 )
 from robot_mcp_memory.store._writes import (
@@ -23,6 +25,7 @@ from robot_mcp_memory.store._writes import (
     document_terms,
     next_candidate,
     outcome_line,
+    outcome_lines,
     robot_documents_refusal,
     same_mission,
 )
@@ -38,8 +41,11 @@ __all__ = [
     "Saved",
     "append_outcome",
     "document_terms",
+    "near_copies",
     "next_candidate",
     "outcome_line",
+    "outcome_lines",
+    "probe_terms",
     "robot_documents_refusal",
     "same_mission",
     "stale_sql",

@@ -91,7 +91,15 @@ from robot_mcp_memory.store._writes import (
 if TYPE_CHECKING:
     from robot_mcp_memory.search import Embedder
 
-__all__ = ["DocState", "NearDuplicate", "ProcessStore", "Revision", "stale_sql"]
+__all__ = [
+    "DocState",
+    "NearDuplicate",
+    "ProcessStore",
+    "Revision",
+    "near_copies",
+    "probe_terms",
+    "stale_sql",
+]
 
 _log = get_logger("robot_mcp_memory.store")
 
@@ -351,8 +359,7 @@ class ProcessStore:
                 (json.dumps(sorted(mine)), *scope),
             )
         }
-        probe = sorted((t for t in mine if df.get(t, 0) >= 2), key=lambda t: (df[t], t))
-        probe = probe[:NEAR_DUPLICATE_PROBE_TERMS]
+        probe = probe_terms(mine, df)
         if not probe:
             return []
         rows = self.store.query(
@@ -365,12 +372,7 @@ class ProcessStore:
             (json.dumps(probe), *scope, id, NEAR_DUPLICATE_CANDIDATES),
         )
         theirs = self._terms_of([str(r[0]) for r in rows])
-        near = []
-        for row in rows:
-            similarity = _cosine(mine, theirs.get(str(row[0]), {}))
-            if similarity >= NEAR_DUPLICATE_SIMILARITY:
-                near.append(NearDuplicate(str(row[0]), str(row[1]), round(similarity, 4)))
-        return sorted(near, key=lambda n: (-n.similarity, n.id))
+        return near_copies(mine, [(str(r[0]), str(r[1]), theirs.get(str(r[0]), {})) for r in rows])
 
     def _terms_of(self, ids: Collection[str]) -> dict[str, dict[str, float]]:
         rows = self.store.query(
@@ -588,3 +590,25 @@ def _cosine(a: dict[str, float], b: dict[str, float]) -> float:
     dot = sum(w * b[t] for t, w in a.items() if t in b)
     norm = math.sqrt(sum(w * w for w in a.values())) * math.sqrt(sum(w * w for w in b.values()))
     return dot / norm if norm else 0.0
+
+
+def probe_terms(terms: Collection[str], df: dict[str, int]) -> builtins.list[str]:
+    """The terms of a document that pick its near-copy candidates: the
+    :data:`NEAR_DUPLICATE_PROBE_TERMS` rarest by ``df`` (documents holding each) of those
+    another document holds too (``df`` at least 2), ties by term. Pure; every backend's."""
+    probe = sorted((t for t in terms if df.get(t, 0) >= 2), key=lambda t: (df[t], t))
+    return probe[:NEAR_DUPLICATE_PROBE_TERMS]
+
+
+def near_copies(
+    mine: dict[str, float], candidates: Collection[tuple[str, str, dict[str, float]]]
+) -> builtins.list[NearDuplicate]:
+    """The ``(id, title, weighted term frequencies)`` candidates whose cosine with ``mine``
+    is at least :data:`NEAR_DUPLICATE_SIMILARITY`, most similar first (ties by id).
+    Pure; every backend's."""
+    near = []
+    for id, title, theirs in candidates:
+        similarity = _cosine(mine, theirs)
+        if similarity >= NEAR_DUPLICATE_SIMILARITY:
+            near.append(NearDuplicate(id, title, round(similarity, 4)))
+    return sorted(near, key=lambda n: (-n.similarity, n.id))

@@ -67,6 +67,7 @@ __all__ = [
     "document_terms",
     "next_candidate",
     "outcome_line",
+    "outcome_lines",
     "robot_documents_refusal",
     "same_mission",
 ]
@@ -541,7 +542,7 @@ class ProcessWriter:
             kept_doc = row_to_doc(keep)
             gone_doc = row_to_doc(gone)
             body = kept_doc.body
-            for line in _outcome_lines(gone_doc.body):
+            for line in outcome_lines(gone_doc.body):
                 body = append_outcome(body, line)
             kept_doc.body = body
             if len(kept_doc.render().encode("utf-8", "surrogatepass")) > MAX_DOC_BYTES:
@@ -672,8 +673,8 @@ class ProcessWriter:
 _OUTCOME_LINE = re.compile(r"^- \S+ (?:success|failure): .*$", re.MULTILINE)
 
 
-def _outcome_lines(body: str) -> list[str]:
-    """The ``- <ts> success|failure: <note>`` lines under a body's ``## Outcome log``."""
+def outcome_lines(body: str) -> list[str]:
+    """Pure: the ``- <ts> success|failure: <note>`` lines under a body's ``## Outcome log``."""
     heading = _OUTCOME_HEADING.search(body)
     if heading is None:
         return []
