@@ -100,7 +100,9 @@ def _parser() -> argparse.ArgumentParser:
         description="Copy index.db and lessons.db of MEMORY_DATA_DIR into the new directory "
         "DEST with SQLite's online backup API (one consistent point per file, WAL "
         "included), check each copy and write DEST/backup.json (sha256, counts, schema "
-        "version). Safe while the server serves; never writes to MEMORY_DATA_DIR.",
+        "version). Safe while the server serves; never writes to MEMORY_DATA_DIR. With "
+        "MEMORY_DATABASE_URL (PostgreSQL): a logical export of one snapshot of the "
+        "database in the dump format (DEST/manifest.json), safe while the replicas serve.",
     )
     backup.add_argument("dest", metavar="DEST", help="a new (or empty) directory")
     restore = commands.add_parser(
@@ -108,7 +110,8 @@ def _parser() -> argparse.ArgumentParser:
         help="put a backup back into MEMORY_DATA_DIR (the server must be stopped)",
         description="Check the backup in SRC against its manifest and SQLite's integrity "
         "check, then put its files into MEMORY_DATA_DIR. Refused while a server holds "
-        "the directory (stop it first).",
+        "the directory (stop it first). With MEMORY_DATABASE_URL (PostgreSQL): load the "
+        "export SRC made by 'backup' into the database, which must be empty.",
     )
     restore.add_argument("src", metavar="SRC", help="a directory made by 'backup'")
     restore.add_argument(
@@ -281,6 +284,22 @@ def _operate(args: argparse.Namespace, settings: Settings) -> int:
 
     from robot_mcp_memory import operations
 
+    if args.command == "backup" and settings.database_url is not None:
+        dest = Path(args.dest)
+        exported = operations.backup_database(settings, dest, progress=_say)
+        counts = ", ".join(f"{n} {kind}" for kind, n in exported.counts.items())
+        _say(
+            f"backup done: {counts} from one snapshot of the PostgreSQL database in {dest} "
+            f"(manifest {dest}/manifest.json; 'restore {dest}' loads it into an empty database)"
+        )
+        return 0
+    if args.command == "restore" and settings.database_url is not None:
+        restored = operations.restore_database(
+            settings, Path(args.src), force=args.force, progress=_say
+        )
+        actions = ", ".join(f"{n} {action}" for action, n in sorted(restored.actions.items()))
+        _say(f"restore done into the PostgreSQL database: {actions or 'nothing to do'}")
+        return 0
     if args.command == "backup":
         operations.require_sqlite(settings, "backup")
         dest = Path(args.dest)

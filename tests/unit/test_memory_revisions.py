@@ -2,7 +2,8 @@
 stale marks, and what a scoped connection sees of them.
 
 Through the MCP surface (a real client over in-memory streams, ``build_server``) and the
-handlers called as the runner calls them, on real SQLite files in the test's temp dir.
+handlers called as the runner calls them, on each backend: real SQLite files in the test's
+temp dir, and a new database on the test PostgreSQL server.
 """
 
 from __future__ import annotations
@@ -41,9 +42,19 @@ PARCEL = (
 )
 
 
-@pytest.fixture
-def settings(tmp_path):
-    return Settings(data_dir=tmp_path / "data", search="lexical", revisions_keep=3)
+@pytest.fixture(params=["sqlite", "postgres"])
+def settings(tmp_path, request):
+    url = request.getfixturevalue("pg_url") if request.param == "postgres" else None
+    return Settings(
+        data_dir=tmp_path / "data", search="lexical", revisions_keep=3, database_url=url
+    )
+
+
+def flush(memory: Memory) -> None:
+    """Write SQLite's queued outcome counters (PostgreSQL counts them as it answers)."""
+    store = getattr(memory.processes, "store", None)
+    if store is not None:
+        store.flush()
 
 
 @pytest.fixture
@@ -178,7 +189,7 @@ class TestRevertAndMerge:
         save_process(memory, None, markdown=doc("fetch", "Fetch", PARCEL))
         record_outcome(memory, None, id="fetch", success=True)
         save_process(memory, None, markdown=doc("fetch", "Fetch v2", PARCEL + "extra\n"))
-        memory.processes.store.flush()  # type: ignore[attr-defined]
+        flush(memory)
         out = revert_process(memory, None, id="fetch", revision=1)
         assert (out["revision"], out["reverted_to"], out["recreated"]) == (3, 1, False)
         assert out["title"] == "Fetch"
@@ -216,7 +227,7 @@ class TestRevertAndMerge:
         for ok in (True, True, False):
             record_outcome(memory, None, id="fetch", success=ok, note=f"fetch run {ok}")
         record_outcome(memory, None, id="fetch-copy", success=True, note="copy run")
-        memory.processes.store.flush()  # type: ignore[attr-defined]
+        flush(memory)
 
         merged = merge_processes(memory, None, keep_id="fetch", merge_id="fetch-copy")
         assert (merged["success_count"], merged["failure_count"]) == (3, 1)
@@ -244,12 +255,12 @@ class TestStale:
         record_outcome(memory, None, id="fetch", success=True)
         for _ in range(3):
             record_outcome(memory, None, id="fetch", success=False)
-        memory.processes.store.flush()  # type: ignore[attr-defined]
+        flush(memory)
         summaries = {p["id"]: p for p in list_processes(memory, None)["processes"]}
         assert summaries["fetch"]["stale"] is False  # 3 of 4 failed, but 5 are needed...
         assert summaries["fetch"]["last_success"] is not None
         record_outcome(memory, None, id="fetch", success=False)
-        memory.processes.store.flush()  # type: ignore[attr-defined]
+        flush(memory)
         summaries = {p["id"]: p for p in list_processes(memory, None)["processes"]}
         assert summaries["fetch"]["stale"] is True  # ... 4 of 5: stale
         assert summaries["water"]["stale"] is False
@@ -262,7 +273,7 @@ class TestStale:
         # Successes bring it back; nothing was deleted.
         for _ in range(6):
             record_outcome(memory, None, id="fetch", success=True)
-        memory.processes.store.flush()  # type: ignore[attr-defined]
+        flush(memory)
         assert list_processes(memory, None, stale=True)["processes"] == []
 
 

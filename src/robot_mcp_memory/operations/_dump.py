@@ -15,9 +15,11 @@ A dump directory holds:
 JSON files are ``indent=1``, keys sorted, UTF-8, one trailing newline; nothing in a dump
 depends on when it was taken, so ``dump → load (into an empty store) → dump`` is
 byte-identical. Both go through the ports only (:class:`~robot_mcp_memory.services.Memory`),
-so they work on any backend; the SQLite CLI dumps from a consistent snapshot
-(:func:`~robot_mcp_memory.operations.backup_store` into a temporary directory), never from
-the live file.
+so they work on any backend; the CLI dumps from a consistent snapshot (SQLite:
+:func:`~robot_mcp_memory.operations.backup_store` into a temporary directory, never the
+live file; PostgreSQL: one exported ``REPEATABLE READ`` snapshot, :func:`memory_to_dump`).
+On PostgreSQL the same format is ``backup``'s (:func:`backup_database`) and ``restore``
+loads it into an empty database (:func:`restore_database`).
 
 Load merge rules (:func:`load_memory`), per item, against what the store already holds:
 
@@ -52,15 +54,17 @@ from robot_mcp_memory.documents import ProcessDoc
 from robot_mcp_memory.fleet import Group, Robot
 from robot_mcp_memory.limits import MAX_LIMIT
 from robot_mcp_memory.operations._backup import backup_store
-from robot_mcp_memory.services import Memory, open_memory
+from robot_mcp_memory.services import Memory, database_snapshot, open_memory
 from robot_mcp_memory.settings import SearchMode, Settings
 
 __all__ = [
     "DUMP_MANIFEST",
     "DumpReport",
+    "backup_database",
     "dump_memory",
     "load_memory",
     "memory_to_dump",
+    "restore_database",
     "snapshot_memory",
 ]
 
@@ -406,15 +410,67 @@ def snapshot_memory(settings: Settings, *, progress: Progress = _silent) -> Iter
 
 @contextmanager
 def memory_to_dump(settings: Settings, *, progress: Progress = _silent) -> Iterator[Memory]:
-    """The services ``dump`` reads: for SQLite, :func:`snapshot_memory` (a consistent copy,
-    safe beside a serving server); another backend opens its own services, whose reads
-    must be one consistent snapshot (PostgreSQL: a REPEATABLE READ transaction)."""
-    if str(getattr(settings, "backend", "sqlite")) == "sqlite":
+    """The services ``dump`` and a PostgreSQL ``backup`` read, as of one moment.
+
+    SQLite: :func:`snapshot_memory` (a consistent copy, safe beside a serving server).
+    PostgreSQL (``MEMORY_DATABASE_URL`` set): :func:`~robot_mcp_memory.services.
+    database_snapshot`, every read a ``REPEATABLE READ READ ONLY`` transaction on one
+    exported snapshot, so the documents, the registry and the lessons are those of one
+    instant while the replicas keep serving."""
+    if settings.database_url is None:
         with snapshot_memory(settings, progress=progress) as memory:
             yield memory
         return
-    memory = open_memory(settings)  # pragma: no cover - the PostgreSQL backend's hook
-    try:  # pragma: no cover
+    progress("reading one snapshot of the PostgreSQL database (REPEATABLE READ, READ ONLY)")
+    with database_snapshot(settings) as memory:
         yield memory
-    finally:  # pragma: no cover
+
+
+def backup_database(settings: Settings, dest: Path, *, progress: Progress = _silent) -> DumpReport:
+    """``backup DEST`` on PostgreSQL: the consistent logical export, in the dump format
+    (documents as markdown, registry, settings, lessons, ``manifest.json`` with each
+    file's sha256) read from ONE snapshot (:func:`memory_to_dump`); safe while replicas
+    serve. Revisions, recent outcomes and the search index are not exported (a restore
+    starts every document at revision 1 and rebuilds the index as it inserts).
+
+    Raises:
+        OperationRefused: as :func:`dump_memory`.
+    """
+    with memory_to_dump(settings, progress=progress) as memory:
+        return dump_memory(memory, dest, progress=progress)
+
+
+def restore_database(
+    settings: Settings, src: Path, *, force: bool = False, progress: Progress = _silent
+) -> DumpReport:
+    """``restore SRC`` on PostgreSQL: load the export ``src`` (made by ``backup`` or
+    ``dump``) into the EMPTY database of ``settings``; checked whole (manifest, sha256,
+    every document) before the first write.
+
+    Raises:
+        OperationRefused: ``src`` is not a whole export; the database already holds
+            documents, robots, groups or lessons (nothing is written: restore into a new
+            database, or merge with ``load``); ``force`` (a database is never moved aside).
+    """
+    if force:
+        raise OperationRefused(
+            "restore --force moves SQLite files aside; a PostgreSQL database is not moved "
+            "aside or overwritten. Create an empty database (createdb), point "
+            "MEMORY_DATABASE_URL at it and run restore without --force, or merge with "
+            "'robot-mcp-memory load --on-conflict suffix'"
+        )
+    _read_dump(src)  # refuse a damaged export before connecting
+    memory = open_memory(settings.model_copy(update={"search": SearchMode.LEXICAL}))
+    try:
+        if not _is_empty(memory):
+            raise OperationRefused(
+                "the PostgreSQL database already holds a store "
+                f"({memory.processes.count()} documents, {len(memory.fleet.list_robots())} "
+                f"robots, {len(memory.fleet.list_groups())} groups); restore loads into an "
+                "empty database only. Create one (createdb), point MEMORY_DATABASE_URL at it "
+                "and restore again, or merge into this one with 'robot-mcp-memory load "
+                "--on-conflict suffix'"
+            )
+        return load_memory(memory, src, progress=progress)
+    finally:
         memory.close()
