@@ -4,7 +4,9 @@ A real server (SSE) is filled through MCP — groups, robots with meta, document
 outcomes and notes, a fleet-wide one, lessons — and dumped while it serves. The dump loads
 into an empty store and dumps again byte for byte; loading it again skips everything; a
 store holding another version of a document refuses the load (naming it) or, with
-``--on-conflict suffix``, stores the dump's version under a suffixed id.
+``--on-conflict suffix``, stores the dump's version under a suffixed id. On PostgreSQL
+(``MEMORY_DATABASE_URL``) the same, plus ``backup`` (the dump format from one snapshot)
+and ``restore`` (into an empty database only).
 """
 
 from __future__ import annotations
@@ -24,9 +26,13 @@ from robot_mcp_memory.settings import Settings
 pytestmark = pytest.mark.slow
 
 
-def cli(data_dir: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+def cli(
+    data_dir: Path, *argv: str, database_url: str | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MCP_", "MEMORY_"))}
     env["MEMORY_DATA_DIR"] = str(data_dir)
+    if database_url is not None:
+        env["MEMORY_DATABASE_URL"] = database_url
     return subprocess.run(
         [sys.executable, "-m", "robot_mcp_memory", *argv],
         env=env,
@@ -194,3 +200,53 @@ def _no_documents(data_dir: Path) -> bool:
         return memory.processes.count() == 0
     finally:
         memory.close()
+
+
+async def test_on_postgresql_dump_load_dump_is_byte_identical_and_backup_restores(
+    spawn, mcp_call, tmp_path, pg_new_database
+):
+    source = pg_new_database()
+    server = spawn(env={"MEMORY_DATABASE_URL": source})
+    markdown = await fill(server, mcp_call)
+    here = tmp_path / "cli-data"  # MEMORY_DATA_DIR of the commands: not used by PostgreSQL
+
+    first = tmp_path / "dump-1"
+    done = cli(here, "dump", str(first), database_url=source)  # while the replica serves
+    assert done.returncode == 0, done.stderr
+    assert "dump done: 3 documents, 2 groups, 3 robots, 2 lessons" in done.stdout
+    assert "one snapshot" in done.stdout
+    for id, text in markdown.items():
+        assert (first / "processes" / f"{id}.md").read_text(encoding="utf-8") == text
+
+    empty = pg_new_database()
+    loaded = cli(here, "load", str(first), database_url=empty)
+    assert loaded.returncode == 0, loaded.stderr
+    assert "10 inserted" in loaded.stdout
+    second = tmp_path / "dump-2"
+    assert cli(here, "dump", str(second), database_url=empty).returncode == 0
+    assert files(second) == files(first)
+    again = cli(here, "load", str(first), database_url=empty)
+    assert "10 skipped" in again.stdout, again.stderr
+
+    # backup: the same export, from one snapshot, while the replica serves.
+    backup = tmp_path / "backup"
+    taken = cli(here, "backup", str(backup), database_url=source)
+    assert taken.returncode == 0, taken.stderr
+    assert files(backup) == files(first)
+    # restore refuses a database that holds a store, and --force, writing nothing...
+    refused = cli(here, "restore", str(backup), database_url=empty)
+    assert refused.returncode == 2
+    assert "empty database only" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    forced = cli(here, "restore", str(backup), "--force", database_url=empty)
+    assert forced.returncode == 2
+    assert "not moved aside" in forced.stderr
+    # ... and fills an empty one with what was backed up.
+    target = pg_new_database()
+    restored = cli(here, "restore", str(backup), database_url=target)
+    assert restored.returncode == 0, restored.stderr
+    assert "10 inserted" in restored.stdout
+    third = tmp_path / "dump-3"
+    assert cli(here, "dump", str(third), database_url=target).returncode == 0
+    assert files(third) == files(first)
+    assert not (here / "index.db").exists()

@@ -36,7 +36,13 @@ def doc(id: str, robot: str, *, shared: bool = False, mission: str = "m-1") -> s
 @pytest.fixture(params=["sse", "streamable-http"])
 def fleet(request, spawn, mcp_call):
     """A running server with the fleet seeded by the admin."""
-    server = spawn(transport=request.param, env={"MEMORY_ROBOT_TOKENS": ROBOT_TOKENS})
+    return seeded(
+        spawn(transport=request.param, env={"MEMORY_ROBOT_TOKENS": ROBOT_TOKENS}), mcp_call
+    )
+
+
+def seeded(server, mcp_call):
+    """``server`` with the fleet seeded by the admin."""
 
     async def seed() -> None:
         async with server.session() as admin:
@@ -343,7 +349,15 @@ def test_malformed_robot_tokens_refuse_to_start(tmp_path, tokens, names, run_mem
 
 class TestOperationsTenancy:
     """Issue 22, item 6: revisions, near-copies and staleness within the robot's scope; the
-    admin tools are left out of a robot's tools/list and answer forbidden."""
+    admin tools are left out of a robot's tools/list and answer forbidden. On each backend
+    (SSE only: the transports are the module's other tests')."""
+
+    @pytest.fixture(params=["sqlite", "postgres"])
+    def fleet(self, request, spawn, mcp_call):
+        env = {"MEMORY_ROBOT_TOKENS": ROBOT_TOKENS}
+        if request.param == "postgres":
+            env["MEMORY_DATABASE_URL"] = request.getfixturevalue("pg_url")
+        return seeded(spawn(transport="sse", env=env), mcp_call)
 
     async def test_a_robot_lists_no_admin_tool_and_cannot_call_one(self, fleet, mcp_call):
         async with fleet.session() as admin:
