@@ -23,8 +23,10 @@ already there aside (``<name>.before-restore-<time>``, only with ``force``), and
 each file into place, then opens ``index.db`` once (a backup of an older schema version
 migrates forward here).
 
-These are the SQLite backend's; :func:`require_sqlite` is the hook where another backend
-(PostgreSQL: a consistent logical export) plugs in.
+These are the SQLite backend's. On PostgreSQL, ``backup`` and ``restore`` are the
+consistent logical export of :mod:`._dump` (:func:`~robot_mcp_memory.operations.
+backup_database`, :func:`~robot_mcp_memory.operations.restore_database`), which the CLI
+calls instead; :func:`require_sqlite` refuses these file copies for any other backend.
 """
 
 from __future__ import annotations
@@ -86,14 +88,14 @@ class BackupReport:
 def require_sqlite(settings: Settings, command: str) -> None:
     """Refuse ``command`` for a backend whose backup is not this module's.
 
-    The SQLite backend (the only one this build knows) passes. The PostgreSQL backend
-    plugs in here: its ``backup``/``restore`` are a consistent logical export (``pg_dump``
-    of one snapshot) and its import, not file copies.
+    The SQLite backend passes; with ``MEMORY_DATABASE_URL`` set the CLI runs
+    :func:`~robot_mcp_memory.operations.backup_database` /
+    :func:`~robot_mcp_memory.operations.restore_database` instead of these.
 
     Raises:
         OperationRefused: the settings name a backend these commands cannot copy.
     """
-    backend = str(getattr(settings, "backend", "sqlite"))
+    backend = "sqlite" if settings.database_url is None else "postgresql"
     if backend != "sqlite":
         raise OperationRefused(
             f"{command} copies SQLite files and the server is configured for the {backend!r} "

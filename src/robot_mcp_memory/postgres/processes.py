@@ -15,6 +15,15 @@ true is the database's here:
   … RETURNING`` (exact under any concurrency; it answers the counters as they are), and
   its note is appended to the body the UPDATE just locked, in the same transaction.
 
+- revisions (:mod:`._process_revisions`): a write that replaces a version keeps it in
+  ``processes_revisions`` and bumps ``revision`` in its own transaction, on the row it
+  locked; ``save(expected_revision=n)`` compares ``n`` with the locked row, so of two
+  replicas saving with the same ``n`` exactly one updates and the other raises
+  :class:`~robot_mcp_memory.store.RevisionConflict`; ``merge`` locks both rows in id
+  order;
+- the recent outcomes behind the stale mark are updated by ``record_outcome``'s one
+  ``UPDATE`` with the counters.
+
 Writes that meet a deadlock or a serialization failure are retried
 (:data:`WRITE_RETRIES`); the per-owner frequencies are locked in sorted order, so
 deadlocks are not expected. Connection loss, pool exhaustion and statement timeouts are
