@@ -130,7 +130,7 @@ def build_http_app(settings: Settings, mcp: FastMCP, holder: StoreHolder) -> ASG
     return app
 
 
-def database_name(settings: Settings) -> str | None:
+def _database_name(settings: Settings) -> str | None:
     """``user@host:port/db`` of ``MEMORY_DATABASE_URL`` (never its password), or None."""
     if settings.database_url is None:
         return None
@@ -181,7 +181,7 @@ def _serve_locked(settings: Settings, fd_raised: tuple[int, int] | None) -> None
             host=settings.host if settings.is_http else None,
             port=settings.port if settings.is_http else None,
             data_dir=None if settings.database_url is not None else str(settings.data_dir),
-            database=database_name(settings),
+            database=_database_name(settings),
             robot_id=settings.robot_id,
             auth="bearer" if settings.token is not None else "none",
             robot_tokens=len(settings.robot_token_map),
