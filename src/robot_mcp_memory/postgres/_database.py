@@ -241,7 +241,7 @@ class PgDatabase:
 
         For a database opened for one reader (``dump``, ``backup``), not one a server
         shares: it changes every connection of this pool. Needs a ``pool_size`` of at
-        least 2 (the holder and a reader).
+        least 2 (the holder and a reader; ``MEMORY_DATABASE_POOL_SIZE`` is at least 2).
 
         Raises:
             StoreUnavailable: as :meth:`connection`.
