@@ -277,6 +277,60 @@ class TestStale:
         assert list_processes(memory, None, stale=True)["processes"] == []
 
 
+class TestImports:
+    """What ``load`` calls on each backend: a record stored exactly as given, then
+    skipped when the same, a conflict (nothing written) when not."""
+
+    def test_groups_and_robots_are_inserted_skipped_or_in_conflict(self, memory):
+        from robot_mcp_memory._exceptions import FleetError
+        from robot_mcp_memory.fleet import Group, Robot
+
+        stamp = "2026-01-02T03:04:05Z"
+        group = Group("line-a", "Line A", "ACME", None, False, stamp, stamp)
+        robot = Robot("rap-1", "line-a", "Räp", {"arm": "ur5"}, stamp, stamp)
+        fleet = memory.fleet
+        assert fleet.import_group(group) == "inserted"
+        assert fleet.import_group(group) == "skipped"
+        assert fleet.import_group(Group("line-a", "Other", None, None, None, stamp, stamp)) == (
+            "conflict"
+        )
+        assert fleet.import_robot(robot) == "inserted"
+        assert fleet.import_robot(robot) == "skipped"
+        assert fleet.import_robot(Robot("rap-1", None, None, {}, stamp, stamp)) == "conflict"
+        assert fleet.get_robot("rap-1") == robot  # exactly as given, the conflict wrote nothing
+        stored = fleet.get_group("line-a")
+        assert (stored.name, stored.self_improve, stored.created) == ("Line A", False, stamp)
+        with pytest.raises(FleetError) as info:
+            fleet.import_robot(Robot("rap-2", "no-such-line", None, {}, stamp, stamp))
+        assert info.value.code == "not_found"
+        assert fleet.get_robot("rap-2") is None
+
+    def test_a_document_is_stored_exactly_then_skipped_or_suffixed(self, memory):
+        from robot_mcp_memory.documents import ProcessDoc
+
+        text = doc(
+            "fetch",
+            "Fetch",
+            PARCEL,
+            created="2025-05-01T08:00:00Z",
+            updated="2025-06-01T08:00:00Z",
+            success_count=7,
+            failure_count=2,
+        )
+        original = ProcessDoc.parse(text)
+        processes = memory.processes
+        first = processes.import_document(original)
+        assert (first.action, first.id) == ("inserted", "fetch")
+        assert processes.get("fetch").render() == original.render()
+        assert processes.import_document(original).action == "skipped"
+        other = ProcessDoc.parse(text.replace("Fetch\n", "Fetch it\n", 1))
+        assert processes.import_document(other).action == "conflict"
+        assert processes.get("fetch").title == "Fetch"
+        moved = processes.import_document(other, suffix=True)
+        assert (moved.action, moved.id) == ("suffixed", "fetch-2")
+        assert processes.get("fetch-2").success_count == 7
+
+
 class TestTenancy:
     @pytest.fixture
     def fleet(self, memory):
