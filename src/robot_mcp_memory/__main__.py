@@ -280,6 +280,7 @@ def _say(line: str) -> None:
 
 def _operate(args: argparse.Namespace, settings: Settings) -> int:
     """Run the operator command ``args.command`` on ``settings.data_dir``; 0 when done."""
+    import contextlib
     from pathlib import Path
 
     from robot_mcp_memory import operations
@@ -325,10 +326,16 @@ def _operate(args: argparse.Namespace, settings: Settings) -> int:
         from robot_mcp_memory.services import open_memory
         from robot_mcp_memory.settings import SearchMode
 
-        lock = operations.DataDirLock(
-            settings.data_dir,
-            remedy="Stop the server first (systemctl stop robot-mcp-memory, or docker stop), "
-            "then run load again.",
+        # SQLite: the server must be stopped. PostgreSQL: no directory holds the store; each
+        # item is its own transaction, and conflicts are found before the first write.
+        lock = (
+            operations.DataDirLock(
+                settings.data_dir,
+                remedy="Stop the server first (systemctl stop robot-mcp-memory, or docker "
+                "stop), then run load again.",
+            )
+            if settings.database_url is None
+            else contextlib.nullcontext()
         )
         with lock:
             # Lexical: no model is loaded here; a hybrid server embeds what it lacks at open.

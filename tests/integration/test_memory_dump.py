@@ -249,4 +249,4 @@ async def test_on_postgresql_dump_load_dump_is_byte_identical_and_backup_restore
     third = tmp_path / "dump-3"
     assert cli(here, "dump", str(third), database_url=target).returncode == 0
     assert files(third) == files(first)
-    assert not (here / "index.db").exists()
+    assert not here.exists()  # nothing of the store, and no lock, in MEMORY_DATA_DIR
