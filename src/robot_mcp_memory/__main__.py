@@ -1,4 +1,10 @@
-"""``robot-mcp-memory``: run the memory MCP server.
+"""``robot-mcp-memory``: run the memory MCP server, or one of its operator commands.
+
+With no command it serves. The commands act on the store of ``MEMORY_DATA_DIR``:
+``backup DEST`` (a consistent copy, safe while the server serves), ``restore SRC`` (refused
+while a server holds the directory), ``dump DIR`` and ``load DIR`` (every document as its
+markdown, the registry and the lessons as readable files). Each prints one line per step
+on stdout and, when refused, one line on stderr with exit status :data:`EXIT_CONFIG`.
 
 Configuration is environment variables only (``--help`` lists them). Startup failures that
 restarting cannot fix — an invalid setting, a corrupt or too-new ``index.db`` — print one
@@ -21,6 +27,10 @@ import importlib
 import signal
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from robot_mcp_memory.settings import Settings
 
 __all__ = ["EXIT_CONFIG", "EXIT_MISMATCH", "EXIT_MISSING_EXTRA", "main"]
 
@@ -59,7 +69,9 @@ def _parser() -> argparse.ArgumentParser:
         description=(
             "The fleet's process memory as an MCP server named 'memory': stores markdown "
             "process documents distilled from past missions and finds the relevant ones "
-            "for a new instruction (SQLite FTS5, one file: MEMORY_DATA_DIR/index.db)."
+            "for a new instruction (SQLite FTS5 in MEMORY_DATA_DIR/index.db, lessons in "
+            "lessons.db beside it). The commands below back up, restore, dump and load that "
+            "store."
         ),
         epilog=(
             "configuration (environment variables only):\n"
@@ -69,13 +81,71 @@ def _parser() -> argparse.ArgumentParser:
             f"MEMORY_MAX_CONNECTIONS + {ACCEPT_BACKLOG + FD_RESERVE} file descriptors: the "
             "soft limit is raised up to the\nhard one (ulimit -Hn; systemd LimitNOFILE=, "
             "docker run --ulimit nofile=), else exit 2.\n"
-            f"exit status: 0 stopped, {EXIT_CONFIG} invalid setting or unreadable index.db "
-            "(fix it, do not just restart).\n\n"
+            f"exit status: 0 stopped (a command: done), {EXIT_CONFIG} invalid setting, "
+            "unreadable index.db, a data directory another server holds, or a refused "
+            "command (fix it, do not just restart).\n\n"
             f"{_PROG} copy --from SRC --to DST copies a store between backends "
             f"(see {_PROG} copy --help)."
         ),
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(
+        dest="command",
+        title="operator commands (on the store of MEMORY_DATA_DIR; none: serve)",
+        metavar="COMMAND",
+    )
+    backup = commands.add_parser(
+        "backup",
+        help="copy the store consistently into DEST, safe while the server serves",
+        description="Copy index.db and lessons.db of MEMORY_DATA_DIR into the new directory "
+        "DEST with SQLite's online backup API (one consistent point per file, WAL "
+        "included), check each copy and write DEST/backup.json (sha256, counts, schema "
+        "version). Safe while the server serves; never writes to MEMORY_DATA_DIR. With "
+        "MEMORY_DATABASE_URL (PostgreSQL): a logical export of one snapshot of the "
+        "database in the dump format (DEST/manifest.json), safe while the replicas serve.",
+    )
+    backup.add_argument("dest", metavar="DEST", help="a new (or empty) directory")
+    restore = commands.add_parser(
+        "restore",
+        help="put a backup back into MEMORY_DATA_DIR (the server must be stopped)",
+        description="Check the backup in SRC against its manifest and SQLite's integrity "
+        "check, then put its files into MEMORY_DATA_DIR. Refused while a server holds "
+        "the directory (stop it first). With MEMORY_DATABASE_URL (PostgreSQL): load the "
+        "export SRC made by 'backup' into the database, which must be empty.",
+    )
+    restore.add_argument("src", metavar="SRC", help="a directory made by 'backup'")
+    restore.add_argument(
+        "--force",
+        action="store_true",
+        help="restore over an existing store, renaming its files *.before-restore-<time>",
+    )
+    dump = commands.add_parser(
+        "dump",
+        help="write every document as markdown, the registry and lessons as JSON, into DIR",
+        description="Write the store as files a person can read and diff: "
+        "processes/<id>.md (each document's exact markdown), fleet/groups.json, "
+        "fleet/robots.json, fleet/settings.json, lessons.json and manifest.json (counts, "
+        "sha256 of each file, schema version). Reads a consistent snapshot; safe while "
+        "the server serves. dump -> load -> dump is byte-identical.",
+    )
+    dump.add_argument("dir", metavar="DIR", help="a new (or empty) directory")
+    load = commands.add_parser(
+        "load",
+        help="load a dump into MEMORY_DATA_DIR (the server must be stopped)",
+        description="Load a directory made by 'dump' into the store (empty or not). Same id "
+        "and same content: skipped. Same id, other content: a conflict; by default the "
+        "whole load is refused (nothing written) and each conflict named. Refused while "
+        "a server holds the directory.",
+    )
+    load.add_argument("dir", metavar="DIR", help="a directory made by 'dump'")
+    load.add_argument(
+        "--on-conflict",
+        choices=("refuse", "suffix"),
+        default="refuse",
+        help="refuse (default): load nothing when anything conflicts; suffix: store a "
+        "conflicting document under the next free id (-2, -3...) and keep the store's "
+        "registry entries, settings and lessons",
+    )
     return parser
 
 
@@ -154,7 +224,7 @@ def _copy(argv: Sequence[str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the server until it is stopped (or, with ``copy``, copy a store); returns the
     process exit status."""
-    args = list(sys.argv[1:] if argv is None else argv)
+    argv_list = list(sys.argv[1:] if argv is None else argv)
     missing = _missing_extra()
     if missing is not None:
         print(
@@ -163,12 +233,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_MISSING_EXTRA
-    if args[:1] == ["copy"]:
-        return _copy(args[1:])
-    _parser().parse_args(args)
+    if argv_list[:1] == ["copy"]:
+        return _copy(argv_list[1:])
+    args = _parser().parse_args(argv_list)
 
     from robot_mcp_kit.store import StoreError
-    from robot_mcp_memory._exceptions import SettingsError
+    from robot_mcp_memory._exceptions import OperationRefused, SettingsError
     from robot_mcp_memory.http import serve
     from robot_mcp_memory.logs import configure_logging
     from robot_mcp_memory.settings import load_settings
@@ -177,6 +247,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = load_settings()
     except SettingsError as exc:
         return _refuse(str(exc))
+    if args.command is not None:
+        try:
+            return _operate(args, settings)
+        except (OperationRefused, StoreError) as exc:
+            return _refuse(str(exc))
     # Before build_server: FastMCP's constructor calls logging.basicConfig, a no-op once
     # the root logger has our handler.
     configure_logging()
@@ -190,13 +265,94 @@ def main(argv: Sequence[str] | None = None) -> int:
         pass
     except SettingsError as exc:  # the fd limit is too low for MEMORY_MAX_CONNECTIONS
         return _refuse(str(exc))
-    except StoreError as exc:
+    except (StoreError, OperationRefused) as exc:  # OperationRefused: another server holds it
         return _refuse(str(exc))
     except OSError as exc:
         if exc.filename is None:
             raise
         return _refuse(f"cannot use MEMORY_DATA_DIR={str(settings.data_dir)!r}: {exc}")
     return 0
+
+
+def _say(line: str) -> None:
+    print(f"{_PROG}: {line}", flush=True)
+
+
+def _operate(args: argparse.Namespace, settings: Settings) -> int:
+    """Run the operator command ``args.command`` on ``settings.data_dir``; 0 when done."""
+    import contextlib
+    from pathlib import Path
+
+    from robot_mcp_memory import operations
+
+    if args.command == "backup" and settings.database_url is not None:
+        dest = Path(args.dest)
+        exported = operations.backup_database(settings, dest, progress=_say)
+        counts = ", ".join(f"{n} {kind}" for kind, n in exported.counts.items())
+        _say(
+            f"backup done: {counts} from one snapshot of the PostgreSQL database in {dest} "
+            f"(manifest {dest}/manifest.json; 'restore {dest}' loads it into an empty database)"
+        )
+        return 0
+    if args.command == "restore" and settings.database_url is not None:
+        restored = operations.restore_database(
+            settings, Path(args.src), force=args.force, progress=_say
+        )
+        actions = ", ".join(f"{n} {action}" for action, n in sorted(restored.actions.items()))
+        _say(f"restore done into the PostgreSQL database: {actions or 'nothing to do'}")
+        return 0
+    if args.command == "backup":
+        operations.require_sqlite(settings, "backup")
+        dest = Path(args.dest)
+        report = operations.backup_store(settings.data_dir, dest, progress=_say)
+        _say(f"backup done: {len(report.files)} file(s) in {dest} (manifest {dest}/backup.json)")
+        return 0
+    if args.command == "restore":
+        operations.require_sqlite(settings, "restore")
+        report = operations.restore_store(
+            Path(args.src), settings.data_dir, force=args.force, progress=_say
+        )
+        aside = f"; moved aside: {', '.join(report.moved_aside)}" if report.moved_aside else ""
+        _say(f"restore done: {len(report.files)} file(s) into {settings.data_dir}{aside}")
+        return 0
+    if args.command == "dump":
+        dest = Path(args.dir)
+        with operations.memory_to_dump(settings, progress=_say) as memory:
+            dumped = operations.dump_memory(memory, dest, progress=_say)
+        counts = ", ".join(f"{n} {kind}" for kind, n in dumped.counts.items())
+        _say(f"dump done: {counts} in {dest} (manifest {dest}/manifest.json)")
+        return 0
+    if args.command == "load":
+        from robot_mcp_memory.services import open_memory
+        from robot_mcp_memory.settings import SearchMode
+
+        # SQLite: the server must be stopped. PostgreSQL: no directory holds the store; each
+        # item is its own transaction, and conflicts are found before the first write.
+        lock = (
+            operations.DataDirLock(
+                settings.data_dir,
+                remedy="Stop the server first (systemctl stop robot-mcp-memory, or docker "
+                "stop), then run load again.",
+            )
+            if settings.database_url is None
+            else contextlib.nullcontext()
+        )
+        with lock:
+            # Lexical: no model is loaded here; a hybrid server embeds what it lacks at open.
+            memory = open_memory(settings.model_copy(update={"search": SearchMode.LEXICAL}))
+            try:
+                loaded = operations.load_memory(
+                    memory, Path(args.dir), on_conflict=args.on_conflict, progress=_say
+                )
+            finally:
+                memory.close()
+        actions = ", ".join(f"{n} {action}" for action, n in sorted(loaded.actions.items()))
+        _say(
+            f"load done into {settings.data_dir}: {actions or 'nothing to do'}; "
+            f"{len(loaded.conflicts)} conflict(s)"
+        )
+        return 0
+    raise AssertionError(f"unknown command {args.command!r}")  # argparse refuses it first
 
 
 def _refuse(message: str) -> int:

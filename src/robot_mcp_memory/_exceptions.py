@@ -5,16 +5,21 @@ Each also subclasses the builtin it stands for, so ``except ValueError`` (or
 
     MemoryServerError
     ├── DocError (ValueError)            a process document failed to parse or validate
-    │   └── DocTooLarge                  ... because it is over its size limit
+    │   ├── DocTooLarge                  ... because it is over its size limit
+    │   └── RevisionConflict             ... because it changed since the revision the caller read
     ├── FleetError (ValueError)          a fleet or lesson request cannot be done
     ├── DamagedRow                       a stored row cannot be read back as a document
     ├── ToolFailure                      an expected tool failure, answered as JSON
     ├── Busy                             a tenant's calls fill its share; this one is not run
     ├── SettingsError (ValueError)       a setting (an environment variable) is invalid
     ├── TokenMapError (ValueError)       MEMORY_ROBOT_TOKENS is malformed
-    └── EmbedderUnavailable (RuntimeError)  the embedding model cannot be loaded
+    ├── EmbedderUnavailable (RuntimeError)  the embedding model cannot be loaded
+    └── OperationRefused (RuntimeError)  an operator command (backup, restore, dump, load)
+        │                                cannot be done; nothing was changed
+        └── StoreInUse                   ... because a running server holds the data dir
 
-The package root exports them all; how each becomes a tool answer is
+The package root exports them all (the two operator-command errors:
+:mod:`robot_mcp_memory.operations`); how each becomes a tool answer is
 :func:`robot_mcp_memory.tools.answer_for`. Each carries its context as attributes and says in its
 message what is wrong and what is valid. Programming errors (a bad argument to a
 constructor, say ``TokenAuth({"": ...})``) stay plain ``ValueError``: they are bugs, not
@@ -36,7 +41,10 @@ __all__ = [
     "ErrorCode",
     "FleetError",
     "MemoryServerError",
+    "OperationRefused",
+    "RevisionConflict",
     "SettingsError",
+    "StoreInUse",
     "TokenMapError",
     "ToolFailure",
     "quote",
@@ -99,6 +107,33 @@ class DocTooLarge(DocError):
         self.size = size
         self.limit = limit
         self.unit = unit
+
+
+class RevisionConflict(DocError):
+    """A save named the revision it edits, and the stored document is no longer at it.
+
+    ``id`` is the document; ``expected`` the revision the caller named (0: "the id must be
+    new"); ``current`` the stored one, None when the document no longer exists. Nothing
+    was written.
+    """
+
+    def __init__(self, id: str, expected: int, current: int | None) -> None:
+        if current is None:
+            detail = (
+                f"process {quote(id)} does not exist any more (it was deleted or merged since "
+                f"revision {expected}); nothing was saved. Read the current state with "
+                "find_processes, or save without expected_revision to create it anew"
+            )
+        else:
+            detail = (
+                f"process {quote(id)} is at revision {current}, not {expected}: it changed "
+                "since you read it and nothing was saved. get_process it again, apply your "
+                f"change to revision {current}, and save with expected_revision={current}"
+            )
+        super().__init__("expected_revision", "conflict", detail)
+        self.id = id
+        self.expected = expected
+        self.current = current
 
 
 ErrorCode = Literal["invalid", "not_found", "conflict"]
@@ -233,3 +268,27 @@ class EmbedderUnavailable(MemoryServerError, RuntimeError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class OperationRefused(MemoryServerError, RuntimeError):
+    """An operator command (``backup``, ``restore``, ``dump``, ``load``) cannot be done.
+
+    str() is one sentence naming what was wrong and what to do; nothing was changed (a
+    half-made destination is removed before this is raised). ``path`` is the file or
+    directory concerned.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class StoreInUse(OperationRefused):
+    """The data directory is held by a running server (its lock file is taken).
+
+    ``holder`` is what the lock file says about its holder (``pid=… host=…``), or None.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, holder: str | None = None):
+        super().__init__(message, path=path)
+        self.holder = holder

@@ -20,6 +20,11 @@ table                   kind         why
                                      vocabulary typo repair reads, and each term's df
 ``processes_lengths``   derived      each document's owner, length in tokens and term
                                      frequencies (what a rewrite or delete takes out again)
+``processes_revisions`` record       the versions a document had before a save, a revert, a merge
+                                     or a delete replaced them (rendered markdown, counters
+                                     included); the newest ``REVISIONS_KEEP`` per document
+                                     are kept (``MEMORY_REVISIONS_KEEP``), older ones pruned
+                                     through the kit's chokepoint in the write's transaction
 ``processes_vectors``   derived      each document's two embedding vectors (float32 blobs) with
                                      the model's name and dimension; recomputed by a save, by
                                      ``reindex()`` and, for a changed model, at open
@@ -32,8 +37,9 @@ table                   kind         why
                                      declared by the kit itself (``Schema.all_tables()``), not here
 ======================  ===========  ============================================================
 
-Nothing is pruned (``SCHEMA.pruned`` is empty): a learned process vanishing after a month
-would be data loss, and a robot or group is there until an operator removes it.
+Only ``processes_revisions`` is pruned (by count per document, never by age): a learned
+process vanishing after a month would be data loss, and a robot or group is there until an
+operator removes it.
 
 Versions: 1 held ``processes``, ``processes_fts`` and ``store_meta``; 2 adds the three
 ``fleet_*`` tables (:func:`_to_v2`, run by the kit when it opens a version-1 file, in one
@@ -42,7 +48,12 @@ transaction with the version bump); 3 adds ``processes_vocab`` and ``processes_v
 embedder opens the file; 4 replaces ``processes_vocab`` (an ``fts5vocab`` view of the
 whole index, which let typo repair read every group's words) by the three per-owner
 statistics tables (:func:`_to_v4`), also empty at first: the store counts every document
-into them when it opens the file (:meth:`robot_mcp_memory.store.ProcessStore.sync_terms`).
+into them when it opens the file (:meth:`robot_mcp_memory.store.ProcessStore.sync_terms`);
+5 adds ``processes_revisions`` and three columns of ``processes`` (:func:`_to_v5`): its
+``revision`` (1 for every existing document), ``recent_outcomes`` (the last
+:data:`~robot_mcp_memory.limits.STALE_WINDOW` outcomes, oldest first, ``s``/``f``) and
+``last_success`` (a timestamp, NULL before the first success), the last two written on the
+hot path with the counters.
 ``fleet_robots.group_id`` references ``fleet_groups`` (the kit turns ``foreign_keys`` on),
 so a robot can never name a group that does not exist. :mod:`robot_mcp_memory.fleet` is
 the only writer of the fleet tables.
@@ -89,6 +100,8 @@ __all__ = [
     "PROCESSES_LENGTHS",
     "PROCESSES_OWNER_TERMS",
     "PROCESSES_POSTINGS",
+    "PROCESSES_REVISIONS",
+    "PROCESSES_V1",
     "PROCESSES_VECTORS",
     "PROCESS_COLUMNS",
     "SCHEMA",
@@ -98,11 +111,35 @@ __all__ = [
     "open_index",
 ]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The version of ``index.db`` this code writes."""
 
 INDEX_FILENAME = "index.db"
 """The file's name inside ``MEMORY_DATA_DIR``."""
+
+# The processes table as versions 1-4 created it; version 5 adds three columns
+# (_PROCESSES_COLUMNS_V5). Kept for what it was: tests build older files from it.
+_PROCESSES_V1 = """
+    CREATE TABLE processes (
+      id TEXT PRIMARY KEY,
+      title TEXT NOT NULL,
+      task_pattern TEXT NOT NULL DEFAULT '',
+      tags TEXT NOT NULL DEFAULT '[]',
+      robot TEXT NOT NULL DEFAULT 'unknown',
+      created TEXT,
+      updated TEXT,
+      success_count INTEGER NOT NULL DEFAULT 0,
+      failure_count INTEGER NOT NULL DEFAULT 0,
+      last_used TEXT,
+      source_mission_id TEXT,
+      body TEXT NOT NULL,
+      shared INTEGER NOT NULL DEFAULT 0
+    )
+    """
+_PROCESSES_ROBOT_INDEX = "CREATE INDEX processes_robot ON processes (robot)"
+
+PROCESSES_V1 = Table("processes", Kind.DEFINITION, _PROCESSES_V1, indexes=(_PROCESSES_ROBOT_INDEX,))
+"""``processes`` as schema versions 1 to 4 declared it (for building older files)."""
 
 PROCESSES = Table(
     "processes",
@@ -121,10 +158,13 @@ PROCESSES = Table(
       last_used TEXT,
       source_mission_id TEXT,
       body TEXT NOT NULL,
-      shared INTEGER NOT NULL DEFAULT 0
+      shared INTEGER NOT NULL DEFAULT 0,
+      revision INTEGER NOT NULL DEFAULT 1,
+      recent_outcomes TEXT NOT NULL DEFAULT '',
+      last_success TEXT
     )
     """,
-    indexes=("CREATE INDEX processes_robot ON processes (robot)",),
+    indexes=(_PROCESSES_ROBOT_INDEX,),
 )
 
 PROCESS_COLUMNS: tuple[str, ...] = (
@@ -287,7 +327,37 @@ def _to_v4(conn: sqlite3.Connection) -> None:
         conn.execute(ddl)
 
 
-MIGRATIONS: Mapping[int, MigrationStep] = {2: _to_v2, 3: _to_v3, 4: _to_v4}
+# Version 5 (issue 22): revisions, and the recent outcomes that mark a stale document.
+_PROCESSES_REVISIONS_V5 = """
+    CREATE TABLE processes_revisions (
+      doc_id TEXT NOT NULL,
+      revision INTEGER NOT NULL,
+      replaced TEXT NOT NULL,
+      reason TEXT NOT NULL,
+      markdown TEXT NOT NULL,
+      PRIMARY KEY (doc_id, revision)
+    )
+    """
+_PROCESSES_COLUMNS_V5 = (
+    "ALTER TABLE processes ADD COLUMN revision INTEGER NOT NULL DEFAULT 1",
+    "ALTER TABLE processes ADD COLUMN recent_outcomes TEXT NOT NULL DEFAULT ''",
+    "ALTER TABLE processes ADD COLUMN last_success TEXT",
+)
+
+PROCESSES_REVISIONS = Table(
+    "processes_revisions", Kind.RECORD, _PROCESSES_REVISIONS_V5, time_column="replaced"
+)
+
+
+def _to_v5(conn: sqlite3.Connection) -> None:
+    """Migration step 4 -> 5: the revisions table and the three new ``processes`` columns
+    (every existing document is at revision 1, with no recent outcomes)."""
+    conn.execute(_PROCESSES_REVISIONS_V5)
+    for ddl in _PROCESSES_COLUMNS_V5:
+        conn.execute(ddl)
+
+
+MIGRATIONS: Mapping[int, MigrationStep] = {2: _to_v2, 3: _to_v3, 4: _to_v4, 5: _to_v5}
 """Key N is the step from version N-1 to N (the kit runs them in order)."""
 
 SCHEMA = Schema(
@@ -299,11 +369,13 @@ SCHEMA = Schema(
         PROCESSES_OWNER_TERMS,
         PROCESSES_LENGTHS,
         PROCESSES_VECTORS,
+        PROCESSES_REVISIONS,
         FLEET_GROUPS,
         FLEET_ROBOTS,
         FLEET_SETTINGS,
     ),
     migrations=MIGRATIONS,
+    pruned=frozenset({"processes_revisions"}),
 )
 """``index.db`` as the kit opens it (the kit adds its own ``store_meta``)."""
 

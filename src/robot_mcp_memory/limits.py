@@ -33,10 +33,18 @@ limit                    what happens past it
 ``ROBOT_BURST_S``        the running time a robot may use at once, before its share
 ``TRACE_QUERY_CHARS``    a trace span keeps no more of a ``find_processes`` query
                          (``MEMORY_TRACE_QUERY_CHARS``; 0: none of it)
+``REVISIONS_KEEP``       older revisions of a document are pruned
+                         (``MEMORY_REVISIONS_KEEP``)
+``STALE_WINDOW``         only this many recent outcomes judge staleness
+``STALE_MIN_OUTCOMES``   fewer recent outcomes never make a document stale
+``STALE_FAILURE_SHARE``  more failures than this share of them mark it ``stale``
+``NEAR_DUPLICATE_SIMILARITY``  a saved document this similar to another names it
+``NEAR_DUPLICATE_CANDIDATES``  how many candidates are compared for near-copies
+``NEAR_DUPLICATE_PROBE_TERMS``  how many rare terms of a saved document pick candidates
 =======================  ==========================================================
 
-``MAX_ANSWER_BYTES``, ``TRACE_QUERY_CHARS`` and the three ``ROBOT_`` defaults named with a
-variable are what an operator may change through the environment
+``MAX_ANSWER_BYTES``, ``TRACE_QUERY_CHARS``, ``REVISIONS_KEEP`` and the three ``ROBOT_``
+defaults named with a variable are what an operator may change through the environment
 (:mod:`robot_mcp_memory.settings`); the others are fixed.
 """
 
@@ -62,11 +70,18 @@ __all__ = [
     "MAX_TRACE_QUERY_CHARS",
     "MAX_YAML_DEPTH",
     "MAX_YAML_INDENT",
+    "NEAR_DUPLICATE_CANDIDATES",
+    "NEAR_DUPLICATE_PROBE_TERMS",
+    "NEAR_DUPLICATE_SIMILARITY",
+    "REVISIONS_KEEP",
     "ROBOT_BURST_S",
     "ROBOT_MAX_CALLS",
     "ROBOT_MAX_DOCUMENTS",
     "ROBOT_MAX_QUEUED",
     "ROBOT_TIME_SHARE",
+    "STALE_FAILURE_SHARE",
+    "STALE_MIN_OUTCOMES",
+    "STALE_WINDOW",
     "TRACE_QUERY_CHARS",
     "clamp",
 ]
@@ -180,6 +195,41 @@ ROBOT_BURST_S = 0.5
 """Seconds of running time a robot's lane may use at once (its full budget) before
 ``ROBOT_TIME_SHARE`` paces it: a mission's few calls (a find over 100 000 documents takes
 about 0.1 s) never wait for budget."""
+
+
+REVISIONS_KEEP = 20
+"""Default number of earlier versions kept per document (``MEMORY_REVISIONS_KEEP``).
+
+A document that a distillation rewrites after every mission changes a few times a day;
+20 versions is weeks of its history, enough to undo a bad save or a merge noticed late,
+while the table stays bounded at 20 x the documents (at most 256 KiB each). The newest
+are kept; pruning is by count per document, never by age, so a document that rarely
+changes keeps its old versions (decision 0027)."""
+
+STALE_WINDOW = 10
+"""How many of a document's most recent outcomes judge whether it is stale."""
+
+STALE_MIN_OUTCOMES = 5
+"""Fewer recent outcomes than this never mark a document stale: two failures of a new
+process are not a trend."""
+
+STALE_FAILURE_SHARE = 0.5
+"""A document is ``stale`` when MORE than this share of its recent outcomes failed."""
+
+
+NEAR_DUPLICATE_SIMILARITY = 0.8
+"""A stored document whose weighted term frequencies have at least this cosine with a
+saved one's is named among its ``near_duplicates``: two distillations of one mission
+that differ in a step or two score 0.85-0.95, two processes of different tasks that
+share the building's vocabulary stay under 0.6 (decision 0027)."""
+
+NEAR_DUPLICATE_CANDIDATES = 5
+"""How many candidate documents (those sharing most of the probe terms) are compared with a
+saved one."""
+
+NEAR_DUPLICATE_PROBE_TERMS = 8
+"""How many of a saved document's rarest terms (held by at least one other document the
+caller may read) pick the candidates: a near-copy holds nearly all of them."""
 
 
 def clamp(value: int, low: int, high: int) -> int:

@@ -304,6 +304,45 @@ class ScopedParams:
             ]
         return [lesson.to_dict() for lesson in lessons]
 
+    def import_lesson(self, lesson: dict[str, Any]) -> str:
+        """Put a lesson (a :meth:`list_lessons` dict) in exactly as given, for ``load``.
+
+        Not gated (an operator's restore of what was recorded). Returns ``"inserted"``,
+        ``"skipped"`` (the same lesson is there) or ``"conflict"`` (a lesson of that
+        scope, skill and place differs; nothing written).
+
+        Raises:
+            FleetError: ``invalid`` when a field is missing or of the wrong type.
+        """
+        try:
+            given = Lesson(
+                scope=str(lesson["scope"]),
+                key=_check_name(lesson["key"], "skill"),
+                params=dict(lesson["params"]),
+                success_count=int(lesson["success_count"]),
+                failure_count=int(lesson["failure_count"]),
+                place=None if lesson["place"] is None else _check_name(lesson["place"], "place"),
+                robot=lesson["robot"],
+                created=str(lesson["created"]),
+                updated=str(lesson["updated"]),
+                note=lesson["note"],
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, FleetError):
+                raise
+            raise FleetError(
+                "invalid",
+                f"a lesson must have scope, key, params, success_count, failure_count, place, "
+                f"robot, created, updated and note ({type(exc).__name__} on {show(lesson)})",
+                field="lesson",
+            ) from None
+        check_json_object(given.params, "params")
+        stored = self._backend.get(given.scope, given.key, given.place)
+        if stored is not None:
+            return "skipped" if stored == given else "conflict"
+        self._backend.update(given.scope, given.key, given.place, lambda _: given)
+        return "inserted"
+
     # --- lifecycle --------------------------------------------------------------------
 
     @property

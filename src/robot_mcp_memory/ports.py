@@ -11,6 +11,7 @@ Every port's methods are blocking: the tool runner calls them in a worker thread
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Collection
 from typing import Any, Protocol
 
@@ -23,13 +24,54 @@ from robot_mcp_memory.fleet import (
     Robot,
 )
 from robot_mcp_memory.search import Found
-from robot_mcp_memory.store import Saved
+from robot_mcp_memory.store import (
+    DocState,
+    Imported,
+    Merged,
+    NearDuplicate,
+    Revision,
+    Saved,
+)
 
 __all__ = ["FleetPort", "LessonsPort", "ProcessesPort"]
 
 
 class ProcessesPort(Protocol):
-    """The process documents and their search index (memory spec §5's process tools)."""
+    """The process documents and their search index (memory spec §5's process tools).
+
+    Revisions (issue 22): every change of a document's content (a save with other content,
+    ``revert``, ``merge``, ``delete``) keeps the version it replaces, rendered to markdown
+    with its counters, under the document's revision number at the time, and the row's
+    revision goes up by one; a backend keeps at least the newest ``revisions_keep`` of each
+    document (also after the document was deleted) and may drop older ones. A save with
+    the same content and an outcome (counters, note) are not new revisions.
+
+    What each issue-22 call must do on any backend:
+
+    - ``states(ids)``: per existing id, its revision, its last ``STALE_WINDOW`` outcomes
+      (``"s"``/``"f"``, oldest first, updated with every counted outcome) and
+      ``last_success``; missing ids are absent.
+    - ``list(..., stale=True|False)``: only the documents that are (are not) stale by
+      :class:`~robot_mcp_memory.store.DocState`'s rule, in id order like the rest.
+    - ``revisions(id)``: the kept earlier versions, newest first, also of a deleted id.
+    - ``get_revision(id, n)``: that version as it was (counters of then); the current one
+      for the current number; None when not kept.
+    - ``near_duplicates(id, robots=)``: stored documents within ``robots`` (as ``find``
+      filters) that are near-copies of ``id``, most similar first, never ``id`` itself.
+    - ``save(..., expected_revision=n)``: where the caller may update the row with this
+      id, update it in place only if it is at revision ``n`` (any mission), else raise
+      :class:`~robot_mcp_memory.store.RevisionConflict` with the current revision (None:
+      the id does not exist; 0 asks for a new id); a row the caller may not update is
+      passed over as without it. Writes nothing on a conflict.
+    - ``revert(id, n)``: make kept version ``n`` current as a new revision (counters kept,
+      a merge's counts taken off again; a deleted id re-created); None when not kept.
+    - ``merge(keep, gone)``: in one transaction, add ``gone``'s counters to ``keep``, append
+      its outcome-log lines, keep both prior versions as revisions, delete ``gone``; None
+      when either is unknown.
+    - ``import_document(doc, suffix=)``: store exactly as given (timestamps, counters);
+      ``skipped`` when the same rendering is there, ``conflict`` (nothing written) or,
+      with ``suffix``, ``suffixed`` under the save rule's next free id.
+    """
 
     def get(self, id: str) -> ProcessDoc | None: ...
 
@@ -40,10 +82,25 @@ class ProcessesPort(Protocol):
     ) -> list[Found]: ...
 
     def list(
-        self, limit: int = 50, offset: int = 0, *, robots: Collection[str] | None = None
+        self,
+        limit: int = 50,
+        offset: int = 0,
+        *,
+        robots: Collection[str] | None = None,
+        stale: bool | None = None,
     ) -> list[ProcessDoc]: ...
 
     def count(self, *, robots: Collection[str] | None = None) -> int: ...
+
+    def states(self, ids: Collection[str]) -> dict[str, DocState]: ...
+
+    def revisions(self, id: str) -> builtins.list[Revision]: ...
+
+    def get_revision(self, id: str, revision: int) -> ProcessDoc | None: ...
+
+    def near_duplicates(
+        self, id: str, *, robots: Collection[str] | None = None
+    ) -> builtins.list[NearDuplicate]: ...
 
     def save(
         self,
@@ -51,7 +108,14 @@ class ProcessesPort(Protocol):
         *,
         may_update: Callable[[Owner], bool] | None = None,
         max_robot_documents: int | None = None,
+        expected_revision: int | None = None,
     ) -> Saved: ...
+
+    def revert(self, id: str, revision: int) -> Saved | None: ...
+
+    def import_document(self, doc: ProcessDoc, *, suffix: bool = False) -> Imported: ...
+
+    def merge(self, keep_id: str, merge_id: str) -> Merged | None: ...
 
     def record_outcome(self, id: str, success: bool, note: str = "") -> ProcessDoc | None: ...
 
@@ -63,7 +127,13 @@ class ProcessesPort(Protocol):
 
 
 class FleetPort(Protocol):
-    """The fleet registry: robots, groups and the self-improve toggles."""
+    """The fleet registry: robots, groups and the self-improve toggles.
+
+    ``import_group`` / ``import_robot`` (for ``load``) store the record exactly as given
+    (timestamps included; a robot's group must exist) and answer ``"inserted"``,
+    ``"skipped"`` (the same record is there; a group's robots aside) or ``"conflict"``
+    (another record under that id; nothing written).
+    """
 
     def visible_robots(self, robot_id: str) -> frozenset[str]: ...
 
@@ -105,9 +175,17 @@ class FleetPort(Protocol):
         self, enabled: bool | None, group_id: str | None = None
     ) -> dict[str, Any]: ...
 
+    def import_group(self, group: Group) -> str: ...
+
+    def import_robot(self, robot: Robot) -> str: ...
+
 
 class LessonsPort(Protocol):
-    """The robots' learned parameters (the wire's recall_params, record_params, list_lessons)."""
+    """The robots' learned parameters (the wire's recall_params, record_params, list_lessons).
+
+    ``import_lesson`` (for ``load``) stores a ``list_lessons`` dict exactly, ungated, and
+    answers ``"inserted"``, ``"skipped"`` or ``"conflict"`` like the fleet's imports.
+    """
 
     def recall(self, robot: str, skill: str, place: str | None = None) -> dict[str, Any]: ...
 
@@ -125,5 +203,7 @@ class LessonsPort(Protocol):
     def list_lessons(
         self, robot: str | None = None, skill: str | None = None
     ) -> list[dict[str, Any]]: ...
+
+    def import_lesson(self, lesson: dict[str, Any]) -> str: ...
 
     def close(self) -> None: ...

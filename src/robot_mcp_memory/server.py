@@ -1,4 +1,4 @@
-"""The ``memory`` MCP server: the 18 tools of DESIGN §5 over one ``index.db``.
+"""The ``memory`` MCP server: the 18 tools of DESIGN §5 and issue 22's two over one ``index.db``.
 
 :func:`build_server` makes a fresh ``FastMCP("memory")`` per call (nothing happens at
 import): the server's instructions, a lifespan holding the services
@@ -8,7 +8,9 @@ all run by one :class:`~robot_mcp_memory.tools.ToolRunner`.
 
 Who a call acts as is the tenant of the HTTP request that carried it
 (:func:`~robot_mcp_memory.tenant.tenant_of_request`), never what a session remembers;
-stdio and in-process calls are unscoped. Each robot token's calls run within its share
+stdio and in-process calls are unscoped. A scoped connection's ``tools/list`` leaves out
+the admin tools (:data:`~robot_mcp_memory.tools.ADMIN_TOOLS`), which it could only call to
+be told ``forbidden``. Each robot token's calls run within its share
 (per lane of a :class:`~robot_mcp_memory.tools.FairScheduler`: ``MEMORY_ROBOT_MAX_CALLS``
 at once, ``MEMORY_ROBOT_MAX_QUEUED`` waiting, ``MEMORY_ROBOT_TIME_SHARE`` of the time), and
 the answers that grow with the store are bounded by ``MEMORY_MAX_ANSWER_BYTES``.
@@ -22,6 +24,7 @@ from contextlib import asynccontextmanager
 import anyio.to_thread
 from mcp.server.fastmcp import FastMCP
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp.types import ListToolsRequest, ListToolsResult
 
 from robot_mcp_kit.fastmcp_ext import set_server_version, trace_tool_calls
 from robot_mcp_memory.limits import ROBOT_BURST_S
@@ -33,6 +36,7 @@ from robot_mcp_memory.tenant import (
     tenant_of_request,
 )
 from robot_mcp_memory.tools import (
+    ADMIN_TOOLS,
     FairScheduler,
     ToolRunner,
     fleet,
@@ -77,7 +81,7 @@ def transport_security(settings: Settings) -> TransportSecuritySettings | None:
 
 
 def build_server(settings: Settings, *, holder: StoreHolder | None = None) -> FastMCP:
-    """A fresh ``FastMCP("memory")`` with the 18 tools.
+    """A fresh ``FastMCP("memory")`` with the 20 tools.
 
     Args:
         settings: validated settings; ``host``/``port`` feed FastMCP's transport settings,
@@ -126,6 +130,17 @@ def build_server(settings: Settings, *, holder: StoreHolder | None = None) -> Fa
     processes.register(mcp, runner)
     fleet.register(mcp, runner)
     lessons.register(mcp, runner)
+
+    async def list_tools_for_caller(request: ListToolsRequest) -> ListToolsResult:
+        # The result-object form: the SDK adds these to its tool cache instead of replacing
+        # the cache, so a scoped listing never hides a tool from the admin's validation.
+        tools = await mcp.list_tools()
+        tenant = tenant_of_call()
+        if tenant is not None and tenant.scoped:
+            tools = [tool for tool in tools if tool.name not in ADMIN_TOOLS]
+        return ListToolsResult(tools=tools)
+
+    mcp._mcp_server.list_tools()(list_tools_for_caller)  # type: ignore[no-untyped-call]
     set_server_version(mcp)  # serverInfo.version: this package's, not the mcp SDK's
     trace_tool_calls(mcp)  # a SERVER span per tool call while telemetry is on
     return mcp

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -51,6 +52,7 @@ __all__ = [
     "Memory",
     "StoreHolder",
     "choose_embedder",
+    "database_snapshot",
     "default_embedder",
     "open_memory",
 ]
@@ -129,7 +131,12 @@ def _open_index(settings: Settings) -> SqliteStore:
 def _assemble(settings: Settings, index: SqliteStore, embedder: Embedder | None) -> Memory:
     fleet = FleetRegistry(index)
     return Memory(
-        processes=ProcessStore(index, robot_id=settings.robot_id, embedder=embedder),
+        processes=ProcessStore(
+            index,
+            robot_id=settings.robot_id,
+            embedder=embedder,
+            revisions_keep=settings.revisions_keep,
+        ),
         fleet=fleet,
         lessons=ScopedParams(fleet, settings.data_dir / LESSONS_FILENAME),
         robot_max_documents=settings.robot_max_documents,
@@ -164,13 +171,38 @@ def _assemble_database(settings: Settings, db: PgDatabase, embedder: Embedder | 
 
     fleet = PgFleetRegistry(db)
     return Memory(
-        processes=PgProcessStore(db, robot_id=settings.robot_id, embedder=embedder),
+        processes=PgProcessStore(
+            db,
+            robot_id=settings.robot_id,
+            embedder=embedder,
+            revisions_keep=settings.revisions_keep,
+        ),
         fleet=fleet,
         lessons=ScopedParams(fleet, PgParamBackend(db)),
         robot_max_documents=settings.robot_max_documents,
         ping=db.ping,
         release=db.close,
     )
+
+
+@contextmanager
+def database_snapshot(settings: Settings) -> Iterator[Memory]:
+    """The services over ONE snapshot of the PostgreSQL database of ``settings``
+    (:meth:`PgDatabase.snapshot <robot_mcp_memory.postgres.PgDatabase.snapshot>`): every
+    read sees the database as of one moment while replicas keep writing, and nothing can
+    be written. Lexical (no model is loaded); closed at exit. For ``dump`` and ``backup``.
+
+    Raises:
+        robot_mcp_kit.store.StoreUnavailable: the database cannot be reached.
+    """
+    db = _open_database(settings)
+    try:
+        with db.snapshot():
+            memory = _assemble_database(settings, db, None)
+            yield memory
+        memory.close()
+    finally:
+        db.close()
 
 
 def _open_backend(settings: Settings) -> tuple[SqliteStore | PgDatabase, Callable[[], None]]:

@@ -30,6 +30,7 @@ from robot_mcp_memory._exceptions import (
 from robot_mcp_memory.limits import (
     MAX_ANSWER_BYTES,
     MAX_TRACE_QUERY_CHARS,
+    REVISIONS_KEEP,
     ROBOT_BURST_S,
     ROBOT_MAX_CALLS,
     ROBOT_MAX_DOCUMENTS,
@@ -88,7 +89,7 @@ ENV_VARS: dict[str, tuple[str, str, str]] = {
     "MEMORY_DATA_DIR": (
         "data_dir",
         "data/",
-        "directory of index.db, the one file this server writes",
+        "directory of index.db, lessons.db and memory.lock (the lock a running server holds)",
     ),
     "MEMORY_DATABASE_URL": (
         "database_url",
@@ -207,6 +208,12 @@ ENV_VARS: dict[str, tuple[str, str, str]] = {
         f"leading characters of a find_processes query its trace span keeps (0-"
         f"{MAX_TRACE_QUERY_CHARS}; 0: none); documents and tokens never reach telemetry, "
         "which the standard OTEL_* variables turn on (docs/observability.md)",
+    ),
+    "MEMORY_REVISIONS_KEEP": (
+        "revisions_keep",
+        str(REVISIONS_KEEP),
+        "earlier versions kept per process document (1-1000) for get_process(revision=) "
+        "and revert_process; older ones are pruned at the next change",
     ),
     "MEMORY_SEARCH": (
         "search",
@@ -357,7 +364,12 @@ class Settings(BaseSettings):
         le=64 * 1024 * 1024,
         validation_alias=AliasChoices("max_answer_bytes", "MEMORY_MAX_ANSWER_BYTES"),
     )
-
+    revisions_keep: int = Field(
+        default=REVISIONS_KEEP,
+        ge=1,
+        le=1000,
+        validation_alias=AliasChoices("revisions_keep", "MEMORY_REVISIONS_KEEP"),
+    )
     trace_query_chars: int = Field(
         default=TRACE_QUERY_CHARS,
         ge=0,

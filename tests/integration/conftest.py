@@ -221,8 +221,8 @@ async def call(session: ClientSession, tool: str, **args: Any) -> dict[str, Any]
 def spawn(tmp_path):
     started: list[ServerProcess] = []
 
-    def _spawn(**kwargs) -> ServerProcess:
-        server = ServerProcess(tmp_path / "data", **kwargs)
+    def _spawn(data_dir: Path | None = None, **kwargs) -> ServerProcess:
+        server = ServerProcess(data_dir or tmp_path / "data", **kwargs)
         started.append(server)
         return server.start()
 

@@ -223,7 +223,7 @@ class TestStreamableHttp:
             saved = await call(session, "save_process", markdown=MAILROOM)
         assert init.serverInfo.name == "memory"
         assert init.serverInfo.version == __version__  # ours, not the mcp SDK's
-        assert len(tools.tools) == 18  # DESIGN §5: processes, fleet, lessons
+        assert len(tools.tools) == 20  # DESIGN §5's 18 and issue 22's revert and merge
         assert saved["id"] == "fetch-package-mailroom"
 
     def test_token_gate_and_host_header_protection(self, spawn, mcp_initialize, mcp_accept):

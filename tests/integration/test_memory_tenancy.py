@@ -36,7 +36,13 @@ def doc(id: str, robot: str, *, shared: bool = False, mission: str = "m-1") -> s
 @pytest.fixture(params=["sse", "streamable-http"])
 def fleet(request, spawn, mcp_call):
     """A running server with the fleet seeded by the admin."""
-    server = spawn(transport=request.param, env={"MEMORY_ROBOT_TOKENS": ROBOT_TOKENS})
+    return seeded(
+        spawn(transport=request.param, env={"MEMORY_ROBOT_TOKENS": ROBOT_TOKENS}), mcp_call
+    )
+
+
+def seeded(server, mcp_call):
+    """``server`` with the fleet seeded by the admin."""
 
     async def seed() -> None:
         async with server.session() as admin:
@@ -339,3 +345,66 @@ def test_malformed_robot_tokens_refuse_to_start(tmp_path, tokens, names, run_mem
     for secret in (*TOKENS.values(), TOKEN):
         assert secret not in result.stderr
     assert not (tmp_path / "index.db").exists()
+
+
+class TestOperationsTenancy:
+    """Issue 22, item 6: revisions, near-copies and staleness within the robot's scope; the
+    admin tools are left out of a robot's tools/list and answer forbidden. On each backend
+    (SSE only: the transports are the module's other tests')."""
+
+    @pytest.fixture(params=["sqlite", "postgres"])
+    def fleet(self, request, spawn, mcp_call):
+        env = {"MEMORY_ROBOT_TOKENS": ROBOT_TOKENS}
+        if request.param == "postgres":
+            env["MEMORY_DATABASE_URL"] = request.getfixturevalue("pg_url")
+        return seeded(spawn(transport="sse", env=env), mcp_call)
+
+    async def test_a_robot_lists_no_admin_tool_and_cannot_call_one(self, fleet, mcp_call):
+        async with fleet.session() as admin:
+            everything = {t.name for t in (await admin.list_tools()).tools}
+        async with fleet.session(TOKENS["rap-1"]) as robot:
+            offered = {t.name for t in (await robot.list_tools()).tools}
+            for tool, args in (
+                ("revert_process", {"id": "doc-rap-1", "revision": 1}),
+                ("merge_processes", {"keep_id": "doc-rap-1", "merge_id": "doc-rap-2"}),
+                ("reindex", {}),
+            ):
+                assert (await mcp_call(robot, tool, **args))["error"] == "forbidden"
+        admin_only = {
+            "reindex",
+            "revert_process",
+            "merge_processes",
+            "set_group",
+            "upsert_group",
+            "delete_group",
+            "set_self_improve",
+        }
+        assert len(everything) == 20
+        assert offered == everything - admin_only
+
+    async def test_revisions_and_near_copies_stay_inside_the_robots_scope(self, fleet, mcp_call):
+        async with fleet.session(TOKENS["rap-1"]) as robot:
+            read = await mcp_call(robot, "get_process", id="doc-rap-1")
+            assert read["current_revision"] == 1
+            edited = doc("doc-rap-1", "rap-1").replace("go to the mailroom", "take the lift")
+            saved = await mcp_call(robot, "save_process", markdown=edited, expected_revision=1)
+            assert saved["revision"] == 2
+            near = {n["id"] for n in saved["near_duplicates"]}
+            # Its group's and the fleet-wide documents may be named; line-b's never.
+            assert near <= {"doc-rap-2", "fleet-wide"}
+            assert "doc-rap-3" not in near
+            stale_write = await mcp_call(
+                robot, "save_process", markdown=edited, expected_revision=1
+            )
+            assert stale_write["error"] == "conflict"
+            assert stale_write["current_revision"] == 2
+            old = await mcp_call(robot, "get_process", id="doc-rap-1", revision=1)
+            assert "go to the mailroom" in old["markdown"]
+            hidden = await mcp_call(robot, "get_process", id="doc-rap-3", revision=1)
+            missing = await mcp_call(robot, "get_process", id="no-such-doc", revision=1)
+            assert hidden["error"] == missing["error"] == "not_found"
+            listed = await mcp_call(robot, "list_processes", stale=False)
+            assert ids(listed) == {"doc-rap-1", "doc-rap-2", "fleet-wide"}
+        async with fleet.session() as admin:
+            reverted = await mcp_call(admin, "revert_process", id="doc-rap-1", revision=1)
+            assert reverted["revision"] == 3

@@ -33,7 +33,8 @@ def index(tmp_path: Path):
 class TestDeclaration:
     def test_each_table_has_its_kind(self) -> None:
         """processes, the fleet tables and store_meta are definitions; the index, the
-        per-owner statistics and the vectors derive from processes."""
+        per-owner statistics and the vectors derive from processes; the revisions are
+        records."""
         kinds = {t.name: t.kind for t in db.SCHEMA.all_tables()}
         assert kinds == {
             "processes": Kind.DEFINITION,
@@ -42,6 +43,7 @@ class TestDeclaration:
             "processes_owner_terms": Kind.DERIVED,
             "processes_lengths": Kind.DERIVED,
             "processes_vectors": Kind.DERIVED,
+            "processes_revisions": Kind.RECORD,
             "fleet_robots": Kind.DEFINITION,
             "fleet_groups": Kind.DEFINITION,
             "fleet_settings": Kind.DEFINITION,
@@ -50,12 +52,12 @@ class TestDeclaration:
         for name, kind in kinds.items():
             if kind is Kind.DERIVED:
                 assert db.SCHEMA.table(name).derived_from == "processes"
-        assert db.SCHEMA.version == db.SCHEMA_VERSION == 4
-        assert set(db.SCHEMA.migrations) == {2, 3, 4}
+        assert db.SCHEMA.version == db.SCHEMA_VERSION == 5
+        assert set(db.SCHEMA.migrations) == {2, 3, 4, 5}
 
-    def test_nothing_is_pruned(self) -> None:
-        """No table of this service ages out."""
-        assert db.SCHEMA.pruned == frozenset()
+    def test_only_the_revisions_are_pruned(self) -> None:
+        """No definition ages out; the revisions are pruned by count (issue 22)."""
+        assert db.SCHEMA.pruned == frozenset({"processes_revisions"})
 
     def test_every_table_in_the_file_is_declared_or_sqlites(self, index: SqliteStore) -> None:
         """A fresh file holds only declared tables and the fts5 shadow tables the kit derives."""
@@ -65,8 +67,9 @@ class TestDeclaration:
         assert names - declared == set(db.SCHEMA.not_ours())
         assert {"processes_fts_data", "processes_fts_content"} <= db.SCHEMA.not_ours()
 
-    def test_processes_has_the_spec_columns_plus_shared(self, index: SqliteStore) -> None:
-        """Spec §4's columns in order, then `shared` defaulting to 0."""
+    def test_processes_has_the_spec_columns_plus_ours(self, index: SqliteStore) -> None:
+        """Spec §4's columns in order, then `shared` defaulting to 0, then the revision and
+        the recent outcomes (version 5)."""
         cols = [(r["name"], r["dflt_value"]) for r in index.query("PRAGMA table_info(processes)")]
         assert [c for c, _ in cols] == [
             "id",
@@ -82,8 +85,12 @@ class TestDeclaration:
             "source_mission_id",
             "body",
             "shared",
+            "revision",
+            "recent_outcomes",
+            "last_success",
         ]
         assert dict(cols)["shared"] == "0"
+        assert dict(cols)["revision"] == "1"
 
     def test_fts_uses_the_porter_tokenizer(self, index: SqliteStore) -> None:
         """processes_fts stems (porter over unicode61), so 'parcels' matches 'parcel'."""
@@ -97,13 +104,13 @@ class TestDeclaration:
 
 class TestOpen:
     def test_open_creates_directory_file_and_version(self, tmp_path: Path) -> None:
-        """open_index makes data_dir/index.db at the current schema version (4)."""
+        """open_index makes data_dir/index.db at the current schema version (5)."""
         store = db.open_index(tmp_path / "a" / "b")
         try:
             assert store.path == (tmp_path / "a" / "b" / "index.db").absolute()
             row = store.query_one("SELECT value FROM store_meta WHERE key = 'schema_version'")
             assert row is not None
-            assert row[0] == str(db.SCHEMA_VERSION) == "4"
+            assert row[0] == str(db.SCHEMA_VERSION) == "5"
         finally:
             store.close()
 
@@ -148,11 +155,11 @@ class TestOpen:
         assert path.read_text() == '{"truncated": '
 
     def test_newer_file_is_refused_untouched(self, tmp_path: Path) -> None:
-        """A file written by schema version 5 raises SchemaTooNew and keeps its bytes."""
+        """A file written by schema version 6 raises SchemaTooNew and keeps its bytes."""
         db.open_index(tmp_path).close()
         path = tmp_path / "index.db"
         conn = sqlite3.connect(path)
-        conn.execute("UPDATE store_meta SET value = '5' WHERE key = 'schema_version'")
+        conn.execute("UPDATE store_meta SET value = '6' WHERE key = 'schema_version'")
         conn.commit()
         conn.close()
         before = path.read_bytes()
@@ -163,7 +170,7 @@ class TestOpen:
 
 # What version 1 of this code declared: the tables it created, unchanged since (store_meta,
 # declared then by this package too, is the kit's own table).
-V1_SCHEMA = Schema(version=1, tables=(db.PROCESSES, db.PROCESSES_FTS))
+V1_SCHEMA = Schema(version=1, tables=(db.PROCESSES_V1, db.PROCESSES_FTS))
 
 
 def _insert_documents(store: SqliteStore, *docs: tuple[str, str, str, int]) -> None:
@@ -201,8 +208,8 @@ def _tables(path: Path) -> set[str]:
 
 
 class TestMigration:
-    def test_v1_file_migrates_to_v4_and_keeps_its_documents(self, tmp_path: Path) -> None:
-        """A file made by the v1 declaration opens at v4: the fleet tables and their index
+    def test_v1_file_migrates_to_v5_and_keeps_its_documents(self, tmp_path: Path) -> None:
+        """A file made by the v1 declaration opens at v5: the fleet tables and their index
         exist, the documents, counters and search index are intact."""
         _make_v1(tmp_path)
         assert "fleet_robots" not in _tables(tmp_path / "index.db")
@@ -210,7 +217,7 @@ class TestMigration:
         try:
             row = store.store.query_one("SELECT value FROM store_meta WHERE key = 'schema_version'")
             assert row is not None
-            assert row[0] == "4"
+            assert row[0] == "5"
             assert {"fleet_robots", "fleet_groups", "fleet_settings"} <= _tables(store.store.path)
             indexes = {
                 r[0] for r in store.store.query("SELECT name FROM sqlite_schema WHERE type='index'")
@@ -261,7 +268,7 @@ class TestMigration:
         v2 = Schema(
             version=2,
             tables=(
-                db.PROCESSES,
+                db.PROCESSES_V1,
                 db.PROCESSES_FTS,
                 db.FLEET_GROUPS,
                 db.FLEET_ROBOTS,
@@ -294,7 +301,7 @@ class TestMigration:
         v3 = Schema(
             version=3,
             tables=(
-                db.PROCESSES,
+                db.PROCESSES_V1,
                 db.PROCESSES_FTS,
                 v3_vocab,
                 db.PROCESSES_VECTORS,
@@ -322,6 +329,60 @@ class TestMigration:
             assert store.sync_terms() == 0  # nothing left to count
         finally:
             store.close()
+
+    def test_v4_file_migrates_to_v5_with_revision_1_and_no_outcomes(self, tmp_path: Path) -> None:
+        """v4 -> v5 adds the revisions table and the three columns: every existing
+        document is at revision 1 with no recent outcomes, and the first change of it keeps
+        that version as revision 1 (issue 22)."""
+        v4 = Schema(
+            version=4,
+            tables=(
+                db.PROCESSES_V1,
+                db.PROCESSES_FTS,
+                db.PROCESSES_POSTINGS,
+                db.PROCESSES_OWNER_TERMS,
+                db.PROCESSES_LENGTHS,
+                db.PROCESSES_VECTORS,
+                db.FLEET_GROUPS,
+                db.FLEET_ROBOTS,
+                db.FLEET_SETTINGS,
+            ),
+        )
+        with SqliteStore(tmp_path / "index.db", v4) as old:
+            _insert_documents(old, ("fetch-parcel", "Fetch a parcel", "Go to the mailroom\n", 2))
+        assert "processes_revisions" not in _tables(tmp_path / "index.db")
+        store = ProcessStore(db.open_index(tmp_path))
+        try:
+            assert "processes_revisions" in _tables(store.store.path)
+            state = store.states(["fetch-parcel"])["fetch-parcel"]
+            assert (state.revision, state.recent, state.last_success) == (1, "", None)
+            doc = store.get("fetch-parcel")
+            assert doc is not None
+            doc.body = "Go to the mail room, then the desk\n"
+            saved = store.save(doc, expected_revision=1)
+            assert saved.revision == 2
+            old_doc = store.get_revision("fetch-parcel", 1)
+            assert old_doc is not None
+            assert old_doc.body == "Go to the mailroom\n"
+            assert old_doc.success_count == 2
+        finally:
+            store.close()
+        # The migrated table is the declared one.
+        fresh = db.open_index(tmp_path / "fresh")
+        fresh.close()
+
+        def shape(path: Path) -> list[tuple[object, ...]]:
+            conn = sqlite3.connect(path)
+            try:
+                return [
+                    tuple(r)
+                    for t in ("processes", "processes_revisions")
+                    for r in conn.execute(f"PRAGMA table_info({t})")
+                ]
+            finally:
+                conn.close()
+
+        assert shape(tmp_path / "index.db") == shape(tmp_path / "fresh" / "index.db")
 
     def test_failed_step_leaves_the_file_at_v1(self, tmp_path: Path) -> None:
         """A step that fails rolls back: the file is still v1 with its documents."""

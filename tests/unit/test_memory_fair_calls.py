@@ -434,7 +434,7 @@ class TestLanes:
         assert (await searching).structuredContent == {"ok": True}
 
     async def test_every_process_tool_runs_in_the_documents_lane(self, holder: StoreHolder) -> None:
-        """The seven process tools take the documents lane, the eleven others the records
+        """The nine process tools take the documents lane, the eleven others the records
         lane (each call of a robot, whatever its answer)."""
         scheduler = RecordingScheduler()
         runner = ToolRunner(holder, lambda: ROBOT, scheduler=scheduler)  # type: ignore[arg-type]
@@ -448,9 +448,9 @@ class TestLanes:
                 lanes[tool.name] = scheduler.keys[-1]
         documents = {name for name, key in lanes.items() if key == "robot:rap-1/documents"}
         records = {name for name, key in lanes.items() if key == "robot:rap-1/records"}
-        assert documents == set(process_tools.__all__) - {"register"}
+        assert documents == set(process_tools.__all__) - {"register", "ADMIN_TOOLS"}
         assert len(records) == 11
-        assert len(lanes) == 18
+        assert len(lanes) == 20
 
 
 class TestSharedDocumentNotes:

@@ -38,6 +38,8 @@ TOOLS = {
     "delete_process",
     "list_processes",
     "reindex",
+    "revert_process",
+    "merge_processes",
     "register_robot",
     "set_robot_meta",
     "list_robots",
@@ -89,8 +91,9 @@ async def call(client, tool, **args):
 
 
 class TestSurface:
-    async def test_exactly_the_eighteen_tools(self, settings):
-        """The server named memory exposes DESIGN §5's 18 tools: processes, fleet, lessons."""
+    async def test_exactly_the_twenty_tools(self, settings):
+        """The server named memory exposes DESIGN §5's 18 tools (processes, fleet, lessons)
+        and issue 22's revert_process and merge_processes."""
         async with session(settings) as client:
             listed = await client.list_tools()
             assert {t.name for t in listed.tools} == TOOLS
@@ -123,12 +126,14 @@ class TestSurface:
             }
             assert shape == {
                 "find_processes": (["k", "query", "robot"], ["query"]),
-                "get_process": (["id"], ["id"]),
-                "save_process": (["markdown"], ["markdown"]),
+                "get_process": (["id", "revision"], ["id"]),
+                "save_process": (["expected_revision", "markdown"], ["markdown"]),
                 "record_outcome": (["id", "note", "success"], ["id", "success"]),
                 "delete_process": (["id"], ["id"]),
-                "list_processes": (["limit", "offset", "robot"], []),
+                "list_processes": (["limit", "offset", "robot", "stale"], []),
                 "reindex": ([], []),
+                "revert_process": (["id", "revision"], ["id", "revision"]),
+                "merge_processes": (["keep_id", "merge_id"], ["keep_id", "merge_id"]),
                 "register_robot": (["group_id", "meta", "name", "robot_id"], ["robot_id"]),
                 "set_robot_meta": (["meta", "robot_id"], ["meta", "robot_id"]),
                 "list_robots": ([], []),
@@ -174,6 +179,9 @@ class TestDemo:
                 "success_count",
                 "failure_count",
                 "updated",
+                "revision",
+                "stale",
+                "last_success",
                 "markdown",
             }
             assert first["score"] > 0
@@ -403,7 +411,7 @@ class TestErrors:
         """A store IntegrityError maps to conflict; any other exception to internal, logged."""
 
         class ExplodingStore:
-            def save(self, doc, may_update=None, max_robot_documents=None):
+            def save(self, doc, may_update=None, max_robot_documents=None, expected_revision=None):
                 raise sqlite3.IntegrityError("UNIQUE constraint failed: processes.id")
 
             def owner(self, id):

@@ -287,6 +287,10 @@ EVERY_TOOL: list[tuple[str, dict[str, Any]]] = [
     ("list_lessons", {}),
     ("set_group", {"robot_id": "rap-1", "group_id": None}),
     ("delete_group", {"group_id": "g1"}),
+    ("save_process", {"markdown": doc("mailroom", "Mailroom, second version")}),
+    ("revert_process", {"id": "mailroom", "revision": 1}),
+    ("save_process", {"markdown": doc("mailroom-copy", "Mailroom")}),
+    ("merge_processes", {"keep_id": "mailroom", "merge_id": "mailroom-copy"}),
     ("delete_process", {"id": "mailroom"}),
     ("get_process", {"id": "mailroom"}),  # an error answer, too
 ]
@@ -309,7 +313,7 @@ class TestWire:
                     text,
                 )
                 called.add(tool)
-        assert len(called) == 18
+        assert len(called) == 20
 
     async def test_tool_list_matches_the_snapshot(self, settings: Settings) -> None:
         """Names, descriptions and input schemas are wire: byte-identical to the snapshot;

@@ -18,11 +18,13 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 
 # The store machinery is the one place allowed to create and rename files. The conformance
 # suite's JSON report (--report-json FILE) is an output the user asks for, like pytest's
-# JUnit XML, not state: its writer is the other.
+# JUnit XML, not state: its writer is the other. The memory server's operator commands
+# (backup, restore, dump, load) write the directories the operator names: outputs too.
 ALLOWED = (
     "robot_mcp_kit/store/",
     "robot_mcp_kit/params.py",
     "robot_mcp_conformance/_report.py",
+    "robot_mcp_memory/operations/",
 )
 
 _WRITE_METHODS = {"write_text", "write_bytes"}

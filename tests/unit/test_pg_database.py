@@ -147,3 +147,23 @@ def test_statement_timeout_answers_unavailable_and_writes_nothing(pg_url: str) -
 def test_describe_url_never_shows_a_password() -> None:
     assert describe_url("postgresql://u:pw@db.example:6543/mem") == "u@db.example:6543/mem"
     assert describe_url("postgresql:///mem?host=/run/postgresql") == "/run/postgresql:5432/mem"
+
+
+def test_a_snapshot_reads_one_moment_and_writes_nothing(pg_url: str) -> None:
+    """What ``dump`` and ``backup`` rely on: every connection in the block sees the
+    database as of the moment the block began, whatever another replica commits."""
+    db, other = _open(pg_url), _open(pg_url)
+    with other.connection() as conn:
+        conn.execute("INSERT INTO notes VALUES ('before', 'x')")
+    with db.snapshot():
+        with other.connection() as conn:
+            conn.execute("INSERT INTO notes VALUES ('during', 'x')")
+        for _ in range(2):  # two transactions, two (pooled) connections: one moment
+            with db.connection() as conn:
+                assert conn.execute("SELECT count(*) FROM notes").fetchone() == (1,)
+        with pytest.raises(psycopg.errors.ReadOnlySqlTransaction), db.connection() as conn:
+            conn.execute("INSERT INTO notes VALUES ('from-the-dump', 'x')")
+    with db.connection() as conn:
+        assert conn.execute("SELECT count(*) FROM notes").fetchone() == (2,)
+    db.close()
+    other.close()

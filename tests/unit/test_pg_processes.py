@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 from robot_mcp_kit.store import StoreUnavailable
-from robot_mcp_memory._exceptions import DocError, DocTooLarge
+from robot_mcp_memory._exceptions import DocError, DocTooLarge, RevisionConflict
 from robot_mcp_memory.documents import ProcessDoc
 from robot_mcp_memory.postgres import SCHEMA, PgDatabase
 from robot_mcp_memory.postgres._process_index import rebuild_index
@@ -196,6 +196,97 @@ class TestTwoReplicas:
         assert b.find("hatch")[0].semantic is not None
         assert b.delete("gate-1")
         assert a.get("gate-1") is None
+
+
+class TestRevisionsAcrossReplicas:
+    """Issue 22 on PostgreSQL: the revision check and the write are one transaction with
+    the row locked, so replicas cannot lose an update."""
+
+    def test_two_replicas_saving_one_expected_revision_exactly_one_wins(
+        self, replica: Replicas, pg_url: str
+    ) -> None:
+        """Both saves are made to overlap for sure: a third session holds a lock that stops
+        any write to ``processes_revisions`` until both saves wait on the database (on
+        that lock, or on the first save's row lock), then lets them go."""
+        a, b = replica(), replica()
+        a.save(doc("gate", source_mission_id="m-1"))
+        a.save(doc("gate", title="Open the gate, v2", source_mission_id="m-1"))  # revision 2
+        outcomes: dict[str, Any] = {}
+        gate = psycopg.connect(pg_url)
+        gate.execute("LOCK TABLE processes_revisions IN SHARE ROW EXCLUSIVE MODE")
+
+        def edit(store: PgProcessStore, name: str) -> Callable[[], None]:
+            def work() -> None:
+                try:
+                    outcomes[name] = store.save(
+                        doc("gate", title=f"Open the gate, {name}'s edit", source_mission_id="m-1"),
+                        expected_revision=2,
+                    )
+                except RevisionConflict as exc:
+                    outcomes[name] = exc
+
+            return work
+
+        def release_when_both_wait() -> None:
+            try:
+                with psycopg.connect(pg_url, autocommit=True) as watch:
+                    deadline = time.monotonic() + 30
+                    while time.monotonic() < deadline:
+                        row = watch.execute(
+                            "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                            "current_database() AND wait_event_type = 'Lock'"
+                        ).fetchone()
+                        if row is not None and row[0] >= 2:
+                            break
+                        time.sleep(0.01)
+            finally:
+                gate.commit()
+                gate.close()
+
+        assert hammer([edit(a, "a"), edit(b, "b"), release_when_both_wait]) == []
+        saved = [o for o in outcomes.values() if not isinstance(o, RevisionConflict)]
+        conflicts = [o for o in outcomes.values() if isinstance(o, RevisionConflict)]
+        assert len(saved) == 1, outcomes
+        assert len(conflicts) == 1, outcomes
+        assert saved[0].revision == 3
+        assert (conflicts[0].expected, conflicts[0].current) == (2, 3)
+        stored = b.get("gate")
+        assert stored is not None
+        assert stored.title == saved[0].doc.title  # the winner's edit, not overwritten
+        assert [r.revision for r in a.revisions("gate")] == [2, 1]
+
+    def test_two_replicas_creating_one_id_with_expected_revision_0_one_wins(
+        self, replica: Replicas
+    ) -> None:
+        a, b = replica(), replica()
+        results: list[Any] = []
+
+        def create(store: PgProcessStore) -> Callable[[], None]:
+            def work() -> None:
+                try:
+                    results.append(store.save(doc("fresh"), expected_revision=0))
+                except RevisionConflict as exc:
+                    results.append(exc)
+
+            return work
+
+        assert hammer([create(a), create(b)]) == []
+        conflicts = [r for r in results if isinstance(r, RevisionConflict)]
+        assert len(conflicts) == 1, results
+        assert conflicts[0].current == 1
+        assert a.count() == 1
+
+    def test_revisions_are_pruned_to_the_setting_also_after_delete(self, replica: Replicas) -> None:
+        store = replica(revisions_keep=2)
+        for n in range(5):
+            store.save(doc("gate", title=f"Open the gate v{n}"))
+        assert [r.revision for r in store.revisions("gate")] == [4, 3]
+        assert store.delete("gate")
+        kept = store.revisions("gate")
+        assert [(r.revision, r.reason) for r in kept] == [(5, "delete"), (4, "save")]
+        back = store.revert("gate", 5)
+        assert back is not None
+        assert (back.created, back.revision, back.doc.title) == (True, 6, "Open the gate v4")
 
 
 class TestFaults:

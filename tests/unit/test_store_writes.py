@@ -126,6 +126,23 @@ class TestKinds:
         assert store.prune("events", older_than_s=60, spare={"n": 2}) == 3
         assert [r["n"] for r in store.query("SELECT n FROM events")] == [2]
 
+    def test_within_bounds_each_owner_by_itself(self, store):
+        """within confines the prune (and keep_last's count) to the rows that hold its
+        values: the newest 2 of n=1 are kept, n=0 untouched, spare still honoured."""
+        with store.transaction() as conn:
+            conn.executemany(
+                "INSERT INTO events (ts, n) VALUES (?, ?)",
+                [(float(i), i % 2) for i in range(10)],
+            )
+        assert store.prune("events", keep_last=2, within={"n": 1}) == 3
+        assert sorted(r["ts"] for r in store.query("SELECT ts FROM events WHERE n = 1")) == [
+            7.0,
+            9.0,
+        ]
+        assert store.query_one("SELECT count(*) FROM events WHERE n = 0")[0] == 5
+        assert store.prune("events", older_than_s=0, within={"n": 0}, spare={"ts": 0.0}) == 4
+        assert sorted(r["ts"] for r in store.query("SELECT ts FROM events")) == [0.0, 7.0, 9.0]
+
     def test_prune_needs_a_bound(self, store):
         """prune without a bound is a caller error, not 'delete everything'."""
         with pytest.raises(ValueError, match="older_than_s, keep_last"):

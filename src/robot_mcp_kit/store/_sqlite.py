@@ -287,6 +287,7 @@ class SqliteStore:
         keep_last: int | None = None,
         spare: Mapping[str, str | int] | None = None,
         spare_where: str | None = None,
+        within: Mapping[str, str | int] | None = None,
     ) -> int:
         """Delete old rows from a declared RECORD table; return how many were deleted.
 
@@ -295,7 +296,10 @@ class SqliteStore:
         newest rows (by ``time_column``, else rowid). Both may be given. Rows whose columns
         hold every value in ``spare`` (e.g. ``{"state": "pending"}``), and rows matching
         the SQL condition ``spare_where`` (the caller's own SQL, never user input), are
-        never deleted and do not count towards ``keep_last``. A cold write.
+        never deleted and do not count towards ``keep_last``. ``within`` (e.g.
+        ``{"doc_id": id}``) confines the prune to the rows whose columns hold every value
+        in it, bound as parameters: a per-owner bound (``keep_last`` per document) that an
+        index on those columns serves without scanning the table. A cold write.
 
         Raises:
             PruneRefused: before deleting anything, unless ``table`` is a declared RECORD.
@@ -325,6 +329,9 @@ class SqliteStore:
             spared = f"({spared}) OR ({spare_where})" if spared else f"({spare_where})"
         unspared = f"NOT ({spared}) AND " if spared else ""
         spare_values = tuple((spare or {}).values())
+        inside = "".join(f"{_q(column)} = ? AND " for column in within or {})
+        unspared = inside + unspared
+        spare_values = tuple((within or {}).values()) + spare_values
         deleted = 0
         with self.transaction() as conn:
             if older_than_s is not None:

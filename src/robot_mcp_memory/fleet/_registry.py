@@ -401,5 +401,68 @@ class FleetRegistry:
                 "INSERT INTO fleet_settings (key, value) VALUES (?, ?)", list(rows.settings)
             )
 
+    # --- load (robot-mcp-memory load) ------------------------------------------------
+
+    def import_group(self, group: Group) -> str:
+        """Put ``group`` in exactly as given (timestamps and toggle included), for ``load``.
+
+        Returns ``"inserted"``; ``"skipped"`` when the same group is already there (its
+        robots aside); ``"conflict"`` when a group with this id differs (nothing written).
+        Raises FleetError invalid for a bad id or label.
+        """
+        gid = check_id(group.group_id, "group_id")
+        for field in ("name", "customer", "factory"):
+            value = getattr(group, field)
+            if value is not None:
+                check_label(value, field)
+        with self.store.transaction() as conn:
+            if group_exists(conn, gid):
+                same = group_from_row(fetch_group(conn, gid))
+                return "skipped" if _same_group(same, group) else "conflict"
+            conn.execute(
+                "INSERT INTO fleet_groups (group_id, name, customer, factory, self_improve, "
+                "created, updated) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    gid,
+                    group.name,
+                    group.customer,
+                    group.factory,
+                    None if group.self_improve is None else int(group.self_improve),
+                    group.created,
+                    group.updated,
+                ),
+            )
+        return "inserted"
+
+    def import_robot(self, robot: Robot) -> str:
+        """Put ``robot`` in exactly as given (timestamps included), for ``load``; its group
+        must exist. Returns ``"inserted"``, ``"skipped"`` (the same robot is there) or
+        ``"conflict"`` (a robot with this id differs; nothing written).
+
+        Raises:
+            FleetError: ``invalid`` for a bad field, ``not_found`` for an unknown group.
+        """
+        rid = check_id(robot.robot_id, "robot_id")
+        if robot.name is not None:
+            check_label(robot.name, "name")
+        meta_json = check_json_object(robot.meta, "meta")
+        with self.store.transaction() as conn:
+            if robot.group_id is not None and not group_exists(conn, robot.group_id):
+                raise group_not_found(robot.group_id)
+            row = conn.execute("SELECT 1 FROM fleet_robots WHERE robot_id = ?", (rid,)).fetchone()
+            if row is not None:
+                return "skipped" if robot_from_row(fetch_robot(conn, rid)) == robot else "conflict"
+            conn.execute(
+                "INSERT INTO fleet_robots (robot_id, group_id, name, meta, registered, "
+                "updated) VALUES (?, ?, ?, ?, ?, ?)",
+                (rid, robot.group_id, robot.name, meta_json, robot.registered, robot.updated),
+            )
+        return "inserted"
+
     def __repr__(self) -> str:
         return f"<FleetRegistry {str(self.store.path)!r}>"
+
+
+def _same_group(a: Group, b: Group) -> bool:
+    """Equal but for the robots (a load adds those one by one)."""
+    return replace(a, robots=()) == replace(b, robots=())

@@ -42,6 +42,7 @@ from robot_mcp_memory.http.auth import (
     TenantAuthMiddleware,
     TokenAuth,
 )
+from robot_mcp_memory.operations import DataDirLock
 from robot_mcp_memory.server import build_server
 from robot_mcp_memory.services import StoreHolder
 from robot_mcp_memory.settings import (
@@ -152,10 +153,30 @@ def share_limits(settings: Settings) -> ShareLimits:
 def serve(settings: Settings) -> None:
     """Open the store, serve ``settings.transport`` until stopped, then close the store.
 
-    Blocks. Store errors (``StoreUnreadable``, ``SchemaTooNew``…) are raised before
-    anything listens; closing flushes queued hot writes.
+    Blocks. On SQLite, holds ``MEMORY_DATA_DIR/memory.lock`` while it runs (``restore``
+    and ``load`` refuse a directory a server holds; a second server on it is refused with
+    :class:`~robot_mcp_memory.StoreInUse`); on PostgreSQL (``MEMORY_DATABASE_URL``) no
+    directory holds the store and replicas share the database, so nothing is locked or
+    created there. Store errors (``StoreUnreadable``, ``SchemaTooNew``…) are raised
+    before anything listens; closing flushes queued hot writes.
     """
     fd_raised = ensure_fd_limit(settings.max_connections) if settings.is_http else None
+    if settings.database_url is not None:
+        _serve_locked(settings, fd_raised)
+        return
+    lock = DataDirLock(
+        settings.data_dir,
+        remedy="One server serves one MEMORY_DATA_DIR: stop the other one, or give this one "
+        "its own directory.",
+    )
+    lock.acquire()
+    try:
+        _serve_locked(settings, fd_raised)
+    finally:
+        lock.release()
+
+
+def _serve_locked(settings: Settings, fd_raised: tuple[int, int] | None) -> None:
     holder = StoreHolder.for_settings(settings)
     store = holder.acquire()
     try:

@@ -135,6 +135,7 @@ class PgDatabase:
         self.statement_timeout_s = statement_timeout_s
         self.extensions: frozenset[str] = frozenset()
         self._closed = False
+        self._snapshot: str | None = None
         self._lock = threading.Lock()
         self._pool: psycopg_pool.ConnectionPool[psycopg.Connection[Any]] = (
             psycopg_pool.ConnectionPool(
@@ -212,6 +213,11 @@ class PgDatabase:
             raise StoreClosed(f"the database {self.where} was closed", path=self.where)
         try:
             with self._pool.connection(timeout=self.connect_timeout_s) as conn:
+                if self._snapshot is not None:
+                    conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                    conn.execute(
+                        sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(self._snapshot))
+                    )
                 yield conn
         except psycopg_pool.PoolTimeout:
             raise self._unavailable("no connection became free or could be made") from None
@@ -225,6 +231,30 @@ class PgDatabase:
                     remedy="retry; if it recurs, raise MEMORY_DATABASE_STATEMENT_TIMEOUT_S",
                 ) from None
             raise self._unavailable("the connection failed or was lost") from None
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Inside the block, every :meth:`connection` is a ``REPEATABLE READ READ ONLY``
+        transaction on ONE snapshot of the database (exported by a transaction this
+        method holds open): what several calls read is the database as of one moment,
+        whatever other replicas commit meanwhile, and nothing can be written.
+
+        For a database opened for one reader (``dump``, ``backup``), not one a server
+        shares: it changes every connection of this pool. Needs a ``pool_size`` of at
+        least 2 (the holder and a reader; ``MEMORY_DATABASE_POOL_SIZE`` is at least 2).
+
+        Raises:
+            StoreUnavailable: as :meth:`connection`.
+        """
+        with self.connection() as holder:
+            holder.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            row = holder.execute("SELECT pg_export_snapshot()").fetchone()
+            assert row is not None
+            self._snapshot = str(row[0])
+            try:
+                yield
+            finally:
+                self._snapshot = None
 
     def _unavailable(self, what: str) -> StoreUnavailable:
         _log.warning("database_unavailable", where=self.where, what=what)

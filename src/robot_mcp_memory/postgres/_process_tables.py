@@ -5,7 +5,14 @@ table                      kind        why
 =========================  ==========  ========================================================
 ``processes``              definition  the documents (the columns of SQLite's ``processes``,
                                        ``shared`` a boolean) plus ``rid``, the row's number that
-                                       every derived row refers to (``ON DELETE CASCADE``)
+                                       every derived row refers to (``ON DELETE CASCADE``);
+                                       ``revision``, ``recent_outcomes`` (the last
+                                       ``STALE_WINDOW`` outcomes, ``s``/``f``) and
+                                       ``last_success`` as on SQLite (schema version 5)
+``processes_revisions``    record      the versions a save, revert, merge or delete replaced
+                                       (rendered markdown); the newest ``revisions_keep`` per
+                                       document are kept, older ones deleted in the write's
+                                       transaction
 ``processes_search``       derived     each document's owner, length in tokens and weighted
                                        ``tsvector`` (title A, task pattern B, tags C, body D;
                                        GIN-indexed) in the :data:`TS_CONFIG` configuration
@@ -39,6 +46,7 @@ __all__ = [
     "PROCESSES",
     "PROCESSES_OWNER_TERMS",
     "PROCESSES_POSTINGS",
+    "PROCESSES_REVISIONS",
     "PROCESSES_SEARCH",
     "PROCESSES_VECTORS",
     "PROCESS_TABLES",
@@ -87,10 +95,29 @@ PROCESSES = Table(
       last_used TEXT,
       source_mission_id TEXT,
       body TEXT NOT NULL,
-      shared BOOLEAN NOT NULL DEFAULT false
+      shared BOOLEAN NOT NULL DEFAULT false,
+      revision BIGINT NOT NULL DEFAULT 1,
+      recent_outcomes TEXT NOT NULL DEFAULT '',
+      last_success TEXT
     )
     """,
     indexes=("CREATE INDEX processes_robot ON processes (robot)",),
+)
+
+PROCESSES_REVISIONS = Table(
+    "processes_revisions",
+    Kind.RECORD,
+    """
+    CREATE TABLE processes_revisions (
+      doc_id TEXT NOT NULL,
+      revision BIGINT NOT NULL,
+      replaced TEXT NOT NULL,
+      reason TEXT NOT NULL,
+      markdown TEXT NOT NULL,
+      PRIMARY KEY (doc_id, revision)
+    )
+    """,
+    time_column="replaced",
 )
 
 PROCESSES_SEARCH = Table(
@@ -163,6 +190,7 @@ PROCESSES_VECTORS = Table(
 
 PROCESS_TABLES: tuple[Table, ...] = (
     PROCESSES,
+    PROCESSES_REVISIONS,
     PROCESSES_SEARCH,
     PROCESSES_POSTINGS,
     PROCESSES_OWNER_TERMS,

@@ -401,6 +401,70 @@ class PgFleetRegistry:
         _log.info("fleet_self_improve_set", group_id=gid, enabled=enabled)
         return {"group_id": gid, "self_improve": enabled}
 
+    # --- one record exactly as given (load) ----------------------------------------------
+
+    def import_group(self, group: Group) -> str:
+        """Put ``group`` in exactly as given (timestamps and toggle included), for ``load``:
+        ``"inserted"``; ``"skipped"`` when the same group is there (its robots aside);
+        ``"conflict"`` when a group with this id differs (nothing written). One
+        ``INSERT ... ON CONFLICT DO NOTHING``; a replica inserting the same id first makes
+        this call compare with its row. Raises FleetError invalid for a bad id or label."""
+        gid = check_id(group.group_id, "group_id")
+        for field in ("name", "customer", "factory"):
+            value = getattr(group, field)
+            if value is not None:
+                check_label(value, field)
+        with self.db.connection() as conn:
+            inserted = conn.execute(
+                "INSERT INTO fleet_groups (group_id, name, customer, factory, self_improve, "
+                "created, updated) VALUES (%s, %s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (group_id) DO NOTHING RETURNING group_id",
+                (
+                    gid,
+                    group.name,
+                    group.customer,
+                    group.factory,
+                    group.self_improve,
+                    group.created,
+                    group.updated,
+                ),
+            ).fetchone()
+            if inserted is not None:
+                return "inserted"
+            row = _one(conn, f"{_GROUP_SQL} WHERE g.group_id = %s", (gid,))
+        assert row is not None  # a group is never deleted by an insert that lost
+        same = replace(_group(row), robots=()) == replace(group, robots=())
+        return "skipped" if same else "conflict"
+
+    def import_robot(self, robot: Robot) -> str:
+        """Put ``robot`` in exactly as given (timestamps included), for ``load``; its group
+        must exist. ``"inserted"``, ``"skipped"`` (the same robot is there) or
+        ``"conflict"`` (a robot with this id differs; nothing written).
+
+        Raises:
+            FleetError: ``invalid`` for a bad field, ``not_found`` for an unknown group.
+        """
+        rid = check_id(robot.robot_id, "robot_id")
+        if robot.name is not None:
+            check_label(robot.name, "name")
+        meta_json = check_json_object(robot.meta, "meta")
+        try:
+            with self.db.connection() as conn:
+                inserted = conn.execute(
+                    "INSERT INTO fleet_robots (robot_id, group_id, name, meta, registered, "
+                    "updated) VALUES (%s, %s, %s, %s, %s, %s) "
+                    "ON CONFLICT (robot_id) DO NOTHING RETURNING robot_id",
+                    (rid, robot.group_id, robot.name, meta_json, robot.registered, robot.updated),
+                ).fetchone()
+                if inserted is not None:
+                    return "inserted"
+                row = _one(conn, "SELECT * FROM fleet_robots WHERE robot_id = %s", (rid,))
+        except psycopg.errors.ForeignKeyViolation:
+            assert robot.group_id is not None  # only a group id can violate the key
+            raise group_not_found(robot.group_id) from None
+        assert row is not None
+        return "skipped" if _robot(row) == robot else "conflict"
+
     # --- the whole registry (the copy command) --------------------------------------------
 
     def export_rows(self) -> FleetRows:

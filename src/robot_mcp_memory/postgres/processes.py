@@ -15,6 +15,15 @@ true is the database's here:
   … RETURNING`` (exact under any concurrency; it answers the counters as they are), and
   its note is appended to the body the UPDATE just locked, in the same transaction.
 
+- revisions (:mod:`._process_revisions`): a write that replaces a version keeps it in
+  ``processes_revisions`` and bumps ``revision`` in its own transaction, on the row it
+  locked; ``save(expected_revision=n)`` compares ``n`` with the locked row, so of two
+  replicas saving with the same ``n`` exactly one updates and the other raises
+  :class:`~robot_mcp_memory.store.RevisionConflict`; ``merge`` locks both rows in id
+  order;
+- the recent outcomes behind the stale mark are updated by ``record_outcome``'s one
+  ``UPDATE`` with the counters.
+
 Writes that meet a deadlock or a serialization failure are retried
 (:data:`WRITE_RETRIES`); the per-owner frequencies are locked in sorted order, so
 deadlocks are not expected. Connection loss, pool exhaustion and statement timeouts are
@@ -28,6 +37,7 @@ Blocking and thread-safe (the pool is); the tool runner calls it in worker threa
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -38,26 +48,50 @@ from psycopg.rows import dict_row
 
 from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.models import format_ts, utc_now
-from robot_mcp_memory._exceptions import DocError
+from robot_mcp_memory._exceptions import DamagedRow, DocError, DocTooLarge, RevisionConflict
 from robot_mcp_memory.documents import Owner, ProcessDoc
 from robot_mcp_memory.documents.rows import COLUMNS, readable, row_to_doc, tags_json
-from robot_mcp_memory.limits import MAX_COUNT, MAX_DOC_BYTES, MAX_LIMIT, clamp
+from robot_mcp_memory.limits import (
+    MAX_COUNT,
+    MAX_DOC_BYTES,
+    MAX_LIMIT,
+    NEAR_DUPLICATE_CANDIDATES,
+    REVISIONS_KEEP,
+    STALE_WINDOW,
+    clamp,
+)
 from robot_mcp_memory.postgres._process_index import (
     index_document,
     rebuild_index,
     unindex_document,
 )
+from robot_mcp_memory.postgres._process_revisions import (
+    ROW,
+    insert_row,
+    keep_revision,
+    merged_counters,
+    update_row,
+)
 from robot_mcp_memory.postgres._process_search import PgProcessSearch, scope_sql
 from robot_mcp_memory.postgres._process_vectors import PgVectors
-from robot_mcp_memory.search import Found, Tokenizer, document_texts
+from robot_mcp_memory.search import Found, Tokenizer, document_texts, visible_owners
 from robot_mcp_memory.store import (
+    DocState,
+    Imported,
+    Merged,
+    NearDuplicate,
+    Revision,
     Saved,
     append_outcome,
     document_terms,
+    near_copies,
     next_candidate,
     outcome_line,
+    outcome_lines,
+    probe_terms,
     robot_documents_refusal,
     same_mission,
+    stale_sql,
 )
 
 if TYPE_CHECKING:
@@ -72,11 +106,6 @@ WRITE_RETRIES = 5
 """How often a write that met a deadlock or a serialization failure is run again."""
 
 _P_COLUMNS = ", ".join("p." + c for c in COLUMNS.split(", "))
-_INSERT = (
-    f"INSERT INTO processes ({COLUMNS}) "  # noqa: S608 - constant columns
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
-    "ON CONFLICT (id) DO NOTHING RETURNING rid"
-)
 
 
 class _Retry(Exception):
@@ -91,6 +120,17 @@ def _has_nul(doc: ProcessDoc) -> str | None:
     return "tags" if any("\x00" in t for t in doc.tags) else None
 
 
+def _refuse_nul(doc: ProcessDoc) -> None:
+    """Refuse a document PostgreSQL text cannot hold (a NUL character)."""
+    bad = _has_nul(doc)
+    if bad is not None:
+        raise DocError(
+            bad,
+            "invalid_value",
+            f"{bad} contains a NUL character (U+0000), which the database cannot store; remove it",
+        )
+
+
 class PgProcessStore:
     """The process documents of one PostgreSQL database.
 
@@ -102,6 +142,7 @@ class PgProcessStore:
         embedder: with one (and pgvector), :meth:`find` is hybrid and every write stores
             the document's vectors; construction embeds the rows that lack them.
         clock: the time source (injected by tests).
+        revisions_keep: earlier versions kept per document (``MEMORY_REVISIONS_KEEP``).
     """
 
     def __init__(
@@ -111,8 +152,10 @@ class PgProcessStore:
         robot_id: str = "unknown",
         embedder: Embedder | None = None,
         clock: Callable[[], datetime] = utc_now,
+        revisions_keep: int = REVISIONS_KEEP,
     ) -> None:
         self.db = db
+        self.revisions_keep = revisions_keep
         self._robot_id = robot_id
         self._clock = clock
         if embedder is not None and "vector" not in db.extensions:
@@ -171,11 +214,20 @@ class PgProcessStore:
         return self._search.find(query, k, robots=robots)
 
     def list(
-        self, limit: int = 50, offset: int = 0, *, robots: Collection[str] | None = None
+        self,
+        limit: int = 50,
+        offset: int = 0,
+        *,
+        robots: Collection[str] | None = None,
+        stale: bool | None = None,
     ) -> list[ProcessDoc]:
         """Documents ordered by id (bytewise, as on SQLite); ``limit`` clamped to
-        ``1..MAX_LIMIT``; ``robots`` filters as in :meth:`find`."""
+        ``1..MAX_LIMIT``; ``robots`` filters as in :meth:`find`; ``stale`` True or False
+        keeps only the documents that are (are not) stale (:class:`DocState`'s rule)."""
         where, params = scope_sql(robots)
+        if stale is not None:
+            marked = stale_sql("p.") if stale else f"NOT {stale_sql('p.')}"
+            where = f"{where} AND {marked}" if where else marked
         with self.db.connection() as conn:
             rows = (
                 conn.cursor(row_factory=dict_row)
@@ -198,6 +250,116 @@ class PgProcessStore:
                 params,
             ).fetchone()
         return int(row[0]) if row is not None else 0
+
+    def states(self, ids: Collection[str]) -> dict[str, DocState]:
+        """The :class:`DocState` of each of ``ids`` that exists (one read)."""
+        wanted = sorted({i for i in ids if "\x00" not in i})
+        if not wanted:
+            return {}
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                "SELECT id, revision, recent_outcomes, last_success FROM processes "
+                "WHERE id = ANY(%s)",
+                (wanted,),
+            ).fetchall()
+        return {
+            str(r[0]): DocState(revision=int(r[1]), recent=str(r[2] or ""), last_success=r[3])
+            for r in rows
+        }
+
+    def revisions(self, id: str) -> builtins.list[Revision]:
+        """The kept earlier versions of ``id``, newest first (also after it was deleted)."""
+        if "\x00" in id:
+            return []
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                "SELECT revision, replaced, reason FROM processes_revisions WHERE doc_id = %s "
+                "ORDER BY revision DESC",
+                (id,),
+            ).fetchall()
+        return [Revision(int(r[0]), str(r[1]), str(r[2])) for r in rows]
+
+    def get_revision(self, id: str, revision: int) -> ProcessDoc | None:
+        """Revision ``revision`` of ``id`` as it was (counters of then), or None if it is not
+        kept; the current revision is :meth:`get`'s document. One read."""
+        if "\x00" in id:
+            return None
+        with self.db.connection() as conn:
+            kept = conn.execute(
+                "SELECT markdown FROM processes_revisions WHERE doc_id = %s AND revision = %s",
+                (id, revision),
+            ).fetchone()
+            if kept is not None:
+                return ProcessDoc.parse(str(kept[0]))
+            row = (
+                conn.cursor(row_factory=dict_row)
+                .execute(
+                    f"SELECT {COLUMNS} FROM processes WHERE id = %s AND revision = %s",  # noqa: S608
+                    (id, revision),
+                )
+                .fetchone()
+            )
+        return None if row is None else row_to_doc(row)
+
+    def near_duplicates(
+        self, id: str, *, robots: Collection[str] | None = None
+    ) -> builtins.list[NearDuplicate]:
+        """Stored documents (within ``robots``, as :meth:`find` filters) that are near-copies
+        of ``id``, most similar first: SQLite's rule
+        (:meth:`robot_mcp_memory.store.ProcessStore.near_duplicates`).
+
+        Candidates are picked by the index's lexemes (the rarest of ``id``'s that another
+        visible document holds, :func:`~robot_mcp_memory.store.probe_terms`); the similarity
+        is the cosine of the two documents' weighted term frequencies as the shared
+        tokenizer counts them (:func:`~robot_mcp_memory.store.near_copies`), so a pair
+        scores the same on both backends. One transaction, a few indexed reads.
+        """
+        if "\x00" in id:
+            return []
+        owners = None if robots is None else visible_owners(robots)
+        in_owners = "" if owners is None else "AND owner = ANY(%s)"
+        scope: tuple[Any, ...] = () if owners is None else (owners,)
+        with self.db.connection() as conn:
+            cur = conn.cursor(row_factory=dict_row)
+            me = cur.execute(
+                "SELECT rid, title, task_pattern, tags, body FROM processes WHERE id = %s",
+                (id,),
+            ).fetchone()
+            if me is None:
+                return []
+            lexemes = [
+                str(r[0])
+                for r in conn.execute(
+                    "SELECT term FROM processes_postings WHERE rid = %s", (me["rid"],)
+                ).fetchall()
+            ]
+            df = {
+                str(r[0]): int(r[1])
+                for r in conn.execute(
+                    "SELECT term, sum(docs) FROM processes_owner_terms "  # noqa: S608
+                    f"WHERE term = ANY(%s) {in_owners} GROUP BY term",
+                    (lexemes, *scope),
+                ).fetchall()
+            }
+            probe = probe_terms(lexemes, df)
+            if not probe:
+                return []
+            rows = cur.execute(
+                "SELECT d.id, d.title, d.task_pattern, d.tags, d.body FROM "  # noqa: S608
+                "(SELECT rid, count(*) AS hits FROM processes_postings "
+                f"WHERE term = ANY(%s) {in_owners} GROUP BY rid) AS c "
+                "JOIN processes AS d ON d.rid = c.rid WHERE d.id <> %s "
+                'ORDER BY c.hits DESC, d.id COLLATE "C" LIMIT %s',
+                (probe, *scope, id, NEAR_DUPLICATE_CANDIDATES),
+            ).fetchall()
+        mine = self._freq(me)
+        return near_copies(mine, [(str(r["id"]), str(r["title"]), self._freq(r)) for r in rows])
+
+    def _freq(self, row: dict[str, Any]) -> dict[str, float]:
+        """A row's weighted term frequencies as the shared tokenizer counts them."""
+        return self._tokenizer.document(
+            str(row["title"]), str(row["task_pattern"] or ""), str(row["tags"]), str(row["body"])
+        ).freq
 
     # --- writes --------------------------------------------------------------------
 
@@ -225,23 +387,24 @@ class PgProcessStore:
         *,
         may_update: Callable[[Owner], bool] | None = None,
         max_robot_documents: int | None = None,
+        expected_revision: int | None = None,
     ) -> Saved:
         """See :meth:`robot_mcp_memory.store.ProcessStore.save` (same rules, same errors).
+
+        With ``expected_revision`` the row is locked (``SELECT … FOR UPDATE``) before its
+        revision is compared, and the check and the update are one transaction: of two
+        replicas saving with the same expected revision, exactly one updates and the other
+        (waiting on the lock, then reading the row the first committed) raises
+        :class:`RevisionConflict` with the new revision.
 
         Raises:
             DocTooLarge: too many distinct words, or past ``max_robot_documents``.
             DocError: ``reason="conflict"`` when every id the rule tries is taken;
                 ``reason="invalid_value"`` for a NUL character (PostgreSQL text cannot
                 hold one).
+            RevisionConflict: the document is not at ``expected_revision`` (or is gone).
         """
-        bad = _has_nul(doc)
-        if bad is not None:
-            raise DocError(
-                bad,
-                "invalid_value",
-                f"{bad} contains a NUL character (U+0000), which the database cannot store; "
-                "remove it",
-            )
+        _refuse_nul(doc)
         now = format_ts(self._clock())
         robot = doc.robot if doc.robot != "unknown" else self._robot_id
         tags = tags_json(doc.tags)
@@ -255,93 +418,288 @@ class PgProcessStore:
             candidate, n = doc.id, 1
             while True:
                 row = cur.execute(
-                    "SELECT rid, id, robot, shared, source_mission_id FROM processes "
-                    "WHERE id = %s FOR UPDATE",
+                    f"SELECT {ROW} FROM processes WHERE id = %s FOR UPDATE",  # noqa: S608
                     (candidate,),
                 ).fetchone()
                 if row is None:
+                    if expected_revision and candidate == doc.id:
+                        raise RevisionConflict(doc.id, expected_revision, None)
                     if max_robot_documents is not None:
                         _check_robot_documents(conn, robot, max_robot_documents)
-                    inserted = conn.execute(
-                        _INSERT,
-                        (
-                            candidate,
-                            doc.title,
-                            doc.task_pattern,
-                            tags,
-                            robot,
-                            format_ts(doc.created) if doc.created else now,
-                            now,
-                            doc.success_count,
-                            doc.failure_count,
-                            format_ts(doc.last_used) if doc.last_used else None,
-                            doc.source_mission_id,
-                            doc.body,
-                            doc.shared,
-                        ),
-                    ).fetchone()
+                    inserted = insert_row(conn, doc, candidate, robot, now)
                     if inserted is None:
                         continue  # another replica took it just now: judge its row
-                    rid, created = int(inserted[0]), True
+                    rid, created = inserted, True
                     break
                 owner = Owner(
                     id=str(row["id"]), robot=str(row["robot"]), shared=bool(row["shared"])
                 )
-                if (may_update is None or may_update(owner)) and same_mission(
-                    row["source_mission_id"], doc.source_mission_id
-                ):
-                    # Content columns only: the counters are record_outcome's (n = n + 1).
-                    conn.execute(
-                        "UPDATE processes SET title = %s, task_pattern = %s, tags = %s, "
-                        "robot = %s, updated = %s, "
-                        "source_mission_id = COALESCE(%s, source_mission_id), body = %s, "
-                        "shared = %s WHERE rid = %s",
-                        (
-                            doc.title,
-                            doc.task_pattern,
-                            tags,
-                            row["robot"] if robot == "unknown" else robot,
-                            now,
-                            doc.source_mission_id,
-                            doc.body,
-                            doc.shared,
-                            row["rid"],
-                        ),
-                    )
+                updatable = may_update is None or may_update(owner)
+                if updatable and expected_revision is not None and candidate == doc.id:
+                    # The caller names the revision it edited: its document whatever the
+                    # mission, and only if still at that revision (issue 22).
+                    if int(row["revision"]) != expected_revision:
+                        raise RevisionConflict(doc.id, expected_revision, int(row["revision"]))
+                    update_row(conn, doc, row, robot, now, "save", self.revisions_keep)
+                    rid, created = int(row["rid"]), False
+                    break
+                if updatable and same_mission(row["source_mission_id"], doc.source_mission_id):
+                    update_row(conn, doc, row, robot, now, "save", self.revisions_keep)
                     rid, created = int(row["rid"]), False
                     break
                 n += 1
                 candidate = next_candidate(doc.id, n)
-            index_document(conn, rid)
-            self._vectors.write(conn, rid, vectors)
-            stored = cur.execute(
-                f"SELECT {COLUMNS} FROM processes WHERE rid = %s",  # noqa: S608
-                (rid,),
-            ).fetchone()
-            assert stored is not None
+            stored = self._reindexed(conn, rid, vectors)
             return Saved(
                 doc=row_to_doc(stored),
                 created=created,
                 renamed_from=doc.id if candidate != doc.id else None,
+                revision=int(stored["revision"]),
             )
 
         saved: Saved = self._retrying(write)
         return saved
 
+    def _reindexed(self, conn: psycopg.Connection[Any], rid: int, vectors: Any) -> dict[str, Any]:
+        """Index and embed the row ``rid`` just written; the row as stored."""
+        index_document(conn, rid)
+        self._vectors.write(conn, rid, vectors)
+        stored = (
+            conn.cursor(row_factory=dict_row)
+            .execute(f"SELECT {ROW} FROM processes WHERE rid = %s", (rid,))  # noqa: S608
+            .fetchone()
+        )
+        assert stored is not None
+        return stored
+
+    def import_document(self, doc: ProcessDoc, *, suffix: bool = False) -> Imported:
+        """Store ``doc`` exactly as given (timestamps, counters, robot), for ``load``: see
+        :meth:`robot_mcp_memory.store.ProcessStore.import_document` (``skipped`` when the
+        same rendering is there, else ``conflict`` — nothing written — or, with
+        ``suffix``, ``suffixed`` under the save rule's next free id). One transaction.
+
+        Raises:
+            DocError: ``reason="invalid_value"`` for a NUL character.
+        """
+        _refuse_nul(doc)
+        markdown = doc.render()
+        document_terms(self._tokenizer, doc.title, doc.task_pattern, tags_json(doc.tags), doc.body)
+        vectors = self._vectors.embed(
+            [document_texts(doc.title, doc.task_pattern, doc.tags, doc.body)]
+        )
+        updated = format_ts(doc.updated) if doc.updated else format_ts(self._clock())
+
+        def write(conn: psycopg.Connection[Any]) -> Imported:
+            cur = conn.cursor(row_factory=dict_row)
+            candidate, n = doc.id, 1
+            while True:
+                row = cur.execute(
+                    f"SELECT {COLUMNS} FROM processes WHERE id = %s FOR UPDATE",  # noqa: S608
+                    (candidate,),
+                ).fetchone()
+                if row is None:
+                    stored = (
+                        doc if candidate == doc.id else doc.model_copy(update={"id": candidate})
+                    )
+                    rid = insert_row(conn, stored, candidate, doc.robot, updated)
+                    if rid is None:
+                        continue  # another replica took it just now: judge its row
+                    break
+                if candidate == doc.id:
+                    try:
+                        same = row_to_doc(row).render() == markdown
+                    except DamagedRow:
+                        same = False
+                    if same:
+                        return Imported("skipped", doc.id)
+                    if not suffix:
+                        return Imported("conflict", doc.id)
+                n += 1
+                candidate = next_candidate(doc.id, n)
+            self._reindexed(conn, rid, vectors)
+            return Imported("inserted" if candidate == doc.id else "suffixed", candidate)
+
+        imported: Imported = self._retrying(write)
+        return imported
+
+    def revert(self, id: str, revision: int) -> Saved | None:
+        """Make kept revision ``revision`` of ``id`` current again as a new revision; None
+        when it is not kept. SQLite's rule
+        (:meth:`robot_mcp_memory.store.ProcessStore.revert`): the current version is kept
+        (``reason="revert"``), the counters stay the current ones except that reverting
+        the version a merge replaced takes the merged document's counts off again, and a
+        deleted id comes back with the revision's counters. One transaction, the row
+        locked."""
+        if "\x00" in id:
+            return None
+        with self.db.connection() as conn:
+            found = conn.execute(
+                "SELECT markdown FROM processes_revisions WHERE doc_id = %s AND revision = %s",
+                (id, revision),
+            ).fetchone()
+        if found is None:
+            return None
+        doc = ProcessDoc.parse(str(found[0]))
+        document_terms(self._tokenizer, doc.title, doc.task_pattern, tags_json(doc.tags), doc.body)
+        vectors = self._vectors.embed(
+            [document_texts(doc.title, doc.task_pattern, doc.tags, doc.body)]
+        )
+        now = format_ts(self._clock())
+
+        def write(conn: psycopg.Connection[Any]) -> Saved | None:
+            kept = conn.execute(
+                "SELECT reason FROM processes_revisions WHERE doc_id = %s AND revision = %s",
+                (id, revision),
+            ).fetchone()
+            if kept is None:
+                return None  # pruned by another replica's write just now
+            merged = merged_counters(conn, str(kept[0]))
+            cur = conn.cursor(row_factory=dict_row)
+            while True:
+                row = cur.execute(
+                    f"SELECT {ROW} FROM processes WHERE id = %s FOR UPDATE",  # noqa: S608
+                    (id,),
+                ).fetchone()
+                if row is None:
+                    inserted = insert_row(conn, doc, id, doc.robot, now)
+                    if inserted is None:
+                        continue
+                    rid, created = inserted, True
+                    break
+                update_row(conn, doc, row, doc.robot, now, "revert", self.revisions_keep)
+                rid, created = int(row["rid"]), False
+                if doc.source_mission_id is None:  # COALESCE kept the stored one
+                    conn.execute(
+                        "UPDATE processes SET source_mission_id = NULL WHERE rid = %s", (rid,)
+                    )
+                if merged is not None:  # undoing a merge: its counts go with it
+                    conn.execute(
+                        "UPDATE processes SET success_count = GREATEST(success_count - %s, 0), "
+                        "failure_count = GREATEST(failure_count - %s, 0) WHERE rid = %s",
+                        (*merged, rid),
+                    )
+                break
+            stored = self._reindexed(conn, rid, vectors)
+            return Saved(
+                doc=row_to_doc(stored),
+                created=created,
+                renamed_from=None,
+                revision=int(stored["revision"]),
+            )
+
+        saved: Saved | None = self._retrying(write)
+        return saved
+
+    def merge(self, keep_id: str, merge_id: str) -> Merged | None:
+        """Merge ``merge_id`` into ``keep_id``; None if either is unknown. SQLite's rule
+        (:meth:`robot_mcp_memory.store.ProcessStore.merge`): counters added (saturating),
+        the later ``last_used``/``last_success``, ``merge_id``'s outcome-log lines appended,
+        both prior versions kept as revisions, ``merge_id`` deleted. One transaction; both
+        rows locked in id order, so two merges of the same pair cannot deadlock.
+
+        Raises:
+            DocError: ``keep_id`` equals ``merge_id``.
+            DocTooLarge: the merged document would pass the size limit (nothing written).
+        """
+        if keep_id == merge_id:
+            raise DocError("merge_id", "invalid", "a document cannot be merged into itself")
+        if "\x00" in keep_id or "\x00" in merge_id:
+            return None
+        now = format_ts(self._clock())
+
+        def write(conn: psycopg.Connection[Any]) -> Merged | None:
+            rows = {
+                str(r["id"]): r
+                for r in conn.cursor(row_factory=dict_row)
+                .execute(
+                    f"SELECT {ROW} FROM processes WHERE id = ANY(%s) "  # noqa: S608
+                    'ORDER BY id COLLATE "C" FOR UPDATE',
+                    ([keep_id, merge_id],),
+                )
+                .fetchall()
+            }
+            keep, gone = rows.get(keep_id), rows.get(merge_id)
+            if keep is None or gone is None:
+                return None
+            kept_doc = row_to_doc(keep)
+            gone_doc = row_to_doc(gone)
+            body = kept_doc.body
+            for line in outcome_lines(gone_doc.body):
+                body = append_outcome(body, line)
+            kept_doc.body = body
+            size = len(kept_doc.render().encode("utf-8", "surrogatepass"))
+            if size > MAX_DOC_BYTES:
+                raise DocTooLarge(
+                    size,
+                    detail=f"merging the outcome log of {merge_id!r} would take {keep_id!r} "
+                    f"past {MAX_DOC_BYTES // 1024} KiB; shorten one of them first",
+                )
+            document_terms(
+                self._tokenizer, kept_doc.title, kept_doc.task_pattern, keep["tags"], body
+            )
+            vectors = self._vectors.embed(
+                [document_texts(kept_doc.title, kept_doc.task_pattern, kept_doc.tags, body)]
+            )
+            merged_revision = int(gone["revision"])
+            keep_revision(conn, gone, "merged", now, self.revisions_keep)
+            unindex_document(conn, int(gone["rid"]))
+            conn.execute("DELETE FROM processes WHERE rid = %s", (gone["rid"],))
+            keep_revision(
+                conn, keep, f"merge:{merge_id}:{merged_revision}", now, self.revisions_keep
+            )
+            last_used = max((v for v in (keep["last_used"], gone["last_used"]) if v), default=None)
+            last_success = max(
+                (v for v in (keep["last_success"], gone["last_success"]) if v), default=None
+            )
+            conn.execute(
+                "UPDATE processes SET body = %s, updated = %s, revision = revision + 1, "  # noqa: S608
+                f"success_count = LEAST(success_count + %s, {MAX_COUNT}), "
+                f"failure_count = LEAST(failure_count + %s, {MAX_COUNT}), "
+                "last_used = %s, last_success = %s WHERE rid = %s",
+                (
+                    body,
+                    now,
+                    gone_doc.success_count,
+                    gone_doc.failure_count,
+                    last_used,
+                    last_success,
+                    keep["rid"],
+                ),
+            )
+            stored = self._reindexed(conn, int(keep["rid"]), vectors)
+            return Merged(
+                kept=Saved(
+                    doc=row_to_doc(stored),
+                    created=False,
+                    renamed_from=None,
+                    revision=int(stored["revision"]),
+                ),
+                merged_id=merge_id,
+                merged_revision=merged_revision,
+            )
+
+        merged: Merged | None = self._retrying(write)
+        return merged
+
     def delete(self, id: str) -> bool:
-        """Remove the document with its index entry and vectors in one transaction; False if
-        unknown. Never reads the document, so any row can be deleted."""
+        """Remove the document with its index entry and vectors in one transaction, keeping
+        its last version as a revision (``reason="delete"``); False if unknown. A row too
+        damaged to render is deleted without a revision (logged)."""
         if "\x00" in id:
             return False
+        now = format_ts(self._clock())
 
         def write(conn: psycopg.Connection[Any]) -> bool:
-            row = conn.execute(
-                "SELECT rid FROM processes WHERE id = %s FOR UPDATE", (id,)
-            ).fetchone()
+            row = (
+                conn.cursor(row_factory=dict_row)
+                .execute(f"SELECT {ROW} FROM processes WHERE id = %s FOR UPDATE", (id,))  # noqa: S608
+                .fetchone()
+            )
             if row is None:
                 return False
-            unindex_document(conn, int(row[0]))
-            conn.execute("DELETE FROM processes WHERE rid = %s", (row[0],))
+            keep_revision(conn, row, "delete", now, self.revisions_keep)
+            unindex_document(conn, int(row["rid"]))
+            conn.execute("DELETE FROM processes WHERE rid = %s", (row["rid"],))
             return True
 
         deleted: bool = self._retrying(write)
@@ -382,8 +740,10 @@ class PgProcessStore:
             cur = conn.cursor(row_factory=dict_row)
             row = cur.execute(
                 f"UPDATE processes SET {column} = LEAST({column} + 1, {MAX_COUNT}), "  # noqa: S608
-                f"last_used = %s WHERE id = %s RETURNING rid, {COLUMNS}",
-                (stamp, id),
+                f"last_used = %s, recent_outcomes = right(recent_outcomes || %s, {STALE_WINDOW}), "
+                "last_success = CASE WHEN %s THEN %s ELSE last_success END "
+                f"WHERE id = %s RETURNING rid, {COLUMNS}",
+                (stamp, "s" if success else "f", success, stamp, id),
             ).fetchone()
             if row is None:
                 return None

@@ -7,24 +7,46 @@ In the memory server "store" means this one thing; the SQLite file under it (a
 
 from __future__ import annotations
 
-from robot_mcp_memory.store._process_store import ProcessStore
+from robot_mcp_memory._exceptions import RevisionConflict
+from robot_mcp_memory.store._process_store import (
+    DocState,
+    NearDuplicate,
+    ProcessStore,
+    Revision,
+    near_copies,
+    probe_terms,
+    stale_sql,
+)
 from robot_mcp_memory.store._writes import (
+    Imported,
+    Merged,
     Saved,
     append_outcome,
     document_terms,
     next_candidate,
     outcome_line,
+    outcome_lines,
     robot_documents_refusal,
     same_mission,
 )
 
 __all__ = [
+    "DocState",
+    "Imported",
+    "Merged",
+    "NearDuplicate",
     "ProcessStore",
+    "Revision",
+    "RevisionConflict",
     "Saved",
     "append_outcome",
     "document_terms",
+    "near_copies",
     "next_candidate",
     "outcome_line",
+    "outcome_lines",
+    "probe_terms",
     "robot_documents_refusal",
     "same_mission",
+    "stale_sql",
 ]

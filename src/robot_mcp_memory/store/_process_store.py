@@ -41,7 +41,11 @@ All methods are thread-safe (the kit store is).
 
 from __future__ import annotations
 
+import builtins
+import json
+import math
 from collections.abc import Callable, Collection
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -58,6 +62,13 @@ from robot_mcp_memory.documents.rows import (
 from robot_mcp_memory.limits import (
     MAX_COUNT,
     MAX_LIMIT,
+    NEAR_DUPLICATE_CANDIDATES,
+    NEAR_DUPLICATE_PROBE_TERMS,
+    NEAR_DUPLICATE_SIMILARITY,
+    REVISIONS_KEEP,
+    STALE_FAILURE_SHARE,
+    STALE_MIN_OUTCOMES,
+    STALE_WINDOW,
     clamp,
 )
 from robot_mcp_memory.search import (
@@ -67,8 +78,11 @@ from robot_mcp_memory.search import (
     index_document,
     owner_key,
     unindex_document,
+    visible_owners,
 )
 from robot_mcp_memory.store._writes import (
+    Imported,
+    Merged,
     ProcessWriter,
     Saved,
     outcome_line,
@@ -77,12 +91,76 @@ from robot_mcp_memory.store._writes import (
 if TYPE_CHECKING:
     from robot_mcp_memory.search import Embedder
 
-__all__ = ["ProcessStore"]
+__all__ = [
+    "DocState",
+    "NearDuplicate",
+    "ProcessStore",
+    "Revision",
+    "near_copies",
+    "probe_terms",
+    "stale_sql",
+]
 
 _log = get_logger("robot_mcp_memory.store")
 
 _TERMS_BATCH = 500
 """Documents counted into the term statistics per transaction by :meth:`ProcessStore.sync_terms`."""
+
+
+def stale_sql(prefix: str = "") -> str:
+    """The SQL condition "this row is stale" (see :class:`DocState`), on ``prefix``'s
+    columns; constants only."""
+    outcomes = f"length({prefix}recent_outcomes)"
+    failures = f"({outcomes} - length(replace({prefix}recent_outcomes, 'f', '')))"
+    return (
+        f"({outcomes} >= {int(STALE_MIN_OUTCOMES)} AND "
+        f"{failures} > {float(STALE_FAILURE_SHARE)} * {outcomes})"
+    )
+
+
+@dataclass(frozen=True)
+class DocState:
+    """What the store knows about a document beyond its markdown.
+
+    ``revision`` is its current revision; ``recent`` its last
+    :data:`~robot_mcp_memory.limits.STALE_WINDOW` outcomes, oldest first (``s``/``f``);
+    ``last_success`` when it last succeeded (None: never, or before schema version 5).
+    ``stale`` is True when at least ``STALE_MIN_OUTCOMES`` recent outcomes are recorded
+    and more than ``STALE_FAILURE_SHARE`` of them failed: a mark, never a deletion.
+    """
+
+    revision: int
+    recent: str
+    last_success: str | None
+
+    @property
+    def stale(self) -> bool:
+        """See the class docstring (the same rule as :func:`stale_sql`)."""
+        failures = self.recent.count("f")
+        return len(self.recent) >= STALE_MIN_OUTCOMES and failures > STALE_FAILURE_SHARE * len(
+            self.recent
+        )
+
+
+@dataclass(frozen=True)
+class Revision:
+    """One kept earlier version of a document: its number, when it was replaced (or
+    deleted) and by what (``save``, ``revert``, ``merge:<id>:<rev>``, ``merged``,
+    ``delete``)."""
+
+    revision: int
+    replaced: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class NearDuplicate:
+    """A stored document that is a near-copy of another: its id, title and similarity
+    (cosine of the two documents' weighted term frequencies, 0..1)."""
+
+    id: str
+    title: str
+    similarity: float
 
 
 class ProcessStore:
@@ -99,6 +177,7 @@ class ProcessStore:
             and every write keeps the document's vectors beside its row; construction
             then brings the stored vectors up to date (:meth:`sync_vectors`). Without
             one, search is lexical and a write drops the document's stale vectors.
+        revisions_keep: earlier versions kept per document (``MEMORY_REVISIONS_KEEP``).
     """
 
     def __init__(
@@ -108,6 +187,7 @@ class ProcessStore:
         robot_id: str = "unknown",
         clock: Callable[[], datetime] = utc_now,
         embedder: Embedder | None = None,
+        revisions_keep: int = REVISIONS_KEEP,
     ) -> None:
         self.store = store
         self._clock = clock
@@ -121,6 +201,7 @@ class ProcessStore:
             clock=clock,
             vectors=self._vector_table,
             tokenizer=self._search.tokenizer,
+            revisions_keep=revisions_keep,
         )
         self.sync_terms()
         if self.embedder is not None:
@@ -176,13 +257,23 @@ class ProcessStore:
         return self._search.find(query, k, robots=robots)
 
     def list(
-        self, limit: int = 50, offset: int = 0, *, robots: Collection[str] | None = None
+        self,
+        limit: int = 50,
+        offset: int = 0,
+        *,
+        robots: Collection[str] | None = None,
+        stale: bool | None = None,
     ) -> list[ProcessDoc]:
         """Documents ordered by id; ``limit`` clamped to ``1..MAX_LIMIT``.
 
-        ``robots`` filters as in :meth:`find`. A damaged row is left out (logged).
+        ``robots`` filters as in :meth:`find`; ``stale`` True or False keeps only the
+        documents that are (are not) stale (:class:`DocState`). A damaged row is left out
+        (logged).
         """
         where, scope_params = scope_sql(robots, "")
+        if stale is not None:
+            marked = stale_sql() if stale else f"NOT {stale_sql()}"
+            where = f"{where} AND {marked}" if where else marked
         rows = self.store.query(
             f"SELECT {COLUMNS} FROM processes "  # noqa: S608 - constant columns
             f"{'WHERE ' + where if where else ''} ORDER BY id LIMIT ? OFFSET ?",
@@ -199,6 +290,98 @@ class ProcessStore:
         )
         return int(row[0]) if row is not None else 0
 
+    def states(self, ids: Collection[str]) -> dict[str, DocState]:
+        """The :class:`DocState` of each of ``ids`` that exists (one read)."""
+        if not ids:
+            return {}
+        rows = self.store.query(
+            "SELECT id, revision, recent_outcomes, last_success FROM processes "
+            "WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps(sorted(set(ids))),),
+        )
+        return {
+            str(r["id"]): DocState(
+                revision=int(r["revision"]),
+                recent=str(r["recent_outcomes"] or ""),
+                last_success=r["last_success"],
+            )
+            for r in rows
+        }
+
+    def revisions(self, id: str) -> builtins.list[Revision]:
+        """The kept earlier versions of ``id``, newest first (also after it was deleted)."""
+        return [
+            Revision(int(r["revision"]), str(r["replaced"]), str(r["reason"]))
+            for r in self.store.query(
+                "SELECT revision, replaced, reason FROM processes_revisions WHERE doc_id = ? "
+                "ORDER BY revision DESC",
+                (id,),
+            )
+        ]
+
+    def get_revision(self, id: str, revision: int) -> ProcessDoc | None:
+        """Revision ``revision`` of ``id`` as it was (counters of then), or None if it is not
+        kept. The current revision is :meth:`get`'s document."""
+        row = self.store.query_one(
+            "SELECT markdown FROM processes_revisions WHERE doc_id = ? AND revision = ?",
+            (id, revision),
+        )
+        if row is not None:
+            return ProcessDoc.parse(str(row["markdown"]))
+        state = self.states([id]).get(id)
+        return self.get(id) if state is not None and state.revision == revision else None
+
+    def near_duplicates(
+        self, id: str, *, robots: Collection[str] | None = None
+    ) -> builtins.list[NearDuplicate]:
+        """Stored documents (within ``robots``, as :meth:`find` filters) that are near-copies
+        of document ``id``, most similar first.
+
+        Candidates come from the per-owner statistics the ranking reads (decision 0022), of
+        the owners the call may read only: the documents holding most of ``id``'s
+        :data:`NEAR_DUPLICATE_PROBE_TERMS` rarest terms (those another document holds too;
+        a near-copy shares them, an unrelated document does not), the
+        :data:`NEAR_DUPLICATE_CANDIDATES` best. One is a near-copy when the cosine of the
+        two documents' weighted term frequencies is at least
+        :data:`NEAR_DUPLICATE_SIMILARITY`. A few indexed reads, no search.
+        """
+        mine = self._terms_of([id]).get(id)
+        if not mine:
+            return []
+        owners = None if robots is None else visible_owners(robots)
+        in_owners = "" if owners is None else "AND o.owner IN (SELECT value FROM json_each(?))"
+        scope = () if owners is None else (json.dumps(owners),)
+        df = {
+            str(r[0]): int(r[1])
+            for r in self.store.query(
+                "SELECT o.term, sum(o.docs) FROM processes_owner_terms AS o "  # noqa: S608
+                f"WHERE o.term IN (SELECT value FROM json_each(?)) {in_owners} GROUP BY o.term",
+                (json.dumps(sorted(mine)), *scope),
+            )
+        }
+        probe = probe_terms(mine, df)
+        if not probe:
+            return []
+        rows = self.store.query(
+            "SELECT d.id, d.title FROM (SELECT p.doc_rowid AS rid, count(*) AS hits "  # noqa: S608
+            "FROM processes_owner_terms AS o JOIN processes_postings AS p "
+            "ON p.owner = o.owner AND p.term = o.term "
+            f"WHERE o.term IN (SELECT value FROM json_each(?)) {in_owners} "
+            "GROUP BY p.doc_rowid) AS c JOIN processes AS d ON d.rowid = c.rid "
+            "WHERE d.id <> ? ORDER BY c.hits DESC, d.id LIMIT ?",
+            (json.dumps(probe), *scope, id, NEAR_DUPLICATE_CANDIDATES),
+        )
+        theirs = self._terms_of([str(r[0]) for r in rows])
+        return near_copies(mine, [(str(r[0]), str(r[1]), theirs.get(str(r[0]), {})) for r in rows])
+
+    def _terms_of(self, ids: Collection[str]) -> dict[str, dict[str, float]]:
+        rows = self.store.query(
+            "SELECT p.id, l.terms FROM processes AS p JOIN processes_lengths AS l "
+            "ON l.doc_rowid = p.rowid WHERE p.id IN (SELECT value FROM json_each(?))",
+            (json.dumps(sorted(set(ids))),),
+        )
+        return {str(r[0]): {str(t): float(f) for t, f in json.loads(r[1]).items()} for r in rows}
+
     # --- cold writes (._writes) ---------------------------------------------------
 
     def save(
@@ -207,6 +390,7 @@ class ProcessStore:
         *,
         may_update: Callable[[Owner], bool] | None = None,
         max_robot_documents: int | None = None,
+        expected_revision: int | None = None,
     ) -> Saved:
         """Insert or update a document; row, index and statistics in one transaction (cold).
 
@@ -229,6 +413,12 @@ class ProcessStore:
         ``robot: unknown`` becomes this store's ``robot_id`` (on an update: the stored
         robot, unless this store has a robot id).
 
+        ``expected_revision`` (optional) is the revision the caller edited: when the
+        document with this id may be updated by the caller, it is updated in place whatever
+        its ``source_mission_id``, but only if it is still at that revision; 0 means "this
+        id must be new". An update that changes the content keeps the replaced version as
+        a revision and bumps ``revision``.
+
         The size limit is the document model's (on the markdown the client sent, and on
         the body), never on a re-rendered form the client did not write.
 
@@ -237,10 +427,31 @@ class ProcessStore:
                 words (``unit="distinct words"``), or a new document past
                 ``max_robot_documents`` (``field="documents"``).
             DocError: ``reason="conflict"`` when every id the rule tries is taken.
+            RevisionConflict: the document is not at ``expected_revision`` (or is gone).
         """
         return self._writer.save(
-            doc, may_update=may_update, max_robot_documents=max_robot_documents
+            doc,
+            may_update=may_update,
+            max_robot_documents=max_robot_documents,
+            expected_revision=expected_revision,
         )
+
+    def import_document(self, doc: ProcessDoc, *, suffix: bool = False) -> Imported:
+        """Store ``doc`` exactly as given, for ``load`` (see
+        :meth:`ProcessWriter.import_document`: skipped when the same, else a conflict or,
+        with ``suffix``, a suffixed id)."""
+        return self._writer.import_document(doc, suffix=suffix)
+
+    def revert(self, id: str, revision: int) -> Saved | None:
+        """Make kept revision ``revision`` of ``id`` current again (a new revision); None
+        when it is not kept. See :meth:`ProcessWriter.revert`."""
+        return self._writer.revert(id, revision)
+
+    def merge(self, keep_id: str, merge_id: str) -> Merged | None:
+        """Merge ``merge_id`` into ``keep_id`` (counters added, outcome logs joined, the
+        merged-away document kept as a revision); None if either is unknown. See
+        :meth:`ProcessWriter.merge`."""
+        return self._writer.merge(keep_id, merge_id)
 
     def delete(self, id: str) -> bool:
         """Remove the document, its index entry and its vectors in one transaction; False if
@@ -318,7 +529,8 @@ class ProcessStore:
     def record_outcome(self, id: str, success: bool, note: str = "") -> ProcessDoc | None:
         """Count one use of a process; None if the id is unknown.
 
-        The counter and ``last_used`` go through the hot path (``store.enqueue``: the
+        The counter, ``last_used`` and the recent outcomes (``recent_outcomes``, and
+        ``last_success`` on a success) go through the hot path (``store.enqueue``: the
         writer thread, never blocking the caller; dropped and counted if the queue is
         full). A non-empty ``note`` is a cold write: one line
         ``- <ts> success|failure: <note>`` (whitespace collapsed, cut to
@@ -344,8 +556,9 @@ class ProcessStore:
         # into a REAL (and min() turns a REAL left by an older version back into one).
         queued = self.store.enqueue(
             f"UPDATE processes SET {column} = min({column} + 1, {MAX_COUNT}), "  # noqa: S608
-            "last_used = ? WHERE id = ?",
-            (stamp, id),
+            f"last_used = ?, recent_outcomes = substr(recent_outcomes || ?, -{STALE_WINDOW}), "
+            "last_success = CASE WHEN ? THEN ? ELSE last_success END WHERE id = ?",
+            (stamp, "s" if success else "f", int(success), stamp, id),
         )
         if not queued:
             _log.warning("process_outcome_dropped", id=id, success=success)
@@ -370,3 +583,32 @@ class ProcessStore:
 
     def __repr__(self) -> str:
         return f"<ProcessStore {str(self.store.path)!r} robot_id={self.robot_id!r}>"
+
+
+def _cosine(a: dict[str, float], b: dict[str, float]) -> float:
+    """The cosine of two sparse vectors (0 when either is empty)."""
+    dot = sum(w * b[t] for t, w in a.items() if t in b)
+    norm = math.sqrt(sum(w * w for w in a.values())) * math.sqrt(sum(w * w for w in b.values()))
+    return dot / norm if norm else 0.0
+
+
+def probe_terms(terms: Collection[str], df: dict[str, int]) -> builtins.list[str]:
+    """The terms of a document that pick its near-copy candidates: the
+    :data:`NEAR_DUPLICATE_PROBE_TERMS` rarest by ``df`` (documents holding each) of those
+    another document holds too (``df`` at least 2), ties by term. Pure; every backend's."""
+    probe = sorted((t for t in terms if df.get(t, 0) >= 2), key=lambda t: (df[t], t))
+    return probe[:NEAR_DUPLICATE_PROBE_TERMS]
+
+
+def near_copies(
+    mine: dict[str, float], candidates: Collection[tuple[str, str, dict[str, float]]]
+) -> builtins.list[NearDuplicate]:
+    """The ``(id, title, weighted term frequencies)`` candidates whose cosine with ``mine``
+    is at least :data:`NEAR_DUPLICATE_SIMILARITY`, most similar first (ties by id).
+    Pure; every backend's."""
+    near = []
+    for id, title, theirs in candidates:
+        similarity = _cosine(mine, theirs)
+        if similarity >= NEAR_DUPLICATE_SIMILARITY:
+            near.append(NearDuplicate(id, title, round(similarity, 4)))
+    return sorted(near, key=lambda n: (-n.similarity, n.id))

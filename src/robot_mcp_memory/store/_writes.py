@@ -1,5 +1,12 @@
-"""The cold writes of :class:`~robot_mcp_memory.store.ProcessStore`: save, delete, reindex,
-and the outcome note appended to a body.
+"""The cold writes of :class:`~robot_mcp_memory.store.ProcessStore`: save, delete, revert,
+merge, reindex, and the outcome note appended to a body.
+
+Every write that changes a document's content (a save with other content, a revert, a
+merge, a delete) first keeps the version it replaces in ``processes_revisions`` (its
+markdown as :meth:`ProcessDoc.render` writes it, counters included) and bumps the row's
+``revision``; the newest ``revisions_keep`` versions of the document are kept, older ones
+pruned through the kit's chokepoint (``SqliteStore.prune``), all in the write's one
+transaction. A save with the same content, and an outcome note, are not new revisions.
 
 Each write puts a document's row, its search index entry (``processes_fts``, same rowid),
 its per-owner term statistics (:mod:`robot_mcp_memory.search._term_index`) and its vectors
@@ -25,7 +32,7 @@ from robot_mcp_kit import telemetry
 from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.models import format_ts
 from robot_mcp_kit.store import SqliteStore
-from robot_mcp_memory._exceptions import DocError, DocTooLarge
+from robot_mcp_memory._exceptions import DamagedRow, DocError, DocTooLarge, RevisionConflict
 from robot_mcp_memory.documents import Owner, ProcessDoc
 from robot_mcp_memory.documents.rows import (
     COLUMNS,
@@ -33,10 +40,12 @@ from robot_mcp_memory.documents.rows import (
     tags_json,
 )
 from robot_mcp_memory.limits import (
+    MAX_COUNT,
     MAX_DOC_BYTES,
     MAX_DOC_TERMS,
     MAX_ID_LENGTH,
     MAX_NOTE_CHARS,
+    REVISIONS_KEEP,
 )
 from robot_mcp_memory.search import (
     DocTerms,
@@ -51,12 +60,15 @@ from robot_mcp_memory.search import (
 )
 
 __all__ = [
+    "Imported",
+    "Merged",
     "ProcessWriter",
     "Saved",
     "append_outcome",
     "document_terms",
     "next_candidate",
     "outcome_line",
+    "outcome_lines",
     "robot_documents_refusal",
     "same_mission",
 ]
@@ -76,12 +88,34 @@ class Saved:
 
     ``doc`` is the document as stored (its final id, counters, timestamps); ``created`` is
     False when an existing document was updated; ``renamed_from`` is the id the caller
-    asked for when the document was stored under a suffixed one (``-2``, ``-3``…).
+    asked for when the document was stored under a suffixed one (``-2``, ``-3``…);
+    ``revision`` is the stored document's revision (a save that changed nothing leaves it).
     """
 
     doc: ProcessDoc
     created: bool
     renamed_from: str | None
+    revision: int = 1
+
+
+@dataclass(frozen=True)
+class Imported:
+    """What ``import_document`` did: ``action`` is ``inserted``, ``skipped`` (the same
+    document is stored under that id), ``conflict`` (another one is; nothing written) or
+    ``suffixed`` (stored under ``id``, a suffixed form of the document's id)."""
+
+    action: str
+    id: str
+
+
+@dataclass(frozen=True)
+class Merged:
+    """The outcome of a merge: the kept document as stored, and the revision under which
+    the merged-away document was kept (revert it to bring that document back)."""
+
+    kept: Saved
+    merged_id: str
+    merged_revision: int
 
 
 def _suffixed(base: str, n: int) -> str:
@@ -143,6 +177,7 @@ class ProcessWriter:
     Args:
         store: the kit store.
         robot_id: replaces a saved document's ``robot: unknown``.
+        revisions_keep: earlier versions kept per document (``MEMORY_REVISIONS_KEEP``).
         clock: the time source.
         vectors: the vector table every write keeps in step.
         tokenizer: the index's tokenizer (a document's terms for the per-owner statistics).
@@ -156,12 +191,14 @@ class ProcessWriter:
         clock: Callable[[], datetime],
         vectors: VectorTable,
         tokenizer: Tokenizer,
+        revisions_keep: int = REVISIONS_KEEP,
     ) -> None:
         self.store = store
         self.robot_id = robot_id
         self._clock = clock
         self._vectors = vectors
         self._tokenizer = tokenizer
+        self.revisions_keep = revisions_keep
 
     def terms(self, title: str, task_pattern: str, tags: str, body: str) -> DocTerms:
         """A document's terms, refused past :data:`MAX_DOC_TERMS` distinct ones
@@ -174,6 +211,7 @@ class ProcessWriter:
         *,
         may_update: Callable[[Owner], bool] | None = None,
         max_robot_documents: int | None = None,
+        expected_revision: int | None = None,
     ) -> Saved:
         """See :meth:`robot_mcp_memory.store.ProcessStore.save`.
 
@@ -183,7 +221,7 @@ class ProcessWriter:
             "memory.write",
             {"robot_mcp.memory.write": "save", "robot_mcp.memory.body_chars": len(doc.body)},
         ) as current:
-            saved = self._save(doc, may_update, max_robot_documents)
+            saved = self._save(doc, may_update, max_robot_documents, expected_revision)
             if current is not None:
                 telemetry.set_attributes(
                     current,
@@ -200,6 +238,7 @@ class ProcessWriter:
         doc: ProcessDoc,
         may_update: Callable[[Owner], bool] | None,
         max_robot_documents: int | None,
+        expected_revision: int | None,
     ) -> Saved:
         now = format_ts(self._clock())
         robot = doc.robot if doc.robot != "unknown" else self.robot_id
@@ -214,11 +253,12 @@ class ProcessWriter:
             candidate, n = base, 1
             while True:
                 row = conn.execute(
-                    "SELECT rowid, id, robot, shared, source_mission_id FROM processes "
-                    "WHERE id = ?",
+                    f"SELECT rowid, {COLUMNS}, revision FROM processes WHERE id = ?",  # noqa: S608
                     (candidate,),
                 ).fetchone()
                 if row is None:
+                    if expected_revision and candidate == base:
+                        raise RevisionConflict(base, expected_revision, None)
                     if max_robot_documents is not None:
                         _check_robot_documents(conn, robot, max_robot_documents)
                     rowid = self._insert(conn, doc, candidate, robot, now)
@@ -230,27 +270,69 @@ class ProcessWriter:
                 owner = Owner(
                     id=str(row["id"]), robot=str(row["robot"]), shared=bool(row["shared"])
                 )
-                if (may_update is None or may_update(owner)) and same_mission(
-                    row["source_mission_id"], doc.source_mission_id
-                ):
-                    rowid = self._update(conn, doc, candidate, row, robot, now)
+                updatable = may_update is None or may_update(owner)
+                if updatable and expected_revision is not None and candidate == base:
+                    # The caller names the revision it edited: this is its document, whatever
+                    # the mission, and it must still be at that revision (issue 22).
+                    if int(row["revision"]) != expected_revision:
+                        raise RevisionConflict(base, expected_revision, int(row["revision"]))
+                    rowid = self._update(conn, doc, candidate, row, robot, now, "save")
+                    created = False
+                    break
+                if updatable and same_mission(row["source_mission_id"], doc.source_mission_id):
+                    rowid = self._update(conn, doc, candidate, row, robot, now, "save")
                     created = False
                     break
                 n += 1
                 candidate = next_candidate(base, n)
-            stored = conn.execute(
-                f"SELECT {COLUMNS} FROM processes WHERE id = ?",  # noqa: S608
-                (candidate,),
-            ).fetchone()
-            index_document(
-                conn, rowid, owner_key(str(stored["robot"]), bool(stored["shared"])), terms
-            )
-            self._vectors.write(conn, rowid, vectors)
+            stored = self._reindexed(conn, candidate, rowid, terms, vectors)
         self._written(rowid, vectors, str(stored["robot"]), bool(stored["shared"]))
         return Saved(
             doc=row_to_doc(stored),
             created=created,
             renamed_from=base if candidate != base else None,
+            revision=int(stored["revision"]),
+        )
+
+    def _reindexed(
+        self,
+        conn: sqlite3.Connection,
+        id: str,
+        rowid: int,
+        terms: DocTerms,
+        vectors: Pairs | None,
+    ) -> sqlite3.Row:
+        """The statistics and vectors of the row just written; the row as stored."""
+        stored: sqlite3.Row = conn.execute(
+            f"SELECT {COLUMNS}, revision FROM processes WHERE id = ?",  # noqa: S608
+            (id,),
+        ).fetchone()
+        index_document(conn, rowid, owner_key(str(stored["robot"]), bool(stored["shared"])), terms)
+        self._vectors.write(conn, rowid, vectors)
+        return stored
+
+    def _keep_revision(
+        self, conn: sqlite3.Connection, row: sqlite3.Row, reason: str, now: str
+    ) -> None:
+        """Keep ``row`` (the version being replaced) as a revision; prune past the bound.
+
+        A row too damaged to render is not kept (logged): the write it precedes goes on.
+        """
+        id = str(row["id"])
+        try:
+            markdown = row_to_doc(row).render()
+        except DamagedRow:
+            _log.warning("process_revision_skipped", id=id, reason="damaged_row")
+            return
+        conn.execute(
+            "INSERT OR REPLACE INTO processes_revisions (doc_id, revision, replaced, reason, "
+            "markdown) VALUES (?, ?, ?, ?, ?)",
+            (id, int(row["revision"]), now, reason, markdown),
+        )
+        # The kit's chokepoint, nested in this transaction (a savepoint), confined to this
+        # document's revisions (the primary key's prefix serves it: no table scan).
+        self.store.prune(
+            "processes_revisions", keep_last=self.revisions_keep, within={"doc_id": id}
         )
 
     def _insert(
@@ -277,6 +359,12 @@ class ProcessWriter:
             ),
         )
         rowid = int(cursor.lastrowid or 0)
+        # A re-created id goes on from the revisions its earlier life left.
+        conn.execute(
+            "UPDATE processes SET revision = 1 + coalesce((SELECT max(revision) FROM "
+            "processes_revisions WHERE doc_id = ?), 0) WHERE rowid = ?",
+            (id, rowid),
+        )
         _index(conn, rowid, id, doc.title, doc.task_pattern, tags, doc.body)
         return rowid
 
@@ -288,46 +376,267 @@ class ProcessWriter:
         row: sqlite3.Row,
         robot: str,
         now: str,
+        reason: str,
     ) -> int:
         tags = tags_json(doc.tags)
+        new_robot = row["robot"] if robot == "unknown" else robot
+        mission = doc.source_mission_id or row["source_mission_id"]
+        changed = (doc.title, doc.task_pattern, tags, new_robot, mission, doc.body, doc.shared) != (
+            row["title"],
+            row["task_pattern"],
+            row["tags"],
+            row["robot"],
+            row["source_mission_id"],
+            row["body"],
+            bool(row["shared"]),
+        )
+        if changed:
+            self._keep_revision(conn, row, reason, now)
         # Content columns only: the counters belong to the hot path (n = n + 1 on the
         # writer thread) and an absolute write here could undo a queued increment.
         conn.execute(
             "UPDATE processes SET title = ?, task_pattern = ?, tags = ?, robot = ?, "
             "updated = ?, source_mission_id = COALESCE(?, source_mission_id), body = ?, "
-            "shared = ? WHERE id = ?",
+            "shared = ?, revision = revision + ? WHERE id = ?",
             (
                 doc.title,
                 doc.task_pattern,
                 tags,
-                row["robot"] if robot == "unknown" else robot,
+                new_robot,
                 now,
                 doc.source_mission_id,
                 doc.body,
                 int(doc.shared),
+                int(changed),
                 id,
             ),
         )
         _index(conn, row["rowid"], id, doc.title, doc.task_pattern, tags, doc.body)
         return int(row["rowid"])
 
-    def delete(self, id: str) -> bool:
-        """Remove the document and its index entry in one transaction; False if unknown."""
+    def delete(self, id: str, *, reason: str = "delete") -> bool:
+        """Remove the document and its index entry in one transaction, keeping its last
+        version as a revision (``reason``); False if unknown."""
         with (
             telemetry.span(
                 "memory.write", {"robot_mcp.memory.write": "delete", "robot_mcp.memory.id": id}
             ),
             self.store.transaction() as conn,
         ):
-            row = conn.execute("SELECT rowid FROM processes WHERE id = ?", (id,)).fetchone()
+            row = conn.execute(
+                f"SELECT rowid, {COLUMNS}, revision FROM processes WHERE id = ?",  # noqa: S608
+                (id,),
+            ).fetchone()
             if row is None:
                 return False
+            self._keep_revision(conn, row, reason, format_ts(self._clock()))
             conn.execute("DELETE FROM processes WHERE id = ?", (id,))
             _unindex(conn, row["rowid"])
             unindex_document(conn, row["rowid"])
             self._vectors.write(conn, row["rowid"], None)
         self._written(int(row["rowid"]), None, "", False)
         return True
+
+    def import_document(self, doc: ProcessDoc, *, suffix: bool) -> Imported:
+        """Store ``doc`` exactly as given (timestamps, counters, robot), for ``load``.
+
+        The same document already under its id (the same rendered markdown) is skipped;
+        another one there is a conflict, which writes nothing unless ``suffix``, when the
+        document goes to the first free id of the save rule's family (``-2``, ``-3``…).
+        """
+        markdown = doc.render()
+        terms = self.terms(doc.title, doc.task_pattern, tags_json(doc.tags), doc.body)
+        vectors = self._vectors.embed(
+            [document_texts(doc.title, doc.task_pattern, doc.tags, doc.body)]
+        )
+        with self.store.transaction() as conn:
+            candidate, n = doc.id, 1
+            while True:
+                row = conn.execute(
+                    f"SELECT {COLUMNS} FROM processes WHERE id = ?",  # noqa: S608
+                    (candidate,),
+                ).fetchone()
+                if row is None:
+                    break
+                if candidate == doc.id:
+                    try:
+                        same = row_to_doc(row).render() == markdown
+                    except DamagedRow:
+                        same = False
+                    if same:
+                        return Imported("skipped", doc.id)
+                    if not suffix:
+                        return Imported("conflict", doc.id)
+                n += 1
+                candidate = next_candidate(doc.id, n)
+            stored_doc = doc if candidate == doc.id else doc.model_copy(update={"id": candidate})
+            updated = format_ts(doc.updated) if doc.updated else format_ts(self._clock())
+            rowid = self._insert(conn, stored_doc, candidate, doc.robot, updated)
+            stored = self._reindexed(conn, candidate, rowid, terms, vectors)
+        self._written(rowid, vectors, str(stored["robot"]), bool(stored["shared"]))
+        return Imported("inserted" if candidate == doc.id else "suffixed", candidate)
+
+    def revert(self, id: str, revision: int) -> Saved | None:
+        """Make revision ``revision`` of ``id`` the current document again; None when that
+        revision is not kept.
+
+        The current version is kept as a revision (``reason="revert"``) and the revision's
+        content becomes a new revision. The counters stay the current ones (outcomes are
+        records of what happened), except that reverting the version a merge replaced
+        takes the merged document's counts off again; a document that no longer exists
+        (deleted, merged away) comes back with the counters of the revision.
+        """
+        found = self.store.query_one(
+            "SELECT markdown, reason FROM processes_revisions WHERE doc_id = ? AND revision = ?",
+            (id, revision),
+        )
+        if found is None:
+            return None
+        doc = ProcessDoc.parse(str(found["markdown"]))
+        merged = self._merged_counters(str(found["reason"]))
+        terms = self.terms(doc.title, doc.task_pattern, tags_json(doc.tags), doc.body)
+        vectors = self._vectors.embed(
+            [document_texts(doc.title, doc.task_pattern, doc.tags, doc.body)]
+        )
+        now = format_ts(self._clock())
+        with self.store.transaction() as conn:
+            row = conn.execute(
+                f"SELECT rowid, {COLUMNS}, revision FROM processes WHERE id = ?",  # noqa: S608
+                (id,),
+            ).fetchone()
+            if row is None:
+                rowid = self._insert(conn, doc, id, doc.robot, now)
+                created = True
+            else:
+                rowid = self._update(conn, doc, id, row, doc.robot, now, "revert")
+                if doc.source_mission_id is None:  # COALESCE keeps the stored one
+                    conn.execute(
+                        "UPDATE processes SET source_mission_id = NULL WHERE id = ?", (id,)
+                    )
+                if merged is not None:  # undoing a merge: its counts go with it
+                    conn.execute(
+                        "UPDATE processes SET success_count = max(success_count - ?, 0), "
+                        "failure_count = max(failure_count - ?, 0) WHERE id = ?",
+                        (*merged, id),
+                    )
+                created = False
+            stored = self._reindexed(conn, id, rowid, terms, vectors)
+        self._written(rowid, vectors, str(stored["robot"]), bool(stored["shared"]))
+        return Saved(
+            doc=row_to_doc(stored),
+            created=created,
+            renamed_from=None,
+            revision=int(stored["revision"]),
+        )
+
+    def _merged_counters(self, reason: str) -> tuple[int, int] | None:
+        """For a revision a merge replaced (``merge:<id>:<rev>``): the merged-away
+        document's (successes, failures) as the merge added them; else None."""
+        if not reason.startswith("merge:"):
+            return None
+        merged_id, _, rev = reason[len("merge:") :].rpartition(":")
+        row = self.store.query_one(
+            "SELECT markdown FROM processes_revisions WHERE doc_id = ? AND revision = ?",
+            (merged_id, int(rev) if rev.isdigit() else -1),
+        )
+        if row is None:  # pruned since: the counts stay
+            return None
+        gone = ProcessDoc.parse(str(row["markdown"]))
+        return gone.success_count, gone.failure_count
+
+    def merge(self, keep_id: str, merge_id: str) -> Merged | None:
+        """Merge document ``merge_id`` into ``keep_id``; None if either is unknown.
+
+        In one transaction: ``keep_id`` gets the sum of both documents' counters (saturating
+        at ``MAX_COUNT``), the later ``last_used``, and the outcome-log lines of
+        ``merge_id`` appended under its ``## Outcome log`` (its other text is kept; the
+        version before the merge is kept as a revision, ``reason="merge:<merge_id>:<rev>"``);
+        ``merge_id`` is kept as revision ``rev`` (``reason="merged"``) and deleted. Undo:
+        revert ``keep_id`` to its previous revision (which takes the merged document's
+        counters off again) and ``merge_id`` to :attr:`Merged.merged_revision`.
+        Queued outcome counts are written first, so none is lost.
+        """
+        if keep_id == merge_id:
+            raise DocError("merge_id", "invalid", "a document cannot be merged into itself")
+        self.store.flush()
+        now = format_ts(self._clock())
+        with self.store.transaction() as conn:
+            keep, gone = (
+                conn.execute(
+                    f"SELECT rowid, {COLUMNS}, revision, last_success FROM processes "  # noqa: S608
+                    "WHERE id = ?",
+                    (id,),
+                ).fetchone()
+                for id in (keep_id, merge_id)
+            )
+            if keep is None or gone is None:
+                return None
+            kept_doc = row_to_doc(keep)
+            gone_doc = row_to_doc(gone)
+            body = kept_doc.body
+            for line in outcome_lines(gone_doc.body):
+                body = append_outcome(body, line)
+            kept_doc.body = body
+            if len(kept_doc.render().encode("utf-8", "surrogatepass")) > MAX_DOC_BYTES:
+                raise DocTooLarge(
+                    len(kept_doc.render().encode("utf-8", "surrogatepass")),
+                    detail=f"merging the outcome log of {merge_id!r} would take {keep_id!r} "
+                    f"past {MAX_DOC_BYTES // 1024} KiB; shorten one of them first",
+                )
+            terms = self.terms(
+                kept_doc.title, kept_doc.task_pattern, tags_json(kept_doc.tags), body
+            )
+            vectors = self._vectors.embed(
+                [document_texts(kept_doc.title, kept_doc.task_pattern, kept_doc.tags, body)]
+            )
+            merged_revision = int(gone["revision"])
+            self._keep_revision(conn, gone, "merged", now)
+            conn.execute("DELETE FROM processes WHERE id = ?", (merge_id,))
+            _unindex(conn, gone["rowid"])
+            unindex_document(conn, gone["rowid"])
+            self._vectors.write(conn, gone["rowid"], None)
+            self._keep_revision(conn, keep, f"merge:{merge_id}:{merged_revision}", now)
+            last_used = max((v for v in (keep["last_used"], gone["last_used"]) if v), default=None)
+            last_success = max(
+                (v for v in (keep["last_success"], gone["last_success"]) if v), default=None
+            )
+            conn.execute(
+                "UPDATE processes SET body = ?, updated = ?, revision = revision + 1, "  # noqa: S608
+                f"success_count = min(success_count + ?, {MAX_COUNT}), "
+                f"failure_count = min(failure_count + ?, {MAX_COUNT}), "
+                "last_used = ?, last_success = ? WHERE id = ?",
+                (
+                    body,
+                    now,
+                    gone_doc.success_count,
+                    gone_doc.failure_count,
+                    last_used,
+                    last_success,
+                    keep_id,
+                ),
+            )
+            _index(
+                conn,
+                keep["rowid"],
+                keep_id,
+                kept_doc.title,
+                kept_doc.task_pattern,
+                keep["tags"],
+                body,
+            )
+            stored = self._reindexed(conn, keep_id, int(keep["rowid"]), terms, vectors)
+        self._written(int(gone["rowid"]), None, "", False)
+        self._written(int(keep["rowid"]), vectors, str(stored["robot"]), bool(stored["shared"]))
+        return Merged(
+            kept=Saved(
+                doc=row_to_doc(stored),
+                created=False,
+                renamed_from=None,
+                revision=int(stored["revision"]),
+            ),
+            merged_id=merge_id,
+            merged_revision=merged_revision,
+        )
 
     def reindex(self) -> int:
         """Rebuild ``processes_fts`` (and, with an embedder, every document's vectors) from
@@ -396,6 +705,19 @@ class ProcessWriter:
 
 
 # --- helpers ------------------------------------------------------------------------
+
+
+_OUTCOME_LINE = re.compile(r"^- \S+ (?:success|failure): .*$", re.MULTILINE)
+
+
+def outcome_lines(body: str) -> list[str]:
+    """Pure: the ``- <ts> success|failure: <note>`` lines under a body's ``## Outcome log``."""
+    heading = _OUTCOME_HEADING.search(body)
+    if heading is None:
+        return []
+    following = _SECTION_END.search(body, heading.end())
+    section = body[heading.end() : following.start() if following else len(body)]
+    return _OUTCOME_LINE.findall(section)
 
 
 def next_candidate(base: str, n: int) -> str:

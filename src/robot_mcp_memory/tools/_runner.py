@@ -69,6 +69,7 @@ from robot_mcp_memory._exceptions import (
     DocError,
     DocTooLarge,
     FleetError,
+    RevisionConflict,
     ToolFailure,
 )
 from robot_mcp_memory.limits import MAX_ANSWER_BYTES, TRACE_QUERY_CHARS
@@ -372,6 +373,15 @@ def answer_for(exc: Exception, tool: str) -> tuple[str, dict[str, Any]]:
         return "too_large", ToolFailure.too_large(
             exc.field, exc.size, exc.limit, unit=exc.unit, detail=str(exc)
         ).payload()
+    if isinstance(exc, RevisionConflict):
+        return "conflict", {
+            "error": "conflict",
+            "detail": str(exc),
+            "field": exc.field,
+            "id": exc.id,
+            "expected_revision": exc.expected,
+            "current_revision": exc.current,
+        }
     if isinstance(exc, DocError):
         code = "conflict" if exc.reason == "conflict" else "invalid"
         return code, {"error": code, "detail": str(exc), "field": exc.field, "reason": exc.reason}

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from robot_mcp_memory.tenant import Tenant
 
 __all__ = [
+    "ADMIN_TOOLS",
     "delete_group",
     "list_groups",
     "list_robots",
@@ -41,6 +42,9 @@ __all__ = [
     "set_self_improve",
     "upsert_group",
 ]
+
+ADMIN_TOOLS = frozenset({"set_group", "upsert_group", "delete_group", "set_self_improve"})
+"""The fleet tools a scoped (robot) connection can never call."""
 
 
 def register_robot(

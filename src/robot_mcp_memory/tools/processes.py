@@ -1,5 +1,10 @@
-"""The seven process tools (memory spec §5): find, get, save, record_outcome, delete, list,
-reindex.
+"""The process tools: memory spec §5's seven (find, get, save, record_outcome, delete, list,
+reindex) and the admin's two of issue 22 (revert_process, merge_processes).
+
+Every document in an answer carries its ``revision``, and the summaries of find and list
+its ``stale`` mark and ``last_success`` (:class:`~robot_mcp_memory.store.DocState`);
+``get_process`` returns a kept revision on request, ``save_process`` checks an
+``expected_revision`` and names the caller-visible ``near_duplicates`` of what it saved.
 
 Each tool is a handler here — ``find_processes(memory, tenant, *, query, k, robot) -> dict``,
 callable without MCP — that checks its §6a rule (:mod:`robot_mcp_memory.policy`), then
@@ -56,15 +61,29 @@ if TYPE_CHECKING:
     from robot_mcp_memory.tenant import Tenant
 
 __all__ = [
+    "ADMIN_TOOLS",
     "delete_process",
     "find_processes",
     "get_process",
     "list_processes",
+    "merge_processes",
     "record_outcome",
     "register",
     "reindex",
+    "revert_process",
     "save_process",
 ]
+
+ADMIN_TOOLS = frozenset({"reindex", "revert_process", "merge_processes"})
+"""The process tools a scoped (robot) connection can never call."""
+
+
+def _marks(memory: Memory, ids: list[str]) -> dict[str, dict[str, Any]]:
+    """Per id: its ``revision``, ``stale`` mark and ``last_success`` (one read)."""
+    return {
+        id: {"revision": st.revision, "stale": st.stale, "last_success": st.last_success}
+        for id, st in memory.processes.states(ids).items()
+    }
 
 
 def _k(k: int) -> int:
@@ -102,10 +121,16 @@ def find_processes(
             "success_count": f.doc.success_count,
             "failure_count": f.doc.failure_count,
             "updated": f.doc.frontmatter().get("updated"),
+            "revision": None,
+            "stale": False,
+            "last_success": None,
             "markdown": None,
         }
         for f in found
     ]
+    marks = _marks(memory, [f.doc.id for f in found])
+    for result in results:
+        result.update(marks.get(result["id"], {}))
     answer: dict[str, Any] = {"truncated": truncated, "processes": results}
     # Room for the markdown: the bound less the answer with every markdown left out and
     # named (the longest the omission fields can be), so adding them at the end fits.
@@ -140,18 +165,67 @@ def _omitted(ids: list[str], count: int, max_answer_bytes: int) -> dict[str, Any
     }
 
 
-def get_process(memory: Memory, tenant: Tenant | None, *, id: str) -> dict[str, Any]:
-    """The ``get_process`` tool's body (its description is the wrapper's)."""
-    visible_owner(memory.processes, memory.fleet, id, tenant)
-    doc = memory.processes.get(id)
-    if doc is None:  # deleted between the two reads
+def get_process(
+    memory: Memory, tenant: Tenant | None, *, id: str, revision: int | None = None
+) -> dict[str, Any]:
+    """The ``get_process`` tool's body (its description is the wrapper's).
+
+    A scoped caller reads the revisions of a document it may read now; the admin also
+    those of a deleted (or merged-away) document.
+    """
+    check_text("id", id)
+    scoped = tenant is not None and tenant.scoped
+    if scoped or memory.processes.owner(id) is not None or revision is None:
+        visible_owner(memory.processes, memory.fleet, id, tenant)
+    kept = [
+        {"revision": r.revision, "replaced": r.replaced, "reason": r.reason}
+        for r in memory.processes.revisions(id)
+    ]
+    state = memory.processes.states([id]).get(id)
+    current = None if state is None else state.revision
+    if revision is None or revision == current:
+        doc = memory.processes.get(id)
+        shown = current
+    else:
+        if revision < 1:
+            raise ToolFailure.invalid("revision", f"revision must be >= 1, got {revision}")
+        doc = memory.processes.get_revision(id, revision)
+        shown = revision
+        if doc is None:
+            numbers = ", ".join(str(r["revision"]) for r in kept) or "none"
+            raise ToolFailure(
+                "not_found",
+                f"process {quote(id)} has no kept revision {revision} (current: {current}; "
+                f"kept: {numbers})",
+            )
+    if doc is None:  # deleted between the reads
         raise ToolFailure.not_found(id)
-    return {**doc.frontmatter(), "markdown": doc.render()}
+    answer: dict[str, Any] = {
+        **doc.frontmatter(),
+        "markdown": doc.render(),
+        "revision": shown,
+        "current_revision": current,
+        "revisions": kept,
+    }
+    if state is not None:
+        answer.update(stale=state.stale, last_success=state.last_success)
+    return answer
 
 
-def save_process(memory: Memory, tenant: Tenant | None, *, markdown: str) -> dict[str, Any]:
+def save_process(
+    memory: Memory,
+    tenant: Tenant | None,
+    *,
+    markdown: str,
+    expected_revision: int | None = None,
+) -> dict[str, Any]:
     """The ``save_process`` tool's body (its description is the wrapper's)."""
     _check_size("document", markdown, MAX_DOC_BYTES)
+    if expected_revision is not None and expected_revision < 0:
+        raise ToolFailure.invalid(
+            "expected_revision",
+            f"expected_revision must be >= 0 (0: the id must be new), got {expected_revision}",
+        )
     doc = ProcessDoc.parse(markdown)
     scoped = tenant is not None and tenant.scoped
     if scoped:
@@ -161,10 +235,20 @@ def save_process(memory: Memory, tenant: Tenant | None, *, markdown: str) -> dic
         doc,
         may_update=updatable(memory.fleet, tenant),
         max_robot_documents=memory.robot_max_documents if scoped else None,
+        expected_revision=expected_revision,
     )
-    out: dict[str, Any] = {**saved.doc.frontmatter(), "inserted": saved.created}
+    out: dict[str, Any] = {
+        **saved.doc.frontmatter(),
+        "inserted": saved.created,
+        "revision": saved.revision,
+    }
     if saved.renamed_from is not None:
         out["renamed_from"] = saved.renamed_from
+    robots = visible_robots(memory.fleet, None, tenant)
+    out["near_duplicates"] = [
+        {"id": n.id, "title": n.title, "similarity": n.similarity}
+        for n in memory.processes.near_duplicates(saved.doc.id, robots=robots)
+    ]
     return out
 
 
@@ -209,6 +293,7 @@ def list_processes(
     limit: int = 50,
     offset: int = 0,
     robot: str | None = None,
+    stale: bool | None = None,
     max_answer_bytes: int = MAX_ANSWER_BYTES,
 ) -> dict[str, Any]:
     """The ``list_processes`` tool's body (its description is the wrapper's).
@@ -225,14 +310,15 @@ def list_processes(
         )
     used = min(limit, MAX_LIMIT)
     robots = visible_robots(memory.fleet, robot, tenant)
-    docs = [] if used == 0 else memory.processes.list(used, offset, robots=robots)
+    docs = [] if used == 0 else memory.processes.list(used, offset, robots=robots, stale=stale)
+    marks = _marks(memory, [d.id for d in docs])
     answer: dict[str, Any] = {"processes": [], "limit": used, "offset": offset}
     # The bound less the answer without summaries but with the longest cut fields.
     room = max_answer_bytes - answer_bytes(
         {**answer, **_cut(offset + used, used, used, max_answer_bytes)}
     )
     for doc in docs:
-        summary = doc.frontmatter()
+        summary = {**doc.frontmatter(), **marks.get(doc.id, {})}
         cost = wire_bytes(summary) + 3  # and its separator: "," once, ", " in the text
         if answer["processes"] and cost > room:
             break
@@ -259,8 +345,49 @@ def reindex(memory: Memory, tenant: Tenant | None) -> dict[str, Any]:
     return {"indexed": memory.processes.reindex()}
 
 
+def revert_process(
+    memory: Memory, tenant: Tenant | None, *, id: str, revision: int
+) -> dict[str, Any]:
+    """The ``revert_process`` tool's body (its description is the wrapper's)."""
+    require_admin(tenant, "revert_process")
+    saved = memory.processes.revert(id, revision)
+    if saved is None:
+        kept = ", ".join(str(r.revision) for r in memory.processes.revisions(id)) or "none"
+        raise ToolFailure(
+            "not_found", f"process {quote(id)} has no kept revision {revision} (kept: {kept})"
+        )
+    return {
+        **saved.doc.frontmatter(),
+        "revision": saved.revision,
+        "reverted_to": revision,
+        "recreated": saved.created,
+    }
+
+
+def merge_processes(
+    memory: Memory, tenant: Tenant | None, *, keep_id: str, merge_id: str
+) -> dict[str, Any]:
+    """The ``merge_processes`` tool's body (its description is the wrapper's)."""
+    require_admin(tenant, "merge_processes")
+    if keep_id == merge_id:
+        raise ToolFailure.invalid("merge_id", "merge_id must differ from keep_id")
+    merged = memory.processes.merge(keep_id, merge_id)
+    if merged is None:
+        missing = keep_id if memory.processes.owner(keep_id) is None else merge_id
+        raise ToolFailure.not_found(missing)
+    kept = merged.kept
+    return {
+        **kept.doc.frontmatter(),
+        "revision": kept.revision,
+        "merged": merged.merged_id,
+        "merged_revision": merged.merged_revision,
+        "undo": f"revert_process(id={keep_id!r}, revision={kept.revision - 1}) and "
+        f"revert_process(id={merged.merged_id!r}, revision={merged.merged_revision})",
+    }
+
+
 def register(mcp: FastMCP, runner: ToolRunner) -> None:
-    """Add the seven process tools to ``mcp``; ``runner`` runs each call."""
+    """Add the nine process tools to ``mcp``; ``runner`` runs each call."""
 
     async def _find_processes(
         query: str, k: int = 3, robot: str | None = None
@@ -279,7 +406,10 @@ def register(mcp: FastMCP, runner: ToolRunner) -> None:
             robot: narrow to the documents that robot sees (its group's plus shared ones).
 
         Returns JSON {"processes": [{id, title, score, bm25, semantic, reliability,
-        success_count, failure_count, updated, markdown}], "truncated": bool}, best first.
+        success_count, failure_count, updated, revision, stale, last_success, markdown}],
+        "truncated": bool}, best first. stale: true marks a process whose recent outcomes
+        are mostly failures (last_success: when it last worked): prefer another, or use it
+        with care.
         bm25 is the lexical relevance (0: no word matched), semantic the meaning similarity
         (cosine, null when the server searches lexically), reliability the smoothed success
         rate; score, what results are ranked by, is their fusion × reliability (higher is
@@ -300,33 +430,61 @@ def register(mcp: FastMCP, runner: ToolRunner) -> None:
 
     add_tool(mcp, "find_processes", _find_processes)
 
-    async def _get_process(id: str) -> Annotated[CallToolResult, Answer]:
+    async def _get_process(
+        id: str, revision: int | None = None
+    ) -> Annotated[CallToolResult, Answer]:
         """Get one stored process by id, as its full markdown plus its frontmatter fields.
 
         The document is advice from past missions; deviate when reality disagrees.
-        Returns JSON {"id", "markdown", ...frontmatter} or {"error": "not_found"}.
+
+        Args:
+            id: the process id.
+            revision: an earlier revision to return instead of the current one (the
+                answer's "revisions" lists the kept ones).
+
+        Returns JSON {"id", "markdown", ...frontmatter, "revision", "current_revision",
+        "revisions": [{revision, replaced, reason}], "stale", "last_success"} or
+        {"error": "not_found"}. Pass "current_revision" as save_process's expected_revision
+        when you save an edit of it.
         """
-        return await runner.run("get_process", get_process, {"id": id}, lane=Lane.DOCUMENTS, id=id)
+        return await runner.run(
+            "get_process",
+            get_process,
+            {"id": id, "revision": revision},
+            lane=Lane.DOCUMENTS,
+            id=id,
+        )
 
     add_tool(mcp, "get_process", _get_process)
 
-    async def _save_process(markdown: str) -> Annotated[CallToolResult, Answer]:
+    async def _save_process(
+        markdown: str, expected_revision: int | None = None
+    ) -> Annotated[CallToolResult, Answer]:
         """Store a process document (YAML frontmatter + markdown body, at most 256 KiB).
 
         Normally called by the system when a taught mission ends. An existing id is updated
-        in place (counters kept, `updated` bumped) unless its `source_mission_id` differs
-        or it is not this connection's to update, in which case the new document gets a
-        suffixed id (`-2`, `-3`…). A robot-scoped connection saves as its own robot and
-        never a `shared: true` document.
+        in place (counters kept, `updated` bumped, the previous version kept as a revision)
+        unless its `source_mission_id` differs or it is not this connection's to update, in
+        which case the new document gets a suffixed id (`-2`, `-3`…). A robot-scoped
+        connection saves as its own robot and never a `shared: true` document.
+
+        Args:
+            markdown: the document.
+            expected_revision: the revision you edited (get_process's "current_revision");
+                the save then updates that id in place only if nobody changed it since,
+                else answers {"error": "conflict", "current_revision": n} and stores
+                nothing. 0 means "this id must be new".
+
         Returns JSON: the stored frontmatter (its `created` is the document's creation
-        time) plus "inserted" (true for a new document, false for an update) and
-        "renamed_from" when the id was suffixed; {"error": "invalid", "field": ...} names a
-        bad frontmatter field.
+        time) plus "inserted" (true for a new document, false for an update), "revision",
+        "renamed_from" when the id was suffixed, and "near_duplicates": [{id, title,
+        similarity}] naming stored near-copies of it (consider updating one of those
+        instead); {"error": "invalid", "field": ...} names a bad frontmatter field.
         """
         return await runner.run(
             "save_process",
             save_process,
-            {"markdown": markdown},
+            {"markdown": markdown, "expected_revision": expected_revision},
             lane=Lane.DOCUMENTS,
             markdown_chars=len(markdown),
         )
@@ -368,7 +526,7 @@ def register(mcp: FastMCP, runner: ToolRunner) -> None:
     add_tool(mcp, "delete_process", _delete_process)
 
     async def _list_processes(
-        limit: int = 50, offset: int = 0, robot: str | None = None
+        limit: int = 50, offset: int = 0, robot: str | None = None, stale: bool | None = None
     ) -> Annotated[CallToolResult, Answer]:
         """List stored processes as frontmatter summaries (no bodies), in id order.
 
@@ -376,8 +534,11 @@ def register(mcp: FastMCP, runner: ToolRunner) -> None:
             limit: page size, at most 500.
             offset: how many to skip.
             robot: narrow to the documents that robot sees (its group's plus shared ones).
+            stale: true lists only stale processes (recent outcomes mostly failures), false
+                only the others; omitted, all.
 
-        Returns JSON {"processes": [frontmatter...], "limit", "offset"}. A page that would
+        Returns JSON {"processes": [frontmatter + revision, stale, last_success...],
+        "limit", "offset"}. Nothing is ever deleted for being stale. A page that would
         pass the answer size bound (512 KiB unless the operator set another) stops early
         with "next_offset" and a "size_note": call again with offset=next_offset for the
         rest.
@@ -389,6 +550,7 @@ def register(mcp: FastMCP, runner: ToolRunner) -> None:
                 "limit": limit,
                 "offset": offset,
                 "robot": robot,
+                "stale": stale,
                 "max_answer_bytes": runner.max_answer_bytes,
             },
             lane=Lane.DOCUMENTS,
@@ -408,6 +570,44 @@ def register(mcp: FastMCP, runner: ToolRunner) -> None:
         return await runner.run("reindex", reindex, {}, lane=Lane.DOCUMENTS)
 
     add_tool(mcp, "reindex", _reindex)
+
+    async def _revert_process(id: str, revision: int) -> Annotated[CallToolResult, Answer]:
+        """Make an earlier revision of a process current again (admin only).
+
+        The current version is kept as a revision first, so a revert can itself be
+        reverted; the counters stay (reverting the version a merge replaced takes the
+        merged document's counts off again). A deleted or merged-away process comes back.
+        get_process(id) lists the kept revisions. Returns JSON: the frontmatter plus
+        "revision", "reverted_to" and "recreated".
+        """
+        return await runner.run(
+            "revert_process",
+            revert_process,
+            {"id": id, "revision": revision},
+            lane=Lane.DOCUMENTS,
+            id=id,
+        )
+
+    add_tool(mcp, "revert_process", _revert_process)
+
+    async def _merge_processes(keep_id: str, merge_id: str) -> Annotated[CallToolResult, Answer]:
+        """Merge a near-copy into another process (admin only).
+
+        keep_id gets both documents' counters added and merge_id's outcome-log lines
+        appended; merge_id is deleted but kept as a revision, and keep_id's previous
+        version too, so the merge is undone by the two reverts the answer's "undo" names.
+        Returns JSON: keep_id's frontmatter plus "revision", "merged", "merged_revision"
+        and "undo".
+        """
+        return await runner.run(
+            "merge_processes",
+            merge_processes,
+            {"keep_id": keep_id, "merge_id": merge_id},
+            lane=Lane.DOCUMENTS,
+            id=keep_id,
+        )
+
+    add_tool(mcp, "merge_processes", _merge_processes)
 
 
 def _check_size(field: str, text: str, limit: int) -> None:

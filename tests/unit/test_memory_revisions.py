@@ -1,0 +1,383 @@
+"""Issue 22, items 3-6: revisions, expected revisions, revert, near-duplicates, merge,
+stale marks, and what a scoped connection sees of them.
+
+Through the MCP surface (a real client over in-memory streams, ``build_server``) and the
+handlers called as the runner calls them, on each backend: real SQLite files in the test's
+temp dir, and a new database on the test PostgreSQL server.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import asynccontextmanager
+
+import pytest
+from mcp.shared.memory import create_connected_server_and_client_session
+
+from robot_mcp_memory.server import build_server
+from robot_mcp_memory.services import Memory, open_memory
+from robot_mcp_memory.settings import Settings
+from robot_mcp_memory.tenant import Tenant, current_tenant
+from robot_mcp_memory.tools import ADMIN_TOOLS
+from robot_mcp_memory.tools.processes import (
+    find_processes,
+    get_process,
+    list_processes,
+    merge_processes,
+    record_outcome,
+    revert_process,
+    save_process,
+)
+
+
+def doc(id: str, title: str, body: str, **fields: object) -> str:
+    extra = "".join(f"{k}: {v}\n" for k, v in fields.items())
+    return f"---\nid: {id}\ntitle: {title}\n{extra}---\n\n{body}"
+
+
+PARCEL = (
+    "## Steps\n1. Drive to the mailroom on floor 2\n2. Ask the clerk for the parcel\n"
+    "3. Scan the parcel label\n4. Carry it to the requester's desk\n"
+)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def settings(tmp_path, request):
+    url = request.getfixturevalue("pg_url") if request.param == "postgres" else None
+    return Settings(
+        data_dir=tmp_path / "data", search="lexical", revisions_keep=3, database_url=url
+    )
+
+
+def flush(memory: Memory) -> None:
+    """Write SQLite's queued outcome counters (PostgreSQL counts them as it answers)."""
+    store = getattr(memory.processes, "store", None)
+    if store is not None:
+        store.flush()
+
+
+@pytest.fixture
+def memory(settings) -> Iterator[Memory]:
+    opened = open_memory(settings)
+    yield opened
+    opened.close()
+
+
+@asynccontextmanager
+async def client(settings, tenant: Tenant | None = None):
+    token = current_tenant.set(tenant)
+    try:
+        async with create_connected_server_and_client_session(
+            build_server(settings)._mcp_server
+        ) as session:
+            yield session
+    finally:
+        current_tenant.reset(token)
+
+
+async def call(session, tool, **args):
+    result = await session.call_tool(tool, args)
+    assert not result.isError, result.content
+    return json.loads(result.content[0].text)
+
+
+class TestRevisions:
+    async def test_a_changed_save_keeps_the_previous_version_for_get_process(self, settings):
+        """Each save that changes the document bumps its revision and keeps the old one."""
+        async with client(settings) as session:
+            first = await call(session, "save_process", markdown=doc("fetch", "Fetch", PARCEL))
+            assert first["revision"] == 1
+            second = await call(
+                session, "save_process", markdown=doc("fetch", "Fetch", PARCEL + "5. Done\n")
+            )
+            assert (second["inserted"], second["revision"]) == (False, 2)
+            now = await call(session, "get_process", id="fetch")
+            assert now["revision"] == now["current_revision"] == 2
+            assert [r["revision"] for r in now["revisions"]] == [1]
+            assert now["revisions"][0]["reason"] == "save"
+            old = await call(session, "get_process", id="fetch", revision=1)
+            assert old["revision"] == 1
+            assert old["current_revision"] == 2
+            assert "5. Done" not in old["markdown"]
+            assert "5. Done" in now["markdown"]
+            missing = await call(session, "get_process", id="fetch", revision=7)
+            assert missing["error"] == "not_found"
+            assert "kept: 1" in missing["detail"]
+
+    async def test_a_save_of_the_same_content_is_not_a_revision(self, settings):
+        async with client(settings) as session:
+            await call(session, "save_process", markdown=doc("fetch", "Fetch", PARCEL))
+            again = await call(session, "save_process", markdown=doc("fetch", "Fetch", PARCEL))
+            assert again["revision"] == 1
+            got = await call(session, "get_process", id="fetch")
+            assert got["revisions"] == []
+
+    async def test_the_newest_revisions_are_kept_past_the_setting(self, settings):
+        """MEMORY_REVISIONS_KEEP=3: six changes leave revisions 3, 4 and 5 (and 6 current)."""
+        async with client(settings) as session:
+            for n in range(6):
+                await call(
+                    session, "save_process", markdown=doc("fetch", "Fetch", PARCEL + f"v{n}\n")
+                )
+            got = await call(session, "get_process", id="fetch")
+            assert got["revision"] == 6
+            assert [r["revision"] for r in got["revisions"]] == [5, 4, 3]
+            kept = await call(session, "get_process", id="fetch", revision=3)
+            assert "v2\n" in kept["markdown"]
+
+
+class TestExpectedRevision:
+    async def test_two_brains_saving_one_process_cannot_overwrite_each_other(self, settings):
+        """Both read revision 1; the second save answers conflict with the current revision
+        and stores nothing."""
+        async with client(settings) as session:
+            await call(
+                session,
+                "save_process",
+                markdown=doc("fetch", "Fetch", PARCEL, source_mission_id="m-1"),
+            )
+            read = await call(session, "get_process", id="fetch")
+            brain_a = doc("fetch", "Fetch", PARCEL + "A: take the lift\n", source_mission_id="m-2")
+            brain_b = doc(
+                "fetch", "Fetch", PARCEL + "B: take the stairs\n", source_mission_id="m-3"
+            )
+            saved = await call(
+                session, "save_process", markdown=brain_a, expected_revision=read["revision"]
+            )
+            assert (saved["id"], saved["revision"]) == ("fetch", 2)
+            conflict = await call(
+                session, "save_process", markdown=brain_b, expected_revision=read["revision"]
+            )
+            assert conflict["error"] == "conflict"
+            assert conflict["current_revision"] == 2
+            assert conflict["expected_revision"] == 1
+            assert "revision 2" in conflict["detail"]
+            now = await call(session, "get_process", id="fetch")
+            assert "A: take the lift" in now["markdown"]
+            assert "B: take" not in now["markdown"]
+            listed = await call(session, "list_processes")
+            assert [p["id"] for p in listed["processes"]] == ["fetch"]
+            # With the current revision, B's edit goes in (in place, whatever its mission).
+            retried = await call(session, "save_process", markdown=brain_b, expected_revision=2)
+            assert (retried["id"], retried["revision"]) == ("fetch", 3)
+
+    async def test_expected_revision_0_means_the_id_must_be_new(self, settings):
+        async with client(settings) as session:
+            new = await call(
+                session, "save_process", markdown=doc("fetch", "Fetch", PARCEL), expected_revision=0
+            )
+            assert new["inserted"] is True
+            taken = await call(
+                session, "save_process", markdown=doc("fetch", "Other", PARCEL), expected_revision=0
+            )
+            assert taken["error"] == "conflict"
+            assert taken["current_revision"] == 1
+            gone = await call(
+                session, "save_process", markdown=doc("nope", "Nope", PARCEL), expected_revision=4
+            )
+            assert gone["error"] == "conflict"
+            assert gone["current_revision"] is None
+            bad = await call(
+                session, "save_process", markdown=doc("x", "X", PARCEL), expected_revision=-1
+            )
+            assert (bad["error"], bad["field"]) == ("invalid", "expected_revision")
+
+
+class TestRevertAndMerge:
+    def test_revert_brings_a_revision_back_and_keeps_the_counters(self, memory):
+        save_process(memory, None, markdown=doc("fetch", "Fetch", PARCEL))
+        record_outcome(memory, None, id="fetch", success=True)
+        save_process(memory, None, markdown=doc("fetch", "Fetch v2", PARCEL + "extra\n"))
+        flush(memory)
+        out = revert_process(memory, None, id="fetch", revision=1)
+        assert (out["revision"], out["reverted_to"], out["recreated"]) == (3, 1, False)
+        assert out["title"] == "Fetch"
+        assert out["success_count"] == 1
+        got = get_process(memory, None, id="fetch")
+        assert "extra" not in got["markdown"]
+        assert [r["revision"] for r in got["revisions"]] == [2, 1]
+        # The revert is itself revertible.
+        assert revert_process(memory, None, id="fetch", revision=2)["title"] == "Fetch v2"
+
+    def test_a_deleted_process_comes_back_by_revert(self, memory):
+        save_process(memory, None, markdown=doc("fetch", "Fetch", PARCEL))
+        memory.processes.delete("fetch")
+        kept = get_process(memory, None, id="fetch", revision=1)  # the admin reads it
+        assert kept["current_revision"] is None
+        back = revert_process(memory, None, id="fetch", revision=1)
+        assert (back["recreated"], back["revision"]) == (True, 2)
+        assert find_processes(memory, None, query="parcel mailroom")["processes"][0]["id"] == (
+            "fetch"
+        )
+
+    def test_save_names_near_copies_and_a_merge_is_undone_by_two_reverts(self, memory):
+        save_process(memory, None, markdown=doc("fetch", "Fetch the parcel", PARCEL))
+        other = save_process(
+            memory, None, markdown=doc("water", "Water plants", "## Steps\n1. Fill the can\n")
+        )
+        assert other["near_duplicates"] == []
+        copy = save_process(
+            memory,
+            None,
+            markdown=doc("fetch-copy", "Fetch the parcel", PARCEL + "5. Say thanks\n"),
+        )
+        assert [n["id"] for n in copy["near_duplicates"]] == ["fetch"]
+        assert copy["near_duplicates"][0]["similarity"] >= 0.8
+        for ok in (True, True, False):
+            record_outcome(memory, None, id="fetch", success=ok, note=f"fetch run {ok}")
+        record_outcome(memory, None, id="fetch-copy", success=True, note="copy run")
+        flush(memory)
+
+        merged = merge_processes(memory, None, keep_id="fetch", merge_id="fetch-copy")
+        assert (merged["success_count"], merged["failure_count"]) == (3, 1)
+        assert merged["merged_revision"] == 1  # outcome notes make no revision
+        after = get_process(memory, None, id="fetch")
+        assert "copy run" in after["markdown"]
+        assert "fetch run True" in after["markdown"]
+        assert get_process(memory, None, id="fetch-copy", revision=1)["current_revision"] is None
+        assert [p["id"] for p in list_processes(memory, None)["processes"]] == ["fetch", "water"]
+
+        revert_process(memory, None, id="fetch", revision=merged["revision"] - 1)
+        revert_process(memory, None, id="fetch-copy", revision=merged["merged_revision"])
+        fetch = get_process(memory, None, id="fetch")
+        copy_back = get_process(memory, None, id="fetch-copy")
+        assert (fetch["success_count"], fetch["failure_count"]) == (2, 1)
+        assert "copy run" not in fetch["markdown"]
+        assert (copy_back["success_count"], copy_back["failure_count"]) == (1, 0)
+        assert "copy run" in copy_back["markdown"]
+
+
+class TestStale:
+    def test_mostly_failing_recent_outcomes_mark_a_process_stale(self, memory):
+        save_process(memory, None, markdown=doc("fetch", "Fetch the parcel", PARCEL))
+        save_process(memory, None, markdown=doc("water", "Water plants", "## Steps\n1. Fill\n"))
+        record_outcome(memory, None, id="fetch", success=True)
+        for _ in range(3):
+            record_outcome(memory, None, id="fetch", success=False)
+        flush(memory)
+        summaries = {p["id"]: p for p in list_processes(memory, None)["processes"]}
+        assert summaries["fetch"]["stale"] is False  # 3 of 4 failed, but 5 are needed...
+        assert summaries["fetch"]["last_success"] is not None
+        record_outcome(memory, None, id="fetch", success=False)
+        flush(memory)
+        summaries = {p["id"]: p for p in list_processes(memory, None)["processes"]}
+        assert summaries["fetch"]["stale"] is True  # ... 4 of 5: stale
+        assert summaries["water"]["stale"] is False
+        found = find_processes(memory, None, query="fetch the parcel")["processes"][0]
+        assert (found["id"], found["stale"]) == ("fetch", True)
+        assert [p["id"] for p in list_processes(memory, None, stale=True)["processes"]] == ["fetch"]
+        assert [p["id"] for p in list_processes(memory, None, stale=False)["processes"]] == [
+            "water"
+        ]
+        # Successes bring it back; nothing was deleted.
+        for _ in range(6):
+            record_outcome(memory, None, id="fetch", success=True)
+        flush(memory)
+        assert list_processes(memory, None, stale=True)["processes"] == []
+
+
+class TestImports:
+    """What ``load`` calls on each backend: a record stored exactly as given, then
+    skipped when the same, a conflict (nothing written) when not."""
+
+    def test_groups_and_robots_are_inserted_skipped_or_in_conflict(self, memory):
+        from robot_mcp_memory._exceptions import FleetError
+        from robot_mcp_memory.fleet import Group, Robot
+
+        stamp = "2026-01-02T03:04:05Z"
+        group = Group("line-a", "Line A", "ACME", None, False, stamp, stamp)
+        robot = Robot("rap-1", "line-a", "Räp", {"arm": "ur5"}, stamp, stamp)
+        fleet = memory.fleet
+        assert fleet.import_group(group) == "inserted"
+        assert fleet.import_group(group) == "skipped"
+        assert fleet.import_group(Group("line-a", "Other", None, None, None, stamp, stamp)) == (
+            "conflict"
+        )
+        assert fleet.import_robot(robot) == "inserted"
+        assert fleet.import_robot(robot) == "skipped"
+        assert fleet.import_robot(Robot("rap-1", None, None, {}, stamp, stamp)) == "conflict"
+        assert fleet.get_robot("rap-1") == robot  # exactly as given, the conflict wrote nothing
+        stored = fleet.get_group("line-a")
+        assert (stored.name, stored.self_improve, stored.created) == ("Line A", False, stamp)
+        with pytest.raises(FleetError) as info:
+            fleet.import_robot(Robot("rap-2", "no-such-line", None, {}, stamp, stamp))
+        assert info.value.code == "not_found"
+        assert fleet.get_robot("rap-2") is None
+
+    def test_a_document_is_stored_exactly_then_skipped_or_suffixed(self, memory):
+        from robot_mcp_memory.documents import ProcessDoc
+
+        text = doc(
+            "fetch",
+            "Fetch",
+            PARCEL,
+            created="2025-05-01T08:00:00Z",
+            updated="2025-06-01T08:00:00Z",
+            success_count=7,
+            failure_count=2,
+        )
+        original = ProcessDoc.parse(text)
+        processes = memory.processes
+        first = processes.import_document(original)
+        assert (first.action, first.id) == ("inserted", "fetch")
+        assert processes.get("fetch").render() == original.render()
+        assert processes.import_document(original).action == "skipped"
+        other = ProcessDoc.parse(text.replace("Fetch\n", "Fetch it\n", 1))
+        assert processes.import_document(other).action == "conflict"
+        assert processes.get("fetch").title == "Fetch"
+        moved = processes.import_document(other, suffix=True)
+        assert (moved.action, moved.id) == ("suffixed", "fetch-2")
+        assert processes.get("fetch-2").success_count == 7
+
+
+class TestTenancy:
+    @pytest.fixture
+    def fleet(self, memory):
+        memory.fleet.upsert_group("line-a")
+        memory.fleet.upsert_group("line-b")
+        memory.fleet.register_robot("rap-1", group_id="line-a")
+        memory.fleet.register_robot("rap-2", group_id="line-b")
+        return memory
+
+    def test_a_robot_sees_revisions_and_near_copies_only_inside_its_scope(self, fleet):
+        rap1, rap2 = Tenant.for_robot("rap-1"), Tenant.for_robot("rap-2")
+        save_process(fleet, rap2, markdown=doc("b-fetch", "Fetch the parcel", PARCEL))
+        save_process(fleet, rap2, markdown=doc("b-fetch", "Fetch the parcel", PARCEL + "x\n"))
+        mine = save_process(fleet, rap1, markdown=doc("a-fetch", "Fetch the parcel", PARCEL))
+        assert mine["near_duplicates"] == []  # line-b's copy is not line-a's to see
+        admin_view = memory_near(fleet, "a-fetch")
+        assert admin_view == ["b-fetch"]
+        hidden = _failure(get_process, fleet, rap1, id="b-fetch", revision=1)
+        assert hidden.code == "not_found"
+        assert get_process(fleet, rap2, id="b-fetch", revision=1)["revision"] == 1
+        for tool, args in (
+            (revert_process, {"id": "a-fetch", "revision": 1}),
+            (merge_processes, {"keep_id": "a-fetch", "merge_id": "b-fetch"}),
+        ):
+            assert _failure(tool, fleet, rap1, **args).code == "forbidden"
+
+    async def test_a_scoped_connection_lists_no_admin_tool(self, settings):
+        """A robot's planner is not offered the tools that would only answer forbidden."""
+        async with client(settings) as session:
+            admin = {t.name for t in (await session.list_tools()).tools}
+        async with client(settings, Tenant.for_robot("rap-1")) as session:
+            scoped = {t.name for t in (await session.list_tools()).tools}
+            refused = await call(session, "reindex")
+        assert admin >= ADMIN_TOOLS
+        assert len(admin) == 20
+        assert scoped == admin - ADMIN_TOOLS
+        assert len(scoped) == 13
+        assert refused["error"] == "forbidden"
+
+
+def memory_near(memory: Memory, id: str) -> list[str]:
+    return [n.id for n in memory.processes.near_duplicates(id)]
+
+
+def _failure(handler, memory, tenant, **args):
+    from robot_mcp_memory._exceptions import ToolFailure
+
+    with pytest.raises(ToolFailure) as info:
+        handler(memory, tenant, **args)
+    return info.value
