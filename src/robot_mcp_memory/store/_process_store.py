@@ -340,8 +340,8 @@ class ProcessStore:
         Candidates come from the per-owner statistics the ranking reads (decision 0022), of
         the owners the call may read only: the documents holding most of ``id``'s
         :data:`NEAR_DUPLICATE_PROBE_TERMS` rarest terms (those another document holds too;
-        a near-copy shares them, an unrelated document does not), the
-        :data:`NEAR_DUPLICATE_CANDIDATES` best. One is a near-copy when the cosine of the
+        a near-copy shares them, an unrelated document does not), at least half of them,
+        the :data:`NEAR_DUPLICATE_CANDIDATES` best. One is a near-copy when the cosine of the
         two documents' weighted term frequencies is at least
         :data:`NEAR_DUPLICATE_SIMILARITY`. A few indexed reads, no search.
         """
@@ -367,10 +367,14 @@ class ProcessStore:
             "FROM processes_owner_terms AS o JOIN processes_postings AS p "
             "ON p.owner = o.owner AND p.term = o.term "
             f"WHERE o.term IN (SELECT value FROM json_each(?)) {in_owners} "
-            "GROUP BY p.doc_rowid) AS c JOIN processes AS d ON d.rowid = c.rid "
+            "GROUP BY p.doc_rowid HAVING count(*) >= ?) AS c "
+            "JOIN processes AS d ON d.rowid = c.rid "
             "WHERE d.id <> ? ORDER BY c.hits DESC, d.id LIMIT ?",
-            (json.dumps(probe), *scope, id, NEAR_DUPLICATE_CANDIDATES),
+            # A near-copy holds most of the probe terms: the others are not even compared.
+            (json.dumps(probe), *scope, (len(probe) + 1) // 2, id, NEAR_DUPLICATE_CANDIDATES),
         )
+        if not rows:
+            return []
         theirs = self._terms_of([str(r[0]) for r in rows])
         return near_copies(mine, [(str(r[0]), str(r[1]), theirs.get(str(r[0]), {})) for r in rows])
 
@@ -585,10 +589,11 @@ class ProcessStore:
         return f"<ProcessStore {str(self.store.path)!r} robot_id={self.robot_id!r}>"
 
 
-def _cosine(a: dict[str, float], b: dict[str, float]) -> float:
-    """The cosine of two sparse vectors (0 when either is empty)."""
-    dot = sum(w * b[t] for t, w in a.items() if t in b)
-    norm = math.sqrt(sum(w * w for w in a.values())) * math.sqrt(sum(w * w for w in b.values()))
+def _cosine(a: dict[str, float], b: dict[str, float], a_norm: float) -> float:
+    """The cosine of two sparse vectors, ``a``'s norm given (0 when either is empty)."""
+    small, large = (a, b) if len(a) <= len(b) else (b, a)
+    dot = sum(w * large[t] for t, w in small.items() if t in large)
+    norm = a_norm * math.sqrt(sum(w * w for w in b.values()))
     return dot / norm if norm else 0.0
 
 
@@ -606,9 +611,10 @@ def near_copies(
     """The ``(id, title, weighted term frequencies)`` candidates whose cosine with ``mine``
     is at least :data:`NEAR_DUPLICATE_SIMILARITY`, most similar first (ties by id).
     Pure; every backend's."""
+    norm = math.sqrt(sum(w * w for w in mine.values()))
     near = []
     for id, title, theirs in candidates:
-        similarity = _cosine(mine, theirs)
+        similarity = _cosine(mine, theirs, norm)
         if similarity >= NEAR_DUPLICATE_SIMILARITY:
             near.append(NearDuplicate(id, title, round(similarity, 4)))
     return sorted(near, key=lambda n: (-n.similarity, n.id))
