@@ -26,7 +26,11 @@ KIB = 1024
 MAX_ANSWER = 512 * KIB
 BIG_DOCS = 30
 FLOOD = 24  # concurrent finds of the noisy robot on its one SSE session
-SHARE = (2, 4)  # MEMORY_ROBOT_MAX_CALLS, MEMORY_ROBOT_MAX_QUEUED for these tests
+# MEMORY_ROBOT_MAX_CALLS, MEMORY_ROBOT_MAX_QUEUED for these tests. Small, so "busy" never
+# depends on the machine's speed: the SSE client posts its messages one after another, and
+# on a loaded CI machine (coverage, four workers on two cores) a share of 2 + 4 let every
+# find finish before the seventh arrived.
+SHARE = (1, 1)
 WORDS = [
     "mailroom",
     "parcel",
@@ -184,7 +188,7 @@ async def test_a_flooding_robot_is_told_busy_and_the_other_group_is_served(fleet
     assert len(served) >= 2 * sum(SHARE), "rap-1 got less than its share"
     for answer in busy:
         assert answer["retry_after_s"] >= 1
-        assert "MEMORY_ROBOT_MAX_CALLS=2" in answer["detail"]
+        assert f"MEMORY_ROBOT_MAX_CALLS={SHARE[0]}" in answer["detail"]
     for result, answer in served:
         assert sent_bytes(result) <= MAX_ANSWER
         assert len(answer["processes"]) == BIG_DOCS
