@@ -48,7 +48,7 @@ from psycopg.rows import dict_row
 
 from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.models import format_ts, utc_now
-from robot_mcp_memory._exceptions import DamagedRow, DocError, DocTooLarge, RevisionConflict
+from robot_mcp_memory._exceptions import DocError, DocTooLarge, RevisionConflict
 from robot_mcp_memory.documents import Owner, ProcessDoc
 from robot_mcp_memory.documents.rows import COLUMNS, readable, row_to_doc, tags_json
 from robot_mcp_memory.limits import (
@@ -84,6 +84,7 @@ from robot_mcp_memory.store import (
     Saved,
     append_outcome,
     document_terms,
+    import_verdict,
     near_copies,
     next_candidate,
     outcome_line,
@@ -506,14 +507,9 @@ class PgProcessStore:
                         continue  # another replica took it just now: judge its row
                     break
                 if candidate == doc.id:
-                    try:
-                        same = row_to_doc(row).render() == markdown
-                    except DamagedRow:
-                        same = False
-                    if same:
-                        return Imported("skipped", doc.id)
-                    if not suffix:
-                        return Imported("conflict", doc.id)
+                    verdict = import_verdict(row, doc.id, markdown, suffix=suffix)
+                    if verdict is not None:
+                        return verdict
                 n += 1
                 candidate = next_candidate(doc.id, n)
             self._reindexed(conn, rid, vectors)

@@ -36,6 +36,7 @@ from robot_mcp_memory._exceptions import DamagedRow, DocError, DocTooLarge, Revi
 from robot_mcp_memory.documents import Owner, ProcessDoc
 from robot_mcp_memory.documents.rows import (
     COLUMNS,
+    Row,
     row_to_doc,
     tags_json,
 )
@@ -66,6 +67,7 @@ __all__ = [
     "Saved",
     "append_outcome",
     "document_terms",
+    "import_verdict",
     "next_candidate",
     "outcome_line",
     "outcome_lines",
@@ -459,14 +461,9 @@ class ProcessWriter:
                 if row is None:
                     break
                 if candidate == doc.id:
-                    try:
-                        same = row_to_doc(row).render() == markdown
-                    except DamagedRow:
-                        same = False
-                    if same:
-                        return Imported("skipped", doc.id)
-                    if not suffix:
-                        return Imported("conflict", doc.id)
+                    verdict = import_verdict(row, doc.id, markdown, suffix=suffix)
+                    if verdict is not None:
+                        return verdict
                 n += 1
                 candidate = next_candidate(doc.id, n)
             stored_doc = doc if candidate == doc.id else doc.model_copy(update={"id": candidate})
@@ -718,6 +715,19 @@ def outcome_lines(body: str) -> list[str]:
     following = _SECTION_END.search(body, heading.end())
     section = body[heading.end() : following.start() if following else len(body)]
     return _OUTCOME_LINE.findall(section)
+
+
+def import_verdict(row: Row, id: str, markdown: str, *, suffix: bool) -> Imported | None:
+    """What ``import_document`` answers when ``id`` is already taken by ``row``: ``skipped``
+    for the same document (its rendering equals ``markdown``), ``conflict`` for another one
+    unless ``suffix`` (None: go on to the next free id). Pure; every backend's."""
+    try:
+        same = row_to_doc(row).render() == markdown
+    except DamagedRow:
+        same = False
+    if same:
+        return Imported("skipped", id)
+    return None if suffix else Imported("conflict", id)
 
 
 def next_candidate(base: str, n: int) -> str:
