@@ -280,40 +280,36 @@ def _say(line: str) -> None:
 
 def _operate(args: argparse.Namespace, settings: Settings) -> int:
     """Run the operator command ``args.command`` on ``settings.data_dir``; 0 when done."""
-    import contextlib
     from pathlib import Path
 
     from robot_mcp_memory import operations
 
-    if args.command == "backup" and settings.database_url is not None:
-        dest = Path(args.dest)
-        exported = operations.backup_database(settings, dest, progress=_say)
-        counts = ", ".join(f"{n} {kind}" for kind, n in exported.counts.items())
-        _say(
-            f"backup done: {counts} from one snapshot of the PostgreSQL database in {dest} "
-            f"(manifest {dest}/manifest.json; 'restore {dest}' loads it into an empty database)"
-        )
-        return 0
-    if args.command == "restore" and settings.database_url is not None:
-        restored = operations.restore_database(
-            settings, Path(args.src), force=args.force, progress=_say
-        )
-        actions = ", ".join(f"{n} {action}" for action, n in sorted(restored.actions.items()))
-        _say(f"restore done into the PostgreSQL database: {actions or 'nothing to do'}")
-        return 0
     if args.command == "backup":
-        operations.require_sqlite(settings, "backup")
         dest = Path(args.dest)
-        report = operations.backup_store(settings.data_dir, dest, progress=_say)
-        _say(f"backup done: {len(report.files)} file(s) in {dest} (manifest {dest}/backup.json)")
+        backed_up = operations.backup(settings, dest, progress=_say)
+        if isinstance(backed_up, operations.DumpReport):
+            counts = ", ".join(f"{n} {kind}" for kind, n in backed_up.counts.items())
+            _say(
+                f"backup done: {counts} from one snapshot of the PostgreSQL database in "
+                f"{dest} (manifest {dest}/manifest.json; 'restore {dest}' loads it into an "
+                "empty database)"
+            )
+        else:
+            _say(
+                f"backup done: {len(backed_up.files)} file(s) in {dest} "
+                f"(manifest {dest}/backup.json)"
+            )
         return 0
     if args.command == "restore":
-        operations.require_sqlite(settings, "restore")
-        report = operations.restore_store(
-            Path(args.src), settings.data_dir, force=args.force, progress=_say
-        )
-        aside = f"; moved aside: {', '.join(report.moved_aside)}" if report.moved_aside else ""
-        _say(f"restore done: {len(report.files)} file(s) into {settings.data_dir}{aside}")
+        restored = operations.restore(settings, Path(args.src), force=args.force, progress=_say)
+        if isinstance(restored, operations.DumpReport):
+            actions = ", ".join(f"{n} {action}" for action, n in sorted(restored.actions.items()))
+            _say(f"restore done into the PostgreSQL database: {actions or 'nothing to do'}")
+        else:
+            aside = (
+                f"; moved aside: {', '.join(restored.moved_aside)}" if restored.moved_aside else ""
+            )
+            _say(f"restore done: {len(restored.files)} file(s) into {settings.data_dir}{aside}")
         return 0
     if args.command == "dump":
         dest = Path(args.dir)
@@ -323,21 +319,17 @@ def _operate(args: argparse.Namespace, settings: Settings) -> int:
         _say(f"dump done: {counts} in {dest} (manifest {dest}/manifest.json)")
         return 0
     if args.command == "load":
+        from robot_mcp_memory.backends import open_storage
         from robot_mcp_memory.services import open_memory
         from robot_mcp_memory.settings import SearchMode
 
-        # SQLite: the server must be stopped. PostgreSQL: no directory holds the store; each
-        # item is its own transaction, and conflicts are found before the first write.
-        lock = (
-            operations.DataDirLock(
-                settings.data_dir,
-                remedy="Stop the server first (systemctl stop robot-mcp-memory, or docker "
-                "stop), then run load again.",
-            )
-            if settings.database_url is None
-            else contextlib.nullcontext()
-        )
-        with lock:
+        # A data directory: the server must be stopped (its lock). A database server: its
+        # replicas keep serving; each item is its own transaction, and conflicts are found
+        # before the first write.
+        with open_storage(settings).lock(
+            "Stop the server first (systemctl stop robot-mcp-memory, or docker stop), then "
+            "run load again."
+        ):
             # Lexical: no model is loaded here; a hybrid server embeds what it lacks at open.
             memory = open_memory(settings.model_copy(update={"search": SearchMode.LEXICAL}))
             try:

@@ -21,6 +21,7 @@ from robot_mcp_memory.documents import (
 )
 from robot_mcp_memory.fleet import (
     Group,
+    Resolution,
     Robot,
 )
 from robot_mcp_memory.search import Found
@@ -134,6 +135,8 @@ class FleetPort(Protocol):
     ``"skipped"`` (the same record is there; a group's robots aside) or ``"conflict"``
     (another record under that id; nothing written).
     """
+
+    def resolve(self, robot_id: str) -> Resolution: ...
 
     def visible_robots(self, robot_id: str) -> frozenset[str]: ...
 

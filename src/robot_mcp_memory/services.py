@@ -3,10 +3,9 @@
 
 :class:`Memory` is the three services every tool works with — the process store, the fleet
 registry and the lessons — typed against their ports (:mod:`robot_mcp_memory.ports`), so a
-caller never depends on the adapters. :func:`open_memory` builds the SQLite ones over
-``MEMORY_DATA_DIR`` (one ``index.db`` for the processes and the registry, ``lessons.db``
-beside it for the lessons, opened lazily) or, when ``MEMORY_DATABASE_URL`` is set, the
-PostgreSQL ones over one database (:mod:`robot_mcp_memory.postgres`, imported only then).
+caller never depends on the adapters. :func:`open_memory` opens the storage of the
+settings (:func:`robot_mcp_memory.backends.open_storage`) and builds the services over it
+(:func:`memory_over`).
 
 A :class:`StoreHolder` is reference-counted, so the process entry point can hold the
 services open for the whole life of an HTTP server while each MCP session's lifespan also
@@ -17,16 +16,12 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from robot_mcp_kit.log import get_logger
-from robot_mcp_kit.store import SqliteStore
-from robot_mcp_memory._exceptions import EmbedderUnavailable, SettingsError
-from robot_mcp_memory.db import open_index
-from robot_mcp_memory.fleet import FleetRegistry
+from robot_mcp_memory._exceptions import EmbedderUnavailable
+from robot_mcp_memory.backends import Backend, open_storage
 from robot_mcp_memory.limits import ROBOT_MAX_DOCUMENTS
 from robot_mcp_memory.params import ScopedParams
 from robot_mcp_memory.ports import (
@@ -42,30 +37,22 @@ from robot_mcp_memory.settings import (
     SearchMode,
     Settings,
 )
-from robot_mcp_memory.store import ProcessStore
-
-if TYPE_CHECKING:
-    from robot_mcp_memory.postgres import PgDatabase
 
 __all__ = [
-    "LESSONS_FILENAME",
     "Memory",
     "StoreHolder",
     "choose_embedder",
-    "database_snapshot",
     "default_embedder",
+    "memory_over",
     "open_memory",
 ]
-
-LESSONS_FILENAME = "lessons.db"
-"""The lessons file inside ``MEMORY_DATA_DIR``, created by the first recorded lesson."""
 
 _log = get_logger("robot_mcp_memory.server")
 
 
 @dataclass(frozen=True)
 class Memory:
-    """The services behind the tools; the SQLite adapters share one ``index.db``.
+    """The services behind the tools.
 
     ``robot_max_documents`` bounds the documents a robot token may own
     (``MEMORY_ROBOT_MAX_DOCUMENTS``). ``ping`` asks a database server whether it answers
@@ -123,124 +110,42 @@ def choose_embedder(settings: Settings, embedder: Embedder | None = None) -> Emb
     return embedder
 
 
-def _open_index(settings: Settings) -> SqliteStore:
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    return open_index(settings.data_dir)
-
-
-def _assemble(settings: Settings, index: SqliteStore, embedder: Embedder | None) -> Memory:
-    fleet = FleetRegistry(index)
-    return Memory(
-        processes=ProcessStore(
-            index,
-            robot_id=settings.robot_id,
-            embedder=embedder,
-            revisions_keep=settings.revisions_keep,
-        ),
-        fleet=fleet,
-        lessons=ScopedParams(fleet, settings.data_dir / LESSONS_FILENAME),
-        robot_max_documents=settings.robot_max_documents,
-    )
-
-
-def _open_database(settings: Settings) -> PgDatabase:
-    """Connect to ``MEMORY_DATABASE_URL`` and open (create, migrate) its schema."""
-    assert settings.database_url is not None
-    try:
-        from robot_mcp_memory.postgres import SCHEMA, PgDatabase
-    except ImportError as exc:
-        raise SettingsError(
-            "MEMORY_DATABASE_URL",
-            "MEMORY_DATABASE_URL is set but the 'postgres' extra is not installed (cannot "
-            f"import {exc.name!r}); install it with: pip install 'robot-mcp-kit[memory,postgres]'",
-        ) from None
-    db = PgDatabase(
-        settings.database_url.get_secret_value(),
-        pool_size=settings.database_pool_size,
-        statement_timeout_s=settings.database_statement_timeout_s,
-        connect_timeout_s=settings.database_connect_timeout_s,
-    )
-    db.open(schema=SCHEMA)
-    return db
-
-
-def _assemble_database(settings: Settings, db: PgDatabase, embedder: Embedder | None) -> Memory:
-    from robot_mcp_memory.postgres.fleet import PgFleetRegistry
-    from robot_mcp_memory.postgres.lessons import PgParamBackend
-    from robot_mcp_memory.postgres.processes import PgProcessStore
-
-    fleet = PgFleetRegistry(db)
-    return Memory(
-        processes=PgProcessStore(
-            db,
-            robot_id=settings.robot_id,
-            embedder=embedder,
-            revisions_keep=settings.revisions_keep,
-        ),
-        fleet=fleet,
-        lessons=ScopedParams(fleet, PgParamBackend(db)),
-        robot_max_documents=settings.robot_max_documents,
-        ping=db.ping,
-        release=db.close,
-    )
-
-
-@contextmanager
-def database_snapshot(settings: Settings) -> Iterator[Memory]:
-    """The services over ONE snapshot of the PostgreSQL database of ``settings``
-    (:meth:`PgDatabase.snapshot <robot_mcp_memory.postgres.PgDatabase.snapshot>`): every
-    read sees the database as of one moment while replicas keep writing, and nothing can
-    be written. Lexical (no model is loaded); closed at exit. For ``dump`` and ``backup``.
-
-    Raises:
-        robot_mcp_kit.store.StoreUnavailable: the database cannot be reached.
-    """
-    db = _open_database(settings)
-    try:
-        with db.snapshot():
-            memory = _assemble_database(settings, db, None)
-            yield memory
-        memory.close()
-    finally:
-        db.close()
-
-
-def _open_backend(settings: Settings) -> tuple[SqliteStore | PgDatabase, Callable[[], None]]:
-    """The opened storage of ``settings`` and how to close it: PostgreSQL when
-    ``MEMORY_DATABASE_URL`` is set, else ``MEMORY_DATA_DIR/index.db``."""
-    if settings.database_url is not None:
-        db = _open_database(settings)
-        return db, db.close
-    index = _open_index(settings)
-    return index, index.close
-
-
-def _assemble_backend(
-    settings: Settings, opened: SqliteStore | PgDatabase, embedder: Embedder | None
+def memory_over(
+    settings: Settings, backend: Backend, embedder: Embedder | None, *, owns_backend: bool = True
 ) -> Memory:
-    if isinstance(opened, SqliteStore):
-        return _assemble(settings, opened, embedder)
-    return _assemble_database(settings, opened, embedder)
+    """The services over the opened ``backend``; closing them closes it too when
+    ``owns_backend`` (else its opener closes it, as a snapshot's does)."""
+    return Memory(
+        processes=backend.open_processes(
+            robot_id=settings.robot_id,
+            embedder=embedder,
+            revisions_keep=settings.revisions_keep,
+        ),
+        fleet=backend.fleet,
+        lessons=ScopedParams(backend.fleet, backend.lessons),
+        robot_max_documents=settings.robot_max_documents,
+        ping=backend.ping,
+        release=backend.close if owns_backend else None,
+    )
 
 
 def open_memory(settings: Settings, embedder: Embedder | None = None) -> Memory:
-    """Open the services of ``settings``: over PostgreSQL when ``MEMORY_DATABASE_URL`` is
-    set, else the SQLite ones of ``settings.data_dir`` (creating the directory).
+    """Open the storage of ``settings`` and the services over it.
 
-    The embedder is chosen (:func:`choose_embedder`) after ``index.db`` opened: a refused
-    file stays a one-line refusal, and no model is loaded for a server that cannot start.
+    The embedder is chosen (:func:`choose_embedder`) after the store opened: a refused
+    store stays a one-line refusal, and no model is loaded for a server that cannot start.
 
     Raises:
-        robot_mcp_kit.store.StoreError: ``index.db`` cannot be opened (unreadable, newer
-            schema…).
+        robot_mcp_kit.store.StoreError: the store cannot be opened (unreadable, newer
+            schema, unreachable…).
     """
-    opened, close = _open_backend(settings)
+    backend = open_storage(settings).open()
     try:
         chosen = choose_embedder(settings, embedder)
     except BaseException:
-        close()
+        backend.close()
         raise
-    return _assemble_backend(settings, opened, chosen)
+    return memory_over(settings, backend, chosen)
 
 
 class StoreHolder:
@@ -267,14 +172,14 @@ class StoreHolder:
         chosen: list[Embedder | None] = []
 
         def opener() -> Memory:
-            opened, close = _open_backend(settings)
+            backend = open_storage(settings).open()
             if not chosen:
                 try:
                     chosen.append(choose_embedder(settings, embedder))
                 except BaseException:
-                    close()
+                    backend.close()
                     raise
-            return _assemble_backend(settings, opened, chosen[0])
+            return memory_over(settings, backend, chosen[0])
 
         return cls(opener)
 

@@ -7,13 +7,13 @@ process documents (ids, counters, timestamps and bodies exactly), the fleet regi
 read back from the destination through its adapters, and the row count and a sha256 over
 a canonical serialization (:func:`table_sums`) must equal the source's.
 
-How each side is read and written (:class:`Endpoint`): the registry through its adapter's
-``export_rows``/``import_rows``, the lessons through the kit's
-:class:`~robot_mcp_kit.params.ParamBackend` (``lessons()``) and a bulk import, the
-documents through the narrow :class:`ProcessRows` interface (definition rows out, rows in
-and ``reindex``). What is DERIVED is never copied: the destination recomputes its search
-index from the rows it received (a vector signal is computed by the server that opens it
-with an embedder). Each table is written in one transaction.
+How each side is read and written (:class:`Endpoint`): through the rows its backend offers
+the copy (:class:`~robot_mcp_memory.backends.CopyRows`): the registry's
+``export_rows``/``import_rows``, the lessons' ``lessons()`` and a bulk import, the
+documents' definition rows out, rows in and ``reindex``. What is DERIVED is never copied:
+the destination recomputes its search index from the rows it received (a vector signal is
+computed by the server that opens it with an embedder). Each table is written in one
+transaction.
 
 Refusals (one line, :class:`CopyRefused`): a source that does not exist, a destination
 that is not empty, the same store on both sides, a database that cannot be reached. The
@@ -25,30 +25,26 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import Any, TextIO
 
-from robot_mcp_kit.params import PARAMS_SCHEMA, Lesson, SqliteBackend, lesson_key
-from robot_mcp_kit.store import SqliteStore, StoreUnavailable
-from robot_mcp_memory.db import INDEX_FILENAME, PROCESS_COLUMNS, open_index
-from robot_mcp_memory.fleet import FleetRegistry, FleetRows
-from robot_mcp_memory.services import LESSONS_FILENAME
-from robot_mcp_memory.store import ProcessStore
+from robot_mcp_kit.params import Lesson
+from robot_mcp_memory.backends import (
+    LessonRows,
+    ProcessRows,
+    RegistryRows,
+    storage_at,
+)
+from robot_mcp_memory.fleet import FleetRows
 
 __all__ = [
     "EXIT_MISMATCH",
     "TABLES",
     "CopyRefused",
     "Endpoint",
-    "LessonRows",
-    "ProcessRows",
-    "RegistryRows",
     "Snapshot",
     "TableSum",
     "copy_store",
-    "is_url",
     "table_sums",
 ]
 
@@ -59,117 +55,8 @@ TABLES = ("processes", "fleet_groups", "fleet_robots", "fleet_settings", "lesson
 """What is copied and verified, in the order it is written."""
 
 
-_COLS = ", ".join(PROCESS_COLUMNS)
-_MARKS = ", ".join("?" for _ in PROCESS_COLUMNS)
-_SELECT_PROCESSES = f"SELECT {_COLS} FROM processes ORDER BY id"  # noqa: S608 - constants
-_INSERT_PROCESSES = f"INSERT INTO processes ({_COLS}) VALUES ({_MARKS})"  # noqa: S608
-
-
 class CopyRefused(Exception):
     """The copy cannot start (or could not finish); the message says why and what to do."""
-
-
-class ProcessRows(Protocol):
-    """What the copy needs of a process store beyond its port: its definition rows
-    (:data:`~robot_mcp_memory.db.PROCESS_COLUMNS`, ``shared`` a bool) out, by id, and in,
-    into an empty store in one transaction, after which the store recomputes what is
-    derived (its ``reindex``) and returns how many documents it indexed (None: there is
-    nothing derived to recompute)."""
-
-    def count_process_rows(self) -> int: ...
-
-    def export_process_rows(self) -> list[dict[str, Any]]: ...
-
-    def import_process_rows(self, rows: Sequence[dict[str, Any]]) -> int | None: ...
-
-
-class RegistryRows(Protocol):
-    """The whole fleet registry out and in (both registries have these)."""
-
-    def export_rows(self) -> FleetRows: ...
-
-    def import_rows(self, rows: FleetRows) -> None: ...
-
-
-class LessonRows(Protocol):
-    """Every lesson out (the kit's ``ParamBackend.lessons``) and in, in one transaction."""
-
-    def lessons(self, scope: str | None = None, key: str | None = None) -> list[Lesson]: ...
-
-    def import_lessons(self, lessons: list[Lesson]) -> None: ...
-
-
-# --- the SQLite side ------------------------------------------------------------------
-
-
-class SqliteProcessRows:
-    """:class:`ProcessRows` over ``index.db``: raw rows of ``processes``, then the
-    process store's ``reindex`` (its full-text index and term statistics; vectors are
-    computed when a server with an embedder opens the file)."""
-
-    def __init__(self, store: SqliteStore, processes: ProcessStore) -> None:
-        self.store = store
-        self.processes = processes
-
-    def count_process_rows(self) -> int:
-        return self.store.counts()["processes"]
-
-    def export_process_rows(self) -> list[dict[str, Any]]:
-        self.store.flush()
-        rows = self.store.query(_SELECT_PROCESSES)
-        return [{**dict(r), "shared": bool(r["shared"])} for r in rows]
-
-    def import_process_rows(self, rows: Sequence[dict[str, Any]]) -> int:
-        with self.store.transaction() as conn:
-            conn.executemany(
-                _INSERT_PROCESSES,
-                [
-                    tuple(int(r[c]) if c == "shared" else r[c] for c in PROCESS_COLUMNS)
-                    for r in rows
-                ],
-            )
-        return self.processes.reindex()
-
-
-class SqliteLessonRows:
-    """:class:`LessonRows` over ``lessons.db``: read through the kit's backend (a missing
-    file is no lessons), written as the kit's rows in one transaction — the file is
-    created only when there is a lesson to write."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._backend = SqliteBackend(path)
-
-    def lessons(self, scope: str | None = None, key: str | None = None) -> list[Lesson]:
-        return self._backend.lessons(scope, key)
-
-    def import_lessons(self, lessons: list[Lesson]) -> None:
-        if not lessons:
-            return
-        self._backend.close()
-        with SqliteStore(self.path, PARAMS_SCHEMA) as store, store.transaction() as conn:
-            conn.executemany(
-                "INSERT INTO params (scope, key, value_json, success_count, failure_count, "
-                "place, robot, created, updated, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        x.scope,
-                        lesson_key(x.key, x.place),
-                        json.dumps(x.params, sort_keys=True, allow_nan=False),
-                        x.success_count,
-                        x.failure_count,
-                        x.place,
-                        x.robot,
-                        x.created,
-                        x.updated,
-                        x.note,
-                    )
-                    for x in lessons
-                ],
-            )
-
-    def close(self) -> None:
-        self._backend.close()
 
 
 # --- what is compared -----------------------------------------------------------------
@@ -232,79 +119,39 @@ def table_sums(snapshot: Snapshot) -> dict[str, TableSum]:
 # --- the two sides --------------------------------------------------------------------
 
 
-def is_url(where: str) -> bool:
-    """True for a PostgreSQL URL (``postgresql://`` or ``postgres://``)."""
-    return where.startswith(("postgresql://", "postgres://"))
-
-
 class Endpoint:
-    """One side of a copy, opened: a data directory (SQLite) or a PostgreSQL database.
+    """One side of a copy, opened: any storage :func:`~robot_mcp_memory.backends.storage_at`
+    names (a data directory, a ``postgresql://`` URL).
 
     Args:
         where: a data directory path or a ``postgresql://`` URL.
-        source: True for the side read from (a directory must already hold ``index.db``).
+        source: True for the side read from (it must already hold a store).
 
     Raises:
-        CopyRefused: a source directory without ``index.db``, or the psycopg extra
-            missing for a URL.
+        CopyRefused: a source that holds no store, a path that is not a directory, or the
+            psycopg extra missing for a URL.
         robot_mcp_kit.store.StoreError: the store cannot be opened (unreachable database,
             newer schema, not ours...).
     """
 
     def __init__(self, where: str, *, source: bool) -> None:
         self.where = where
-        self._closers: list[Callable[[], None]] = []
-        self.registry: RegistryRows
-        self.lessons: LessonRows
-        self.processes: ProcessRows
-        if is_url(where):
-            self._open_postgres(where, source=source)
-        else:
-            self._open_sqlite(Path(where), source=source)
-
-    def _open_sqlite(self, directory: Path, *, source: bool) -> None:
-        if source and not (directory / INDEX_FILENAME).is_file():
-            raise CopyRefused(
-                f"{str(directory)!r} holds no {INDEX_FILENAME}: give --from the "
-                "MEMORY_DATA_DIR of the server to copy, or a postgresql:// URL"
-            )
-        if directory.exists() and not directory.is_dir():
-            raise CopyRefused(f"{str(directory)!r} is not a directory")
-        index = open_index(directory)
-        processes = ProcessStore(index)
-        self._closers.append(processes.close)
-        lesson_rows = SqliteLessonRows(directory / LESSONS_FILENAME)
-        self._closers.append(lesson_rows.close)
-        self.registry = FleetRegistry(index)
-        self.lessons = lesson_rows
-        self.processes = SqliteProcessRows(index, processes)
-        self.described = f"{directory} (SQLite)"
-
-    def _open_postgres(self, url: str, *, source: bool) -> None:
         try:
-            from robot_mcp_memory.postgres import META_TABLE, SCHEMA, PgDatabase
-            from robot_mcp_memory.postgres.fleet import PgFleetRegistry
-            from robot_mcp_memory.postgres.lessons import PgParamBackend
-            from robot_mcp_memory.postgres.process_rows import PgProcessRows
-            from robot_mcp_memory.postgres.processes import PgProcessStore
+            storage = storage_at(where)
         except ImportError:
             raise CopyRefused(
                 "a postgresql:// URL needs the 'postgres' extra; install it with: "
                 "pip install 'robot-mcp-kit[memory,postgres]'"
             ) from None
-        db = PgDatabase(url)
-        if source and not _holds_store(url, META_TABLE):
-            db.close()
-            raise CopyRefused(
-                f"the PostgreSQL database {db.where} holds no memory store: give --from the "
-                "MEMORY_DATABASE_URL of the server to copy, or a data directory"
-            )
-        db.open(schema=SCHEMA)  # by keyword: a positional .open() argument reads as a file mode
-        self._closers.append(db.close)
-        self.registry = PgFleetRegistry(db)
-        self.lessons = PgParamBackend(db)
-        self.processes = PgProcessRows(db, reindex=PgProcessStore(db).reindex)
-        self.described = f"{db.where} (PostgreSQL)"
+        problem = storage.unusable(source=source)
+        if problem is not None:
+            raise CopyRefused(problem)
+        self._backend = storage.open()
+        rows = self._backend.copy_rows()
+        self.processes: ProcessRows = rows.processes
+        self.registry: RegistryRows = rows.registry
+        self.lessons: LessonRows = rows.lessons
+        self.described = storage.described
 
     def snapshot(self) -> Snapshot:
         """Everything, read through the adapters."""
@@ -328,37 +175,14 @@ class Endpoint:
 
     def close(self) -> None:
         """Close what was opened (flushing SQLite's queued writes). Idempotent."""
-        while self._closers:
-            self._closers.pop()()
-
-
-def _holds_store(url: str, meta_table: str) -> bool:
-    """Whether the database has our ``store_meta`` table (read without creating anything).
-
-    Raises:
-        StoreUnavailable: the server cannot be reached.
-    """
-    import psycopg
-
-    from robot_mcp_memory.postgres import describe_url
-
-    try:
-        with psycopg.connect(url, connect_timeout=5) as conn:
-            row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (meta_table,)).fetchone()
-    except psycopg.OperationalError:
-        where = describe_url(url)
-        raise StoreUnavailable(
-            f"cannot connect to the PostgreSQL database {where}; check the URL and that "
-            "PostgreSQL is running and accepts connections from this host",
-            path=where,
-        ) from None
-    return bool(row and row[0])
+        self._backend.close()
 
 
 def _same(src: str, dst: str) -> bool:
-    if is_url(src) or is_url(dst):
+    try:
+        return storage_at(src).identity == storage_at(dst).identity
+    except ImportError:
         return src == dst
-    return Path(src).resolve() == Path(dst).resolve()
 
 
 def copy_store(src: str, dst: str, out: TextIO) -> int:

@@ -40,7 +40,18 @@ PUBLIC_MODULES = (
 )
 """Modules without a leading underscore: each ``__all__`` lists what the module defines."""
 
-PACKAGES = ("documents", "fleet", "http", "operations", "search", "store", "tools")
+PACKAGES = (
+    "backends",
+    "backends.postgres",
+    "backends.sqlite",
+    "documents",
+    "fleet",
+    "http",
+    "operations",
+    "search",
+    "store",
+    "tools",
+)
 """Subpackages: each ``__init__`` re-exports its private modules' public names."""
 
 _CONSTANT = re.compile(r"[A-Z0-9_]+")

@@ -30,6 +30,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp
 
 from robot_mcp_kit.log import get_logger
+from robot_mcp_memory.backends import Storage, open_storage
 from robot_mcp_memory.http._jsonrpc_guard import JsonRpcBodyGuard
 from robot_mcp_memory.http._limits import (
     ACCEPT_BACKLOG,
@@ -42,7 +43,6 @@ from robot_mcp_memory.http.auth import (
     TenantAuthMiddleware,
     TokenAuth,
 )
-from robot_mcp_memory.operations import DataDirLock
 from robot_mcp_memory.server import build_server
 from robot_mcp_memory.services import StoreHolder
 from robot_mcp_memory.settings import (
@@ -130,15 +130,6 @@ def build_http_app(settings: Settings, mcp: FastMCP, holder: StoreHolder) -> ASG
     return app
 
 
-def _database_name(settings: Settings) -> str | None:
-    """``user@host:port/db`` of ``MEMORY_DATABASE_URL`` (never its password), or None."""
-    if settings.database_url is None:
-        return None
-    from robot_mcp_memory.postgres import describe_url
-
-    return describe_url(settings.database_url.get_secret_value())
-
-
 def share_limits(settings: Settings) -> ShareLimits:
     """Each robot's share and the admin's reserve, from ``MEMORY_ROBOT_*`` and
     ``MEMORY_ADMIN_RESERVE``."""
@@ -153,30 +144,24 @@ def share_limits(settings: Settings) -> ShareLimits:
 def serve(settings: Settings) -> None:
     """Open the store, serve ``settings.transport`` until stopped, then close the store.
 
-    Blocks. On SQLite, holds ``MEMORY_DATA_DIR/memory.lock`` while it runs (``restore``
-    and ``load`` refuse a directory a server holds; a second server on it is refused with
-    :class:`~robot_mcp_memory.StoreInUse`); on PostgreSQL (``MEMORY_DATABASE_URL``) no
-    directory holds the store and replicas share the database, so nothing is locked or
-    created there. Store errors (``StoreUnreadable``, ``SchemaTooNew``…) are raised
-    before anything listens; closing flushes queued hot writes.
+    Blocks. Holds the storage's lock while it runs (:meth:`Storage.lock
+    <robot_mcp_memory.backends.Storage.lock>`): a data directory's ``memory.lock``, which
+    ``restore`` and ``load`` respect and a second server is refused
+    (:class:`~robot_mcp_memory.StoreInUse`); a database that replicas share holds nothing
+    and creates nothing in ``MEMORY_DATA_DIR``. Store errors (``StoreUnreadable``,
+    ``SchemaTooNew``…) are raised before anything listens; closing flushes queued hot
+    writes.
     """
     fd_raised = ensure_fd_limit(settings.max_connections) if settings.is_http else None
-    if settings.database_url is not None:
-        _serve_locked(settings, fd_raised)
-        return
-    lock = DataDirLock(
-        settings.data_dir,
-        remedy="One server serves one MEMORY_DATA_DIR: stop the other one, or give this one "
-        "its own directory.",
-    )
-    lock.acquire()
-    try:
-        _serve_locked(settings, fd_raised)
-    finally:
-        lock.release()
+    storage = open_storage(settings)
+    with storage.lock(
+        "One server serves one MEMORY_DATA_DIR: stop the other one, or give this one its "
+        "own directory."
+    ):
+        _serve_locked(settings, storage, fd_raised)
 
 
-def _serve_locked(settings: Settings, fd_raised: tuple[int, int] | None) -> None:
+def _serve_locked(settings: Settings, storage: Storage, fd_raised: tuple[int, int] | None) -> None:
     holder = StoreHolder.for_settings(settings)
     store = holder.acquire()
     try:
@@ -185,8 +170,7 @@ def _serve_locked(settings: Settings, fd_raised: tuple[int, int] | None) -> None
             transport=settings.transport.value,
             host=settings.host if settings.is_http else None,
             port=settings.port if settings.is_http else None,
-            data_dir=None if settings.database_url is not None else str(settings.data_dir),
-            database=_database_name(settings),
+            **storage.log_fields(),
             robot_id=settings.robot_id,
             auth="bearer" if settings.token is not None else "none",
             robot_tokens=len(settings.robot_token_map),

@@ -15,11 +15,10 @@ A dump directory holds:
 JSON files are ``indent=1``, keys sorted, UTF-8, one trailing newline; nothing in a dump
 depends on when it was taken, so ``dump → load (into an empty store) → dump`` is
 byte-identical. Both go through the ports only (:class:`~robot_mcp_memory.services.Memory`),
-so they work on any backend; the CLI dumps from a consistent snapshot (SQLite:
-:func:`~robot_mcp_memory.operations.backup_store` into a temporary directory, never the
-live file; PostgreSQL: one exported ``REPEATABLE READ`` snapshot, :func:`memory_to_dump`).
-On PostgreSQL the same format is ``backup``'s (:func:`backup_database`) and ``restore``
-loads it into an empty database (:func:`restore_database`).
+so they work on any backend; the CLI dumps from the storage's snapshot
+(:func:`memory_to_dump`). Where the storage has no files of its own to copy (a database
+server), the same format is ``backup``'s (:func:`backup_database`) and ``restore`` loads it
+into an empty database (:func:`restore_database`).
 
 Load merge rules (:func:`load_memory`), per item, against what the store already holds:
 
@@ -41,7 +40,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -49,12 +47,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from robot_mcp_memory._exceptions import DocError, FleetError, OperationRefused
+from robot_mcp_memory.backends import open_storage
 from robot_mcp_memory.db import SCHEMA_VERSION
 from robot_mcp_memory.documents import ProcessDoc
 from robot_mcp_memory.fleet import Group, Robot
 from robot_mcp_memory.limits import MAX_LIMIT
-from robot_mcp_memory.operations._backup import backup_store
-from robot_mcp_memory.services import Memory, database_snapshot, open_memory
+from robot_mcp_memory.services import Memory, memory_over, open_memory
 from robot_mcp_memory.settings import SearchMode, Settings
 
 __all__ = [
@@ -65,7 +63,6 @@ __all__ = [
     "load_memory",
     "memory_to_dump",
     "restore_database",
-    "snapshot_memory",
 ]
 
 DUMP_MANIFEST = "manifest.json"
@@ -393,37 +390,19 @@ def _conflicts(memory: Memory, dump: _Dump, *, empty: bool) -> list[str]:
 
 
 @contextmanager
-def snapshot_memory(settings: Settings, *, progress: Progress = _silent) -> Iterator[Memory]:
-    """The services over a consistent copy of ``settings.data_dir`` (SQLite): a backup
-    into a temporary directory, opened lexically (no model is loaded), removed at exit."""
-    with tempfile.TemporaryDirectory(prefix="robot-mcp-memory-dump-") as tmp:
-        copy = Path(tmp) / "store"
-        backup_store(settings.data_dir, copy, progress=progress)
-        memory = open_memory(
-            settings.model_copy(update={"data_dir": copy, "search": SearchMode.LEXICAL})
-        )
+def memory_to_dump(settings: Settings, *, progress: Progress = _silent) -> Iterator[Memory]:
+    """The services ``dump`` and a database's ``backup`` read, as of one moment: the
+    storage's snapshot (:meth:`Storage.snapshot <robot_mcp_memory.backends.Storage.snapshot>`:
+    a consistent copy of a data directory, or one exported ``REPEATABLE READ READ ONLY``
+    snapshot of a database), opened lexically (no model is loaded), safe while servers
+    serve."""
+    lexical = settings.model_copy(update={"search": SearchMode.LEXICAL})
+    with open_storage(settings).snapshot(progress=progress) as backend:
+        memory = memory_over(lexical, backend, None, owns_backend=False)
         try:
             yield memory
         finally:
             memory.close()
-
-
-@contextmanager
-def memory_to_dump(settings: Settings, *, progress: Progress = _silent) -> Iterator[Memory]:
-    """The services ``dump`` and a PostgreSQL ``backup`` read, as of one moment.
-
-    SQLite: :func:`snapshot_memory` (a consistent copy, safe beside a serving server).
-    PostgreSQL (``MEMORY_DATABASE_URL`` set): :func:`~robot_mcp_memory.services.
-    database_snapshot`, every read a ``REPEATABLE READ READ ONLY`` transaction on one
-    exported snapshot, so the documents, the registry and the lessons are those of one
-    instant while the replicas keep serving."""
-    if settings.database_url is None:
-        with snapshot_memory(settings, progress=progress) as memory:
-            yield memory
-        return
-    progress("reading one snapshot of the PostgreSQL database (REPEATABLE READ, READ ONLY)")
-    with database_snapshot(settings) as memory:
-        yield memory
 
 
 def backup_database(settings: Settings, dest: Path, *, progress: Progress = _silent) -> DumpReport:

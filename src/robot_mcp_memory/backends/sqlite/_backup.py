@@ -13,20 +13,20 @@ and renamed when whole, and a failed backup removes what it made. ``index.db`` a
 the two copies is in the backup's ``lessons.db`` or not, never half.
 
 Copying ``index.db`` with ``cp`` while the server runs is NOT a backup: the newest
-commits live in ``index.db-wal`` until a checkpoint (issue 22 found 0 robots and 0
-processes in such a copy).
+commits live in ``index.db-wal`` until a checkpoint (such a copy can hold no robots and no
+processes at all).
 
 ``restore SRC`` puts a backup back into ``MEMORY_DATA_DIR``: it refuses while a server
-holds the directory (:class:`~robot_mcp_memory.operations.DataDirLock`), checks every file
+holds the directory (:class:`~._lock.DataDirLock`), checks every file
 against the manifest and with ``integrity_check`` before touching anything, moves a store
 already there aside (``<name>.before-restore-<time>``, only with ``force``), and renames
 each file into place, then opens ``index.db`` once (a backup of an older schema version
 migrates forward here).
 
-These are the SQLite backend's. On PostgreSQL, ``backup`` and ``restore`` are the
-consistent logical export of :mod:`._dump` (:func:`~robot_mcp_memory.operations.
-backup_database`, :func:`~robot_mcp_memory.operations.restore_database`), which the CLI
-calls instead; :func:`require_sqlite` refuses these file copies for any other backend.
+These are the SQLite storage's own copies (:attr:`SqliteStorage.files
+<robot_mcp_memory.backends.sqlite.SqliteStorage.files>`). A store on a database server has
+none: its ``backup`` and ``restore`` are the dump format of
+:mod:`robot_mcp_memory.operations`.
 """
 
 from __future__ import annotations
@@ -37,25 +37,25 @@ import json
 import os
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from robot_mcp_kit.models import format_ts, utc_now
 from robot_mcp_memory._exceptions import OperationRefused
+from robot_mcp_memory.backends._ports import BackupReport
+from robot_mcp_memory.backends.sqlite._lock import DataDirLock
 from robot_mcp_memory.db import INDEX_FILENAME, open_index
-from robot_mcp_memory.operations._lock import DataDirLock
-from robot_mcp_memory.services import LESSONS_FILENAME
-from robot_mcp_memory.settings import Settings
 
 __all__ = [
     "BACKUP_MANIFEST",
+    "LESSONS_FILENAME",
     "STORE_FILES",
-    "BackupReport",
     "backup_store",
-    "require_sqlite",
     "restore_store",
 ]
+
+LESSONS_FILENAME = "lessons.db"
+"""The lessons file inside ``MEMORY_DATA_DIR``, created by the first recorded lesson."""
 
 STORE_FILES = (INDEX_FILENAME, LESSONS_FILENAME)
 """The SQLite files a memory server writes in ``MEMORY_DATA_DIR`` (its lock file aside)."""
@@ -70,38 +70,6 @@ Progress = Callable[[str], None]
 
 def _silent(_: str) -> None:
     pass
-
-
-@dataclass
-class BackupReport:
-    """What :func:`backup_store` or :func:`restore_store` did, file by file.
-
-    ``files`` maps each file name to its manifest entry (``sha256``, ``bytes``,
-    ``schema_version``, ``counts``); ``moved_aside`` lists the files a restore moved away.
-    """
-
-    directory: Path
-    files: dict[str, dict[str, Any]] = field(default_factory=dict)
-    moved_aside: list[str] = field(default_factory=list)
-
-
-def require_sqlite(settings: Settings, command: str) -> None:
-    """Refuse ``command`` for a backend whose backup is not this module's.
-
-    The SQLite backend passes; with ``MEMORY_DATABASE_URL`` set the CLI runs
-    :func:`~robot_mcp_memory.operations.backup_database` /
-    :func:`~robot_mcp_memory.operations.restore_database` instead of these.
-
-    Raises:
-        OperationRefused: the settings name a backend these commands cannot copy.
-    """
-    backend = "sqlite" if settings.database_url is None else "postgresql"
-    if backend != "sqlite":
-        raise OperationRefused(
-            f"{command} copies SQLite files and the server is configured for the {backend!r} "
-            f"backend; use that database's own consistent export (for PostgreSQL: pg_dump) "
-            f"or 'robot-mcp-memory dump', which works on every backend",
-        )
 
 
 def _sha256(path: Path) -> str:
