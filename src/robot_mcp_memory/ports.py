@@ -24,7 +24,7 @@ from robot_mcp_memory.fleet import (
     Resolution,
     Robot,
 )
-from robot_mcp_memory.search import Found
+from robot_mcp_memory.processes import Found
 from robot_mcp_memory.store import (
     DocState,
     Imported,

@@ -29,7 +29,7 @@ from robot_mcp_memory.ports import (
     LessonsPort,
     ProcessesPort,
 )
-from robot_mcp_memory.search import (
+from robot_mcp_memory.processes import (
     Embedder,
     load_default_embedder,
 )

@@ -17,7 +17,7 @@ from robot_mcp_memory.fleet import FleetRows
 from robot_mcp_memory.ports import FleetPort, ProcessesPort
 
 if TYPE_CHECKING:
-    from robot_mcp_memory.search import Embedder
+    from robot_mcp_memory.processes import Embedder
 
 __all__ = [
     "Backend",

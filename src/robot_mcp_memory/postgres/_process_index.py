@@ -10,15 +10,13 @@ share words lock the shared counters in the same order and never deadlock.
 
 :class:`PgTerms` reads, on one connection, what ranking and typo repair need: the index's
 stems of query words (:meth:`~PgTerms.stems`), document frequencies and sizes counted
-over the owners a call may read, and :meth:`~PgTerms.matches_sql`, bm25 with SQLite's
-formula (:mod:`robot_mcp_memory.search._term_index`: ``k1`` 1.2, ``b`` 0.75, the floored
-idf, one contribution per query phrase) over those statistics. Unscoped (``owners``
+over the owners a call may read, and :meth:`~PgTerms.matches_sql`, bm25 by
+:mod:`robot_mcp_memory.processes.ranking`'s rules over those statistics. Unscoped (``owners``
 None) it counts every document, as FTS5 does on SQLite.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Collection, Sequence
 from typing import Any
 
@@ -30,7 +28,7 @@ from robot_mcp_memory.postgres._process_tables import (
     TSVECTOR_SQL,
     WEIGHT_SQL,
 )
-from robot_mcp_memory.search import BM25_B, BM25_K1, IDF_FLOOR, Phrase
+from robot_mcp_memory.processes import BM25_B, BM25_K1, Phrase, idf
 
 __all__ = ["PgTerms", "index_document", "rebuild_index", "unindex_document"]
 
@@ -205,10 +203,7 @@ class PgTerms:
         used = [p for p in phrases if p.term in df]
         if n == 0 or not used:
             return None
-        idfs = [
-            p.weight * max(IDF_FLOOR, math.log((n - df[p.term] + 0.5) / (df[p.term] + 0.5)))
-            for p in used
-        ]
+        idfs = [p.weight * idf(n, df[p.term]) for p in used]
         scope = "" if owners is None else "AND po.owner = ANY(%s)"
         # The terms filter the postings by their index (term = ANY); the phrases join
         # back for their idf, one contribution each.

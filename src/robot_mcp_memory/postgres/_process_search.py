@@ -24,7 +24,7 @@ from psycopg.rows import dict_row
 from robot_mcp_memory.documents.rows import COLUMNS, readable
 from robot_mcp_memory.limits import MAX_K, clamp
 from robot_mcp_memory.postgres._process_index import PgTerms
-from robot_mcp_memory.search import (
+from robot_mcp_memory.processes import (
     LEXICAL_POOL,
     RELIABILITY_SQL,
     REPAIR_WEIGHT,

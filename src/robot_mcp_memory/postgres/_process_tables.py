@@ -38,7 +38,7 @@ its ``ddl``).
 from __future__ import annotations
 
 from robot_mcp_kit.store import Kind, Table
-from robot_mcp_memory.search import BM25_WEIGHTS
+from robot_mcp_memory.processes import BM25_WEIGHTS
 
 __all__ = [
     "NEEDS",

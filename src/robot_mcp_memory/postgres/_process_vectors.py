@@ -23,11 +23,11 @@ import psycopg
 
 from robot_mcp_kit.log import get_logger
 from robot_mcp_memory.documents.rows import COLUMNS, readable
-from robot_mcp_memory.search import Pairs, document_texts
+from robot_mcp_memory.processes import Pairs, document_texts
 
 if TYPE_CHECKING:
     from robot_mcp_memory.postgres._database import PgDatabase
-    from robot_mcp_memory.search import Embedder
+    from robot_mcp_memory.processes import Embedder
 
 __all__ = ["EMBED_BATCH", "PgVectors", "vector_text"]
 

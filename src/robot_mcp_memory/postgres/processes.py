@@ -74,7 +74,7 @@ from robot_mcp_memory.postgres._process_revisions import (
 )
 from robot_mcp_memory.postgres._process_search import PgProcessSearch, scope_sql
 from robot_mcp_memory.postgres._process_vectors import PgVectors
-from robot_mcp_memory.search import Found, Tokenizer, document_texts, visible_owners
+from robot_mcp_memory.processes import Found, Tokenizer, document_texts, visible_owners
 from robot_mcp_memory.store import (
     DocState,
     Imported,
@@ -97,7 +97,7 @@ from robot_mcp_memory.store import (
 
 if TYPE_CHECKING:
     from robot_mcp_memory.postgres._database import PgDatabase
-    from robot_mcp_memory.search import Embedder
+    from robot_mcp_memory.processes import Embedder
 
 __all__ = ["WRITE_RETRIES", "PgProcessStore"]
 

@@ -1,78 +1,70 @@
-"""Finding process documents: query words, the index's tokens and per-owner statistics, typo
-repair, lexical and hybrid ranking, vectors and the embedders.
+"""Finding process documents in ``index.db``: the per-owner statistics, the lexical and
+hybrid ranking in SQL, the vectors table and its in-memory copy.
 
-:class:`ProcessSearch` ranks (bm25 alone, or fused with the cosine of an
-:class:`Embedder`'s vectors, decision 0011); the module-level knobs tune it.
+:class:`ProcessSearch` ranks by :mod:`robot_mcp_memory.processes.ranking`'s rules (bm25
+alone, or fused with the cosine of an embedder's vectors, decision 0011). The rules' names
+are :mod:`robot_mcp_memory.processes`'; this package re-exports them for its SQLite
+callers.
 """
 
 from __future__ import annotations
 
-from robot_mcp_memory.search._embedding import (
+from robot_mcp_memory.processes import (
+    ACTION_WORDS,
+    BM25_B,
+    BM25_K1,
+    BM25_WEIGHTS,
     DEFAULT_MODEL,
-    MAX_EMBED_CHARS,
-    Embedder,
-    FunctionEmbedder,
-    HashingEmbedder,
-    WordLlamaEmbedder,
-    load_default_embedder,
-    normalise,
-)
-from robot_mcp_memory.search._process_search import (
+    IDF_FLOOR,
     LEXICAL_POOL,
+    MAX_EMBED_CHARS,
+    MAX_REPAIRED_WORDS,
+    MAX_REPAIRS_PER_WORD,
+    MAX_TERMS,
     RELIABILITY_SQL,
+    REPAIR_WEIGHT,
     SEMANTIC_FLOOR,
     SEMANTIC_POOL,
     SEMANTIC_WEIGHT,
-    Found,
-    ProcessSearch,
-    fuse,
-    rank,
-)
-from robot_mcp_memory.search._term_index import (
-    BM25_B,
-    BM25_K1,
-    IDF_FLOOR,
     SHARED_OWNER,
-    Phrase,
-    TermIndex,
-    index_document,
-    owner_key,
-    rebuild_term_index,
-    unindex_document,
-    visible_owners,
-)
-from robot_mcp_memory.search._tokens import (
-    BM25_WEIGHTS,
+    STOPWORDS,
     DocTerms,
-    Tokenizer,
-)
-from robot_mcp_memory.search._typos import (
-    MAX_REPAIRED_WORDS,
-    MAX_REPAIRS_PER_WORD,
-    REPAIR_WEIGHT,
+    Embedder,
+    Found,
+    FunctionEmbedder,
+    HashingEmbedder,
+    Pairs,
+    Phrase,
     Repair,
     Stemmer,
+    Tokenizer,
     TypoRepair,
     Vocabulary,
-)
-from robot_mcp_memory.search._vector_table import (
-    Pairs,
-    VectorTable,
+    WordLlamaEmbedder,
+    content_words,
     document_texts,
+    fuse,
+    load_default_embedder,
+    match_expression,
+    normalise,
+    owner_key,
+    rank,
+    search_terms,
+    truncate_query,
+    visible_owners,
 )
+from robot_mcp_memory.search._process_search import ProcessSearch
+from robot_mcp_memory.search._term_index import (
+    TermIndex,
+    index_document,
+    rebuild_term_index,
+    unindex_document,
+)
+from robot_mcp_memory.search._vector_table import VectorTable
 from robot_mcp_memory.search._vectors import (
     VectorIndex,
     from_blob,
     to_blob,
-)
-from robot_mcp_memory.search._words import (
-    ACTION_WORDS,
-    MAX_TERMS,
-    STOPWORDS,
-    content_words,
-    match_expression,
-    search_terms,
-    truncate_query,
 )
 
 __all__ = [

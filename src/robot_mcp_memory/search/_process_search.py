@@ -1,55 +1,27 @@
-"""Finding the right process: robot-aware words, typo repair, bm25 fused with cosine.
+"""Finding the right process on SQLite: the ranking of :mod:`robot_mcp_memory.processes.ranking`
+over ``index.db`` (decisions 0011, 0022).
 
-Issue 11, decision 0011; issue 18, decision 0022. :class:`ProcessSearch` answers
-:meth:`ProcessStore.find <robot_mcp_memory.store.ProcessStore.find>`. The words a query is
-searched by are :mod:`._words`' (robot-aware stopwords, joined pairs, quoted terms), the
-repair of misspelt words :mod:`._typos`'s. This module ranks.
+:class:`ProcessSearch` answers :meth:`ProcessStore.find
+<robot_mcp_memory.store.ProcessStore.find>`. An unscoped call (``robots`` None) may read
+everything, so FTS5 computes the relevance (``-bm25(processes_fts, weights)``); a narrowed
+call gets the same formula over the per-owner statistics of :mod:`._term_index`. Lexical
+ranking and the hybrid's lexical pool are one SQL statement each; the hybrid's semantic
+pool is the in-memory :class:`~robot_mcp_memory.search.VectorIndex`, whose candidates are
+read again through the same visibility filter as every read
+(:func:`robot_mcp_memory.documents.rows.scope_sql`).
 
-**Relevance** is bm25 over the documents the call may read. An unscoped call (``robots``
-None) may read everything, so FTS5 computes it: ``-bm25(processes_fts, weights)`` with
-column weights :data:`BM25_WEIGHTS` (title, task pattern, tags, body). A call narrowed to
-some robots' documents (every robot-token call, and the admin's ``robot=``) gets the same
-formula with every statistic — the document count, the average length, each term's
-document frequency — counted over those documents only, from the per-owner statistics of
-:mod:`._term_index`: FTS5's own bm25 counts the whole table, and a robot could read other
-groups' documents from its own scores. Over every document the two are equal.
-
-**Lexical ranking** (no embedder, or ``MEMORY_SEARCH=lexical``): in SQL over every match::
-
-    score = relevance * (s + 1) / (s + f + 2)
-    ORDER BY score DESC LIMIT k
-
-**Hybrid ranking** (an embedder): the :data:`LEXICAL_POOL` best visible matches by bm25 and
-the :data:`SEMANTIC_POOL` best visible documents by cosine (the better of a document's
-title+task_pattern+tags vector and its whole-document vector) are fused, per query::
-
-    fused = SEMANTIC_WEIGHT * (cos - cos_min) / (cos_max - cos_min)
-            + (1 - SEMANTIC_WEIGHT) * relevance / relevance_max
-    score = fused * reliability
-
-(``cos_min``/``cos_max`` over every visible document; a document outside the lexical pool
-counts relevance 0). A document with no lexical match takes part only with a cosine of at
-least :data:`SEMANTIC_FLOOR`, so a query about nothing stored still finds nothing.
-Visibility: the vector index only preselects; the rows are read through the same SQL
-filter as the lexical path (:func:`robot_mcp_memory.documents.rows.scope_sql`).
-
-What a narrowed call can observe therefore depends only on the documents it may read:
-scores, order, which documents match and which words are repaired. The time a search takes
-still grows with how often its words occur in the whole index (FTS5 and the postings are
-read per term); measuring that from outside takes many repeated calls against a noisy
-server, and decision 0022 weighs it.
+The time a search takes still grows with how often its words occur in the whole index
+(FTS5 and the postings are read per term); decision 0022 weighs it.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Collection
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from robot_mcp_kit import telemetry
 from robot_mcp_kit.store import SqliteStore
-from robot_mcp_memory.documents import ProcessDoc
 from robot_mcp_memory.documents.rows import (
     COLUMNS,
     readable,
@@ -59,107 +31,32 @@ from robot_mcp_memory.limits import (
     MAX_K,
     clamp,
 )
-from robot_mcp_memory.search._term_index import (
-    Phrase,
-    TermIndex,
-    visible_owners,
-)
-from robot_mcp_memory.search._tokens import (
+from robot_mcp_memory.processes import (
     BM25_WEIGHTS,
-    Tokenizer,
-)
-from robot_mcp_memory.search._typos import (
+    LEXICAL_POOL,
+    RELIABILITY_SQL,
     REPAIR_WEIGHT,
+    SEMANTIC_POOL,
+    Found,
+    Phrase,
     Repair,
+    Tokenizer,
     TypoRepair,
-)
-from robot_mcp_memory.search._words import (
     content_words,
+    fuse,
     match_expression,
+    rank,
     search_terms,
     truncate_query,
+    visible_owners,
 )
+from robot_mcp_memory.search._term_index import TermIndex
 
 if TYPE_CHECKING:
-    from robot_mcp_memory.search._embedding import Embedder
+    from robot_mcp_memory.processes import Embedder
     from robot_mcp_memory.search._vectors import VectorIndex
 
-__all__ = [
-    "BM25_WEIGHTS",
-    "LEXICAL_POOL",
-    "RELIABILITY_SQL",
-    "SEMANTIC_FLOOR",
-    "SEMANTIC_POOL",
-    "SEMANTIC_WEIGHT",
-    "Found",
-    "ProcessSearch",
-    "fuse",
-    "rank",
-]
-
-SEMANTIC_WEIGHT = 0.7
-"""The cosine's share of the fused score; bm25 has the rest (chosen in decision 0011)."""
-
-SEMANTIC_FLOOR = 0.25
-"""Least cosine for a document with no lexical match to be returned at all."""
-
-LEXICAL_POOL = 100
-"""How many bm25 matches the hybrid fuses (the best, by relevance)."""
-
-SEMANTIC_POOL = 100
-"""How many documents by cosine the hybrid fuses (the best, visible ones)."""
-
-RELIABILITY_SQL = "(p.success_count + 1.0) / (p.success_count + p.failure_count + 2.0)"
-""":func:`robot_mcp_kit.reliability` as SQL over ``processes AS p``: the same Laplace-smoothed
-success rate, computed in the query so ranking and the top-k cut stay in SQLite. The one
-SQL copy of the formula; ``tests/unit/test_memory_search.py`` checks it against the
-function."""
-
-
-@dataclass(frozen=True)
-class Found:
-    """One search result.
-
-    ``bm25`` is the positive lexical relevance (``-bm25()``, higher is better; 0 when the
-    document matched no word), ``semantic`` the cosine of the query with the document (the
-    better of its two vectors; None when search is lexical), ``reliability`` the
-    Laplace-smoothed success rate and ``score`` what results are ranked by:
-    ``bm25 * reliability`` (lexical) or the fused relevance ``* reliability`` (hybrid).
-    """
-
-    doc: ProcessDoc
-    score: float
-    bm25: float
-    reliability: float
-    semantic: float | None = None
-
-
-def fuse(
-    relevance: dict[int, float], cosine: dict[int, float], low: float, high: float
-) -> dict[int, float]:
-    """The fused relevance of each candidate (see the module docstring). Pure.
-
-    ``relevance`` holds the lexical pool (document -> relevance), ``cosine`` each known
-    document's better cosine, ``low``/``high`` the least and greatest cosine over every
-    visible document. The candidates are the lexical pool and every document whose cosine
-    reaches :data:`SEMANTIC_FLOOR`; empty when there are none. Shared by every backend.
-    """
-    pool = set(relevance) | {r for r, c in cosine.items() if c >= SEMANTIC_FLOOR}
-    top_relevance = max(relevance.values(), default=0.0)
-    span = high - low
-    fused: dict[int, float] = {}
-    for rowid in pool:
-        cos_part = (cosine.get(rowid, low) - low) / span if span > 0 else 1.0
-        lex_part = relevance.get(rowid, 0.0) / top_relevance if top_relevance > 0 else 0.0
-        fused[rowid] = SEMANTIC_WEIGHT * cos_part + (1 - SEMANTIC_WEIGHT) * lex_part
-    return fused
-
-
-def rank(fused: dict[int, float], reliability: dict[int, float], k: int) -> list[int]:
-    """The ``k`` best candidates by fused relevance x reliability (ties: smaller key first),
-    among those with a known reliability (the visible ones). Pure."""
-    visible = fused.keys() & reliability.keys()
-    return sorted(visible, key=lambda r: (-fused[r] * reliability[r], r))[:k]
+__all__ = ["ProcessSearch"]
 
 
 def _fts_matches_sql(repaired: bool) -> str:

@@ -1,4 +1,4 @@
-"""Term statistics per owner: what scoped ranking and typo repair may count (issue 18).
+"""Term statistics per owner: what scoped ranking and typo repair may count.
 
 FTS5's ``bm25()`` computes a term's rarity (idf) and the average document length over the
 whole table, and its vocabulary (``fts5vocab``) spans the whole table too. On a server that
@@ -17,17 +17,13 @@ needs — three DERIVED tables written in the same transaction as the document r
                            frequencies (what a rewrite or delete takes out again)
 =========================  ===============================================================
 
-An owner is :func:`owner_key`: ``"shared"`` for a fleet-wide document, ``"robot:<id>"`` for
-any other — the two halves of the visibility rule of
-:func:`robot_mcp_memory.documents.rows.scope_sql`, so the owners a call may read are
-:func:`visible_owners` of the robots it may read. Groups are resolved at read time, so a
-regroup changes nothing here.
+An owner is :func:`~robot_mcp_memory.processes.owner_key`; groups are resolved at read
+time, so a regroup changes nothing here.
 
-:meth:`TermIndex.matches_sql` is bm25 exactly as FTS5 computes it (``k1`` 1.2, ``b`` 0.75,
-idf ``ln((N - n + 0.5) / (n + 0.5))`` floored at 1e-6, one contribution per query phrase,
-columns weighted by :data:`~robot_mcp_memory.search._tokens.BM25_WEIGHTS`) with ``N``, the
-average length and each ``n`` counted over the visible owners only: over every owner it
-equals ``-bm25(processes_fts, ...)`` to the last bits, which a test holds it to.
+:meth:`TermIndex.matches_sql` is bm25 by :mod:`robot_mcp_memory.processes.ranking`'s rules
+with ``N``, the average length and each ``n`` counted over the visible owners only: over
+every owner it equals ``-bm25(processes_fts, ...)`` to the last bits, which a test holds it
+to.
 
 Writes take the caller's transaction connection; reads go through the kit store's readers.
 Thread-safe (the kit store and the tokenizer are).
@@ -36,61 +32,26 @@ Thread-safe (the kit store and the tokenizer are).
 from __future__ import annotations
 
 import json
-import math
 import sqlite3
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
 
 from robot_mcp_kit.store import SqliteStore
-from robot_mcp_memory.search._tokens import DocTerms, Tokenizer
+from robot_mcp_memory.processes import (
+    BM25_B,
+    BM25_K1,
+    DocTerms,
+    Phrase,
+    Tokenizer,
+    idf,
+    owner_key,
+)
 
 __all__ = [
-    "BM25_B",
-    "BM25_K1",
-    "IDF_FLOOR",
-    "SHARED_OWNER",
-    "Phrase",
     "TermIndex",
     "index_document",
-    "owner_key",
     "rebuild_term_index",
     "unindex_document",
-    "visible_owners",
 ]
-
-BM25_K1 = 1.2
-"""FTS5's bm25 ``k1`` (term-frequency saturation)."""
-
-BM25_B = 0.75
-"""FTS5's bm25 ``b`` (length normalisation)."""
-
-IDF_FLOOR = 1e-6
-"""FTS5 floors a term's idf here (a term in more than half the documents)."""
-
-SHARED_OWNER = "shared"
-"""The owner of every fleet-wide (``shared: true``) document."""
-
-
-def owner_key(robot: str, shared: bool) -> str:
-    """The owner a document's statistics are counted under. Pure."""
-    return SHARED_OWNER if shared else f"robot:{robot}"
-
-
-def visible_owners(robots: Collection[str]) -> list[str]:
-    """The owners a call that may read ``robots``' documents (plus shared ones) may count.
-
-    The same rule as :func:`~robot_mcp_memory.documents.rows.scope_sql`, sorted. Pure."""
-    return [SHARED_OWNER, *(owner_key(r, False) for r in sorted(set(robots)))]
-
-
-@dataclass(frozen=True)
-class Phrase:
-    """One query phrase: an index term and the share of its bm25 it counts (1, or less for
-    a term typo repair stood in)."""
-
-    term: str
-    weight: float = 1.0
-
 
 # --- writes: inside the caller's transaction ----------------------------------------
 
@@ -242,9 +203,7 @@ class TermIndex:
         values = ", ".join("(?, ?)" for _ in used)
         params: list[object] = []
         for phrase in used:
-            hits = df[phrase.term]
-            idf = max(IDF_FLOOR, math.log((n - hits + 0.5) / (hits + 0.5)))
-            params += [phrase.term, phrase.weight * idf]
+            params += [phrase.term, phrase.weight * idf(n, df[phrase.term])]
         sql = (
             f"SELECT po.doc_rowid AS rid, sum(q.column2 * po.freq * {BM25_K1 + 1!r} / "  # noqa: S608
             f"(po.freq + {BM25_K1!r} * ({1 - BM25_B!r} + {BM25_B!r} * l.tokens / ?))) "

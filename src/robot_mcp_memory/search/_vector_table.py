@@ -22,7 +22,7 @@ from robot_mcp_memory.documents.rows import (
     COLUMNS,
     readable,
 )
-from robot_mcp_memory.search._embedding import Vectors
+from robot_mcp_memory.processes import Pairs, document_texts
 from robot_mcp_memory.search._vectors import (
     VectorIndex,
     from_blob,
@@ -30,24 +30,14 @@ from robot_mcp_memory.search._vectors import (
 )
 
 if TYPE_CHECKING:
-    from robot_mcp_memory.search._embedding import Embedder
+    from robot_mcp_memory.processes import Embedder
 
-__all__ = ["EMBED_BATCH", "Pairs", "VectorTable", "document_texts"]
+__all__ = ["EMBED_BATCH", "VectorTable"]
 
 _log = get_logger("robot_mcp_memory.store")
 
 EMBED_BATCH = 256
 """Documents embedded per transaction by :meth:`VectorTable.sync`."""
-
-Pairs = list[tuple[Vectors, Vectors]]
-"""Each document's (head, whole-document) vectors."""
-
-
-def document_texts(title: str, task_pattern: str, tags: Sequence[str], body: str) -> list[str]:
-    """The two texts a document is embedded by: its head (title, task pattern, tags) and
-    the whole document. Pure."""
-    head = "\n".join(part for part in (title, task_pattern, " ".join(tags)) if part)
-    return [head, head + "\n" + body]
 
 
 class VectorTable:

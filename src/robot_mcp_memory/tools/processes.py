@@ -46,7 +46,7 @@ from robot_mcp_memory.policy import (
     visible_owner,
     visible_robots,
 )
-from robot_mcp_memory.search import truncate_query
+from robot_mcp_memory.processes import truncate_query
 from robot_mcp_memory.tools._runner import (
     Answer,
     Lane,

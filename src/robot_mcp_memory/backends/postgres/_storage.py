@@ -24,7 +24,7 @@ from robot_mcp_memory.postgres.process_rows import PgProcessRows
 from robot_mcp_memory.postgres.processes import PgProcessStore
 
 if TYPE_CHECKING:
-    from robot_mcp_memory.search import Embedder
+    from robot_mcp_memory.processes import Embedder
 
 __all__ = ["PgBackend", "PgStorage"]
 

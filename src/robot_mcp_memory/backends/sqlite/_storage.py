@@ -31,7 +31,7 @@ from robot_mcp_memory.fleet import FleetRegistry
 from robot_mcp_memory.store import ProcessStore
 
 if TYPE_CHECKING:
-    from robot_mcp_memory.search import Embedder
+    from robot_mcp_memory.processes import Embedder
 
 __all__ = ["SqliteBackend", "SqliteFiles", "SqliteStorage"]
 

@@ -19,37 +19,11 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 from robot_mcp_memory.db import TOKENIZE
+from robot_mcp_memory.processes.ranking import COLUMN_WEIGHTS, DocTerms
 
-__all__ = ["BM25_WEIGHTS", "COLUMN_WEIGHTS", "DocTerms", "Tokenizer"]
-
-BM25_WEIGHTS = (0.0, 4.0, 3.0, 2.0, 1.0)
-"""bm25 weights of ``processes_fts``'s columns: id (unindexed), title, task_pattern, tags, body."""
-
-COLUMN_WEIGHTS: dict[str, float] = dict(
-    zip(("title", "task_pattern", "tags", "body"), BM25_WEIGHTS[1:], strict=True)
-)
-"""The same weights by indexed column name: a term's frequency in a document is the sum of
-its occurrences, each counting its column's weight (as FTS5's bm25 counts them)."""
-
-
-@dataclass(frozen=True)
-class DocTerms:
-    """A document's terms as the index holds them.
-
-    ``freq`` maps each distinct term (a stem) to its column-weighted frequency, ``tokens``
-    is the document's length in tokens (every column, as FTS5 counts a row's size).
-    """
-
-    freq: dict[str, float]
-    tokens: int
-
-    @property
-    def distinct(self) -> int:
-        """How many distinct terms the document has."""
-        return len(self.freq)
+__all__ = ["Tokenizer"]
 
 
 class Tokenizer:

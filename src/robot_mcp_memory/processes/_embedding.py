@@ -38,7 +38,10 @@ __all__ = [
     "Embedder",
     "FunctionEmbedder",
     "HashingEmbedder",
+    "Pairs",
+    "Vectors",
     "WordLlamaEmbedder",
+    "document_texts",
     "load_default_embedder",
     "normalise",
 ]
@@ -55,6 +58,17 @@ a 256 KiB document.
 """
 
 Vectors = npt.NDArray[np.float32]
+"""Unit-length float32 vectors, one row per text."""
+
+Pairs = list[tuple[Vectors, Vectors]]
+"""Each document's (head, whole-document) vectors."""
+
+
+def document_texts(title: str, task_pattern: str, tags: Sequence[str], body: str) -> list[str]:
+    """The two texts a document is embedded by: its head (title, task pattern, tags) and
+    the whole document."""
+    head = "\n".join(part for part in (title, task_pattern, " ".join(tags)) if part)
+    return [head, head + "\n" + body]
 
 
 @runtime_checkable

@@ -1,0 +1,111 @@
+"""Process documents: the rules every backend follows, written once.
+
+:mod:`.ranking` says how documents are ranked (bm25 over the statistics a call may read,
+fused with the cosine, times reliability); the words a query is searched by, the repair of
+misspelt words, the tokenizer the statistics count with and the embedders are this
+package's too.
+"""
+
+from __future__ import annotations
+
+from robot_mcp_memory.processes._embedding import (
+    DEFAULT_MODEL,
+    MAX_EMBED_CHARS,
+    Embedder,
+    FunctionEmbedder,
+    HashingEmbedder,
+    Pairs,
+    Vectors,
+    WordLlamaEmbedder,
+    document_texts,
+    load_default_embedder,
+    normalise,
+)
+from robot_mcp_memory.processes._tokens import Tokenizer
+from robot_mcp_memory.processes._typos import (
+    MAX_REPAIRED_WORDS,
+    MAX_REPAIRS_PER_WORD,
+    REPAIR_WEIGHT,
+    Repair,
+    Stemmer,
+    TypoRepair,
+    Vocabulary,
+)
+from robot_mcp_memory.processes._words import (
+    ACTION_WORDS,
+    MAX_TERMS,
+    STOPWORDS,
+    content_words,
+    match_expression,
+    search_terms,
+    truncate_query,
+)
+from robot_mcp_memory.processes.ranking import (
+    BM25_B,
+    BM25_K1,
+    BM25_WEIGHTS,
+    COLUMN_WEIGHTS,
+    IDF_FLOOR,
+    LEXICAL_POOL,
+    RELIABILITY_SQL,
+    SEMANTIC_FLOOR,
+    SEMANTIC_POOL,
+    SEMANTIC_WEIGHT,
+    SHARED_OWNER,
+    DocTerms,
+    Found,
+    Phrase,
+    fuse,
+    idf,
+    owner_key,
+    rank,
+    visible_owners,
+)
+
+__all__ = [
+    "ACTION_WORDS",
+    "BM25_B",
+    "BM25_K1",
+    "BM25_WEIGHTS",
+    "COLUMN_WEIGHTS",
+    "DEFAULT_MODEL",
+    "IDF_FLOOR",
+    "LEXICAL_POOL",
+    "MAX_EMBED_CHARS",
+    "MAX_REPAIRED_WORDS",
+    "MAX_REPAIRS_PER_WORD",
+    "MAX_TERMS",
+    "RELIABILITY_SQL",
+    "REPAIR_WEIGHT",
+    "SEMANTIC_FLOOR",
+    "SEMANTIC_POOL",
+    "SEMANTIC_WEIGHT",
+    "SHARED_OWNER",
+    "STOPWORDS",
+    "DocTerms",
+    "Embedder",
+    "Found",
+    "FunctionEmbedder",
+    "HashingEmbedder",
+    "Pairs",
+    "Phrase",
+    "Repair",
+    "Stemmer",
+    "Tokenizer",
+    "TypoRepair",
+    "Vectors",
+    "Vocabulary",
+    "WordLlamaEmbedder",
+    "content_words",
+    "document_texts",
+    "fuse",
+    "idf",
+    "load_default_embedder",
+    "match_expression",
+    "normalise",
+    "owner_key",
+    "rank",
+    "search_terms",
+    "truncate_query",
+    "visible_owners",
+]
