@@ -9,6 +9,8 @@ Each also subclasses the builtin it stands for, so ``except ValueError`` (or
     │   └── RevisionConflict             ... because it changed since the revision the caller read
     ├── FleetError (ValueError)          a fleet or lesson request cannot be done
     ├── DamagedRow                       a stored row cannot be read back as a document
+    ├── WriteConflict                    a write met a record the store keeps unique
+    │   └── MissingReference             ... or named one that does not exist
     ├── ToolFailure                      an expected tool failure, answered as JSON
     ├── Busy                             a tenant's calls fill its share; this one is not run
     ├── SettingsError (ValueError)       a setting (an environment variable) is invalid
@@ -41,12 +43,14 @@ __all__ = [
     "ErrorCode",
     "FleetError",
     "MemoryServerError",
+    "MissingReference",
     "OperationRefused",
     "RevisionConflict",
     "SettingsError",
     "StoreInUse",
     "TokenMapError",
     "ToolFailure",
+    "WriteConflict",
     "quote",
 ]
 
@@ -176,6 +180,20 @@ class DamagedRow(MemoryServerError):
             "delete_process and save it again"
         )
         self.id = id
+
+
+class WriteConflict(MemoryServerError):
+    """A write met a record the store keeps unique (another writer's, just committed); the
+    write did not happen.
+
+    Raised by the backends in place of their drivers' integrity errors, so nothing above
+    them knows a driver. ``str(error)`` names the table.
+    """
+
+
+class MissingReference(WriteConflict):
+    """A write named a record that does not exist (a robot's group, say); the write did
+    not happen."""
 
 
 class ToolFailure(MemoryServerError):

@@ -2,7 +2,7 @@
 
 Each port is a :class:`typing.Protocol` listing exactly the calls its callers make; the
 SQLite classes are the adapters (:class:`~robot_mcp_memory.store.ProcessStore`,
-:class:`~robot_mcp_memory.fleet.FleetRegistry`, :class:`~robot_mcp_memory.params.ScopedParams`),
+:class:`~robot_mcp_memory.fleet.FleetService`, :class:`~robot_mcp_memory.params.ScopedParams`),
 matched structurally. Another backend (PostgreSQL) adds adapters that satisfy these and
 changes only :func:`robot_mcp_memory.services.open_memory`.
 

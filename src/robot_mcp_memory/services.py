@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from robot_mcp_kit.log import get_logger
 from robot_mcp_memory._exceptions import EmbedderUnavailable
 from robot_mcp_memory.backends import Backend, open_storage
+from robot_mcp_memory.fleet import FleetService
 from robot_mcp_memory.limits import ROBOT_MAX_DOCUMENTS
 from robot_mcp_memory.params import ScopedParams
 from robot_mcp_memory.ports import (
@@ -115,14 +116,15 @@ def memory_over(
 ) -> Memory:
     """The services over the opened ``backend``; closing them closes it too when
     ``owns_backend`` (else its opener closes it, as a snapshot's does)."""
+    fleet = FleetService(backend.fleet)
     return Memory(
         processes=backend.open_processes(
             robot_id=settings.robot_id,
             embedder=embedder,
             revisions_keep=settings.revisions_keep,
         ),
-        fleet=backend.fleet,
-        lessons=ScopedParams(backend.fleet, backend.lessons),
+        fleet=fleet,
+        lessons=ScopedParams(fleet, backend.lessons),
         robot_max_documents=settings.robot_max_documents,
         ping=backend.ping,
         release=backend.close if owns_backend else None,

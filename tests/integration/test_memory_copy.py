@@ -18,10 +18,11 @@ import pytest
 from robot_mcp_kit.params import ParamStore, SqliteBackend
 from robot_mcp_memory import db
 from robot_mcp_memory.__main__ import EXIT_CONFIG, EXIT_MISMATCH
+from robot_mcp_memory.backends import sqlite as sqlite_backend
+from robot_mcp_memory.backends.postgres import PgBackend
 from robot_mcp_memory.documents import ProcessDoc
-from robot_mcp_memory.fleet import FleetRegistry
+from robot_mcp_memory.fleet import FleetService
 from robot_mcp_memory.postgres import SCHEMA, PgDatabase
-from robot_mcp_memory.postgres.fleet import PgFleetRegistry
 from robot_mcp_memory.postgres.lessons import PgParamBackend
 from robot_mcp_memory.store import ProcessStore
 from robot_mcp_memory.transfer import EXIT_MISMATCH as TRANSFER_EXIT_MISMATCH
@@ -69,7 +70,7 @@ def _fill_sqlite(data: Path) -> None:
         )
     for i in range(0, 12, 2):
         processes.record_outcome(f"doc-{i:02d}", success=i % 4 == 0, note=f"run {i}")
-    fleet = FleetRegistry(index)
+    fleet = FleetService(sqlite_backend.SqliteBackend(Path(index.path).parent, index).fleet)
     fleet.upsert_group("line-3", name="Line 3", customer="ACME", factory="Lyon")
     fleet.upsert_group("line-4")
     fleet.set_self_improve(True)
@@ -149,7 +150,7 @@ def test_sqlite_to_postgres_and_back_is_exact(tmp_path: Path, pg_url: str) -> No
         assert found
         assert found[0].doc.id in {"doc-02", "doc-05", "doc-08", "doc-11"}
         assert copied.get("doc-00").success_count == 1  # type: ignore[union-attr]
-        fleet = FleetRegistry(index)
+        fleet = FleetService(sqlite_backend.SqliteBackend(Path(index.path).parent, index).fleet)
         assert fleet.resolve("rap-2").where == "group:line-4"
         assert fleet.get_robot("rap-2").meta == {"é": [1, None, True]}  # type: ignore[union-attr]
     finally:
@@ -164,7 +165,7 @@ def test_a_non_empty_destination_is_refused_untouched(tmp_path: Path, pg_url: st
     _prepare_pg(pg_url)
     database = PgDatabase(pg_url)
     database.open(SCHEMA)
-    PgFleetRegistry(database).upsert_group("already-here")
+    FleetService(PgBackend(database).fleet).upsert_group("already-here")
     before = _sums(pg_url)
     done = _copy(str(first), pg_url)
     assert done.returncode == EXIT_CONFIG

@@ -23,8 +23,9 @@ from pathlib import Path
 
 import pytest
 
+from robot_mcp_memory.backends.sqlite import SqliteBackend
 from robot_mcp_memory.db import open_index
-from robot_mcp_memory.fleet import FleetRegistry
+from robot_mcp_memory.fleet import FleetService
 from robot_mcp_memory.params import ScopedParams
 
 pytestmark = pytest.mark.slow
@@ -34,12 +35,13 @@ CHILD = textwrap.dedent(
     import sys
     from pathlib import Path
     from robot_mcp_memory.db import open_index
-    from robot_mcp_memory.fleet import FleetRegistry
+    from robot_mcp_memory.backends.sqlite import SqliteBackend
+    from robot_mcp_memory.fleet import FleetService
     from robot_mcp_memory.params import ScopedParams
 
     data = Path(sys.argv[1])
     store = open_index(data)
-    fleet = FleetRegistry(store)
+    fleet = FleetService(SqliteBackend(data, store).fleet)
     lessons = ScopedParams(fleet, data / "lessons.db")
     if fleet.get_group("g-a") is None:
         with store.transaction():
@@ -129,7 +131,7 @@ def _check(data: Path, done: tuple[int, int]) -> tuple[int, int]:
     else:
         assert _integrity(data / "lessons.db") == "ok"
     store = open_index(data)
-    fleet = FleetRegistry(store)
+    fleet = FleetService(SqliteBackend(data, store).fleet)
     lessons = ScopedParams(fleet, data / "lessons.db")
     try:
         robot = fleet.get_robot("rap-1")

@@ -91,39 +91,53 @@ def capture_logs() -> CaptureLogs:
     return _capture_logs
 
 
-# --- the process store on each backend (issue 20) ---------------------------------------
+# --- the stores on each backend ----------------------------------------------------------
 
 
-class ProcessBackend:
-    """Opens process stores on one backend's storage: an ``index.db`` in a temporary
-    directory, or a fresh PostgreSQL database. Each :meth:`open` is another adapter on the
-    same storage (on PostgreSQL: another replica, with its own pool)."""
+class BackendUnderTest:
+    """One backend's storage for a test: an empty data directory, or a fresh PostgreSQL
+    database. Each :meth:`open_backend` is another opened backend on the same storage (on
+    PostgreSQL: another replica, with its own pool); all are closed after the test."""
 
     def __init__(self, name: str, request: pytest.FixtureRequest) -> None:
         self.name = name
-        self._request = request
         self._closers: list[Callable[[], None]] = []
-        self.url = ""
-        if name == "postgres":
-            self.url = request.getfixturevalue("pg_url")
+        self.url = request.getfixturevalue("pg_url") if name == "postgres" else ""
         self.dir = request.getfixturevalue("tmp_path")
+
+    def storage(self) -> Any:
+        """The storage (nothing opened)."""
+        from robot_mcp_memory.backends import storage_at
+        from robot_mcp_memory.backends.postgres import PgStorage
+
+        if self.name == "sqlite":
+            return storage_at(str(self.dir))
+        return PgStorage(self.url, pool_size=4)
+
+    def open_backend(self) -> Any:
+        """Another opened backend on this storage."""
+        backend = self.storage().open()
+        self._closers.append(backend.close)
+        return backend
 
     def open(self, **kwargs: Any) -> Any:
         """A process store (``robot_id``, ``clock``, ``embedder`` as the adapters take them)."""
+        backend = self.open_backend()
         if self.name == "sqlite":
-            from robot_mcp_memory.db import open_index
             from robot_mcp_memory.store import ProcessStore
 
-            store = ProcessStore(open_index(self.dir), **kwargs)
+            store = ProcessStore(backend.index, **kwargs)
             self._closers.append(store.close)
             return store
-        from robot_mcp_memory.postgres import SCHEMA, PgDatabase
         from robot_mcp_memory.postgres.processes import PgProcessStore
 
-        db = PgDatabase(self.url, pool_size=4)
-        db.open(SCHEMA)
-        self._closers.append(db.close)
-        return PgProcessStore(db, **kwargs)
+        return PgProcessStore(backend.db, **kwargs)
+
+    def fleet(self, **kwargs: Any) -> Any:
+        """The fleet registry over another opened backend (``clock`` as it takes it)."""
+        from robot_mcp_memory.fleet import FleetService
+
+        return FleetService(self.open_backend().fleet, **kwargs)
 
     def settle(self, store: Any) -> None:
         """Wait for queued writes (SQLite's hot counters; PostgreSQL writes at once)."""
@@ -136,8 +150,14 @@ class ProcessBackend:
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-def processes_backend(request: pytest.FixtureRequest) -> Iterator[ProcessBackend]:
-    """Each test using it runs on both backends of the processes port."""
-    backend = ProcessBackend(request.param, request)
-    yield backend
-    backend.close()
+def backend(request: pytest.FixtureRequest) -> Iterator[BackendUnderTest]:
+    """Each test using it runs on both backends."""
+    under_test = BackendUnderTest(request.param, request)
+    yield under_test
+    under_test.close()
+
+
+@pytest.fixture
+def processes_backend(backend: BackendUnderTest) -> BackendUnderTest:
+    """The process store on each backend (the same as ``backend``)."""
+    return backend

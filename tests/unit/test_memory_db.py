@@ -18,7 +18,8 @@ from robot_mcp_kit.store import (
     Table,
 )
 from robot_mcp_memory import db
-from robot_mcp_memory.fleet import FleetRegistry
+from robot_mcp_memory.backends.sqlite import SqliteBackend
+from robot_mcp_memory.fleet import FleetService
 from robot_mcp_memory.search import HashingEmbedder
 from robot_mcp_memory.store import ProcessStore
 
@@ -231,7 +232,7 @@ class TestMigration:
             counts = store.store.counts()
             assert counts["fleet_robots"] == counts["fleet_groups"] == 0
             # The migrated tables are the declared ones: the fleet works on them.
-            fleet = FleetRegistry(store.store)
+            fleet = FleetService(SqliteBackend(tmp_path, store.store).fleet)
             fleet.upsert_group("line-3")
             fleet.register_robot("rap-1", group_id="line-3")
             assert fleet.scope_of("rap-1") == "group:line-3"

@@ -1,4 +1,4 @@
-"""FleetRegistry: robots, groups, self-improve toggles and scope resolution (issue 10)."""
+"""FleetService: robots, groups, self-improve toggles and scope resolution, on both backends."""
 
 from __future__ import annotations
 
@@ -14,11 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from robot_mcp_kit.store import SqliteStore
-from robot_mcp_memory import db
 from robot_mcp_memory._exceptions import FleetError
+from robot_mcp_memory.backends import storage_at
 from robot_mcp_memory.fleet import (
-    FleetRegistry,
+    FleetService,
     Group,
     Robot,
 )
@@ -30,8 +29,6 @@ from robot_mcp_memory.limits import (
     ID_PATTERN,
     MAX_JSON_BYTES,
 )
-from robot_mcp_memory.postgres import SCHEMA, PgDatabase
-from robot_mcp_memory.postgres.fleet import PgFleetRegistry
 
 T0 = datetime(2026, 7, 1, 12, 0, tzinfo=UTC)
 
@@ -48,37 +45,23 @@ class Clock:
 
 
 @pytest.fixture
-def store(tmp_path: Path):
-    s = db.open_index(tmp_path)
-    yield s
-    s.close()
+def sqlite_backend(tmp_path: Path) -> Iterator[Any]:
+    """An opened SQLite backend (for what only SQLite does)."""
+    opened = storage_at(str(tmp_path)).open()
+    yield opened
+    opened.close()
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def fleet(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
-    """The registry under test: the SQLite adapter, then the PostgreSQL one."""
-    if request.param == "sqlite":
-        store = db.open_index(tmp_path)
-        yield FleetRegistry(store, clock=Clock())
-        store.close()
-        return
-    pg = PgDatabase(request.getfixturevalue("pg_url"))
-    pg.open(SCHEMA)
-    yield PgFleetRegistry(pg, clock=Clock())
-    pg.close()
+@pytest.fixture
+def fleet(backend: Any) -> FleetService:
+    """The registry under test, on each backend."""
+    return backend.fleet(clock=Clock())
 
 
-def _counts(fleet: Any) -> tuple[int, int, int]:
-    """Rows in fleet_robots, fleet_groups and fleet_settings, on either backend."""
-    if isinstance(fleet, FleetRegistry):
-        c = fleet.store.counts()
-        return c["fleet_robots"], c["fleet_groups"], c["fleet_settings"]
-    with fleet.db.connection() as conn:
-        row = conn.execute(
-            "SELECT (SELECT count(*) FROM fleet_robots), (SELECT count(*) FROM fleet_groups), "
-            "(SELECT count(*) FROM fleet_settings)"
-        ).fetchone()
-    return int(row[0]), int(row[1]), int(row[2])
+def _counts(fleet: FleetService) -> tuple[int, int, int]:
+    """Rows in fleet_robots, fleet_groups and fleet_settings, as the copy reads them."""
+    rows = fleet.repo.export_rows()
+    return len(rows.robots), len(rows.groups), len(rows.settings)
 
 
 def _nested(depth: int, leaf: Any = 1, *, lists: bool = False) -> Any:
@@ -92,14 +75,14 @@ def _nested(depth: int, leaf: Any = 1, *, lists: bool = False) -> Any:
 
 
 class TestRobots:
-    def test_register_new_robot_has_defaults(self, fleet: FleetRegistry) -> None:
+    def test_register_new_robot_has_defaults(self, fleet: FleetService) -> None:
         """A new robot is ungrouped, nameless, with meta {} and registered == updated."""
         robot = fleet.register_robot("rap-1")
         assert robot == Robot("rap-1", None, None, {}, robot.registered, robot.registered)
         assert robot.registered == "2026-07-01T12:00:01.000Z"
         assert fleet.get_robot("rap-1") == robot
 
-    def test_update_keeps_what_is_not_given(self, fleet: FleetRegistry) -> None:
+    def test_update_keeps_what_is_not_given(self, fleet: FleetService) -> None:
         """On re-registration None arguments keep their field; registered is kept."""
         fleet.upsert_group("line-3")
         first = fleet.register_robot("rap-1", name="Rap", group_id="line-3", meta={"arm": "ur5"})
@@ -114,12 +97,12 @@ class TestRobots:
             {"arm": "ur10"},
         )
 
-    def test_empty_name_clears_it(self, fleet: FleetRegistry) -> None:
+    def test_empty_name_clears_it(self, fleet: FleetService) -> None:
         """name='' clears the name (None would keep it)."""
         fleet.register_robot("rap-1", name="Rap")
         assert fleet.register_robot("rap-1", name="").name is None
 
-    def test_register_in_unknown_group_is_not_found(self, fleet: FleetRegistry) -> None:
+    def test_register_in_unknown_group_is_not_found(self, fleet: FleetService) -> None:
         """An unknown group_id is not_found, names the remedy, and writes nothing."""
         with pytest.raises(FleetError) as info:
             fleet.register_robot("rap-1", group_id="line-9")
@@ -129,7 +112,7 @@ class TestRobots:
         )
         assert _counts(fleet) == (0, 0, 0)
 
-    def test_set_robot_meta_replaces_meta(self, fleet: FleetRegistry) -> None:
+    def test_set_robot_meta_replaces_meta(self, fleet: FleetService) -> None:
         """set_robot_meta replaces the whole object and bumps updated."""
         first = fleet.register_robot("rap-1", meta={"a": 1, "b": 2})
         robot = fleet.set_robot_meta("rap-1", {"c": [1, 2.5, None, True, "x"]})
@@ -137,7 +120,7 @@ class TestRobots:
         assert robot.updated > first.updated
         assert fleet.get_robot("rap-1") == robot
 
-    def test_set_robot_meta_unknown_robot(self, fleet: FleetRegistry) -> None:
+    def test_set_robot_meta_unknown_robot(self, fleet: FleetService) -> None:
         """Meta for an unregistered robot is not_found, naming the robot and the remedy."""
         with pytest.raises(FleetError) as info:
             fleet.set_robot_meta("ghost", {})
@@ -145,7 +128,7 @@ class TestRobots:
         assert info.value.field is None
         assert "robot 'ghost' is not registered; register it with register_robot" in str(info.value)
 
-    def test_get_and_list(self, fleet: FleetRegistry) -> None:
+    def test_get_and_list(self, fleet: FleetService) -> None:
         """get_robot is None for the unknown; list_robots orders by id and filters by group."""
         assert fleet.get_robot("rap-1") is None
         assert fleet.list_robots() == []
@@ -156,7 +139,7 @@ class TestRobots:
         assert [r.robot_id for r in fleet.list_robots("g1")] == ["rap-1", "rap-3"]
         assert fleet.list_robots("nope") == []
 
-    def test_to_dict_is_json(self, fleet: FleetRegistry) -> None:
+    def test_to_dict_is_json(self, fleet: FleetService) -> None:
         """Robot.to_dict is every field, JSON-serialisable."""
         robot = fleet.register_robot("rap-1", name="R", meta={"k": {"n": 1}})
         data = json.loads(json.dumps(robot.to_dict()))
@@ -169,7 +152,7 @@ class TestRobots:
             "updated": robot.updated,
         }
 
-    def test_concurrent_registrations_all_land(self, fleet: FleetRegistry) -> None:
+    def test_concurrent_registrations_all_land(self, fleet: FleetService) -> None:
         """Eight threads registering at once: every robot is there, nothing raised."""
         errors: list[BaseException] = []
 
@@ -194,7 +177,7 @@ class TestRobots:
 
 
 class TestGroups:
-    def test_upsert_creates_then_updates(self, fleet: FleetRegistry) -> None:
+    def test_upsert_creates_then_updates(self, fleet: FleetService) -> None:
         """A new group inherits self-improve; on update None keeps a field, '' clears it."""
         made = fleet.upsert_group("line-3", name="Line 3", customer="ACME", factory="Lyon")
         assert made == Group(
@@ -208,7 +191,7 @@ class TestGroups:
         assert cleared.customer is None
         assert cleared.name == "Line 3"
 
-    def test_get_and_list_groups_with_members(self, fleet: FleetRegistry) -> None:
+    def test_get_and_list_groups_with_members(self, fleet: FleetService) -> None:
         """Groups come by id, each with its member ids sorted."""
         assert fleet.list_groups() == []
         assert fleet.get_group("g") is None
@@ -234,19 +217,19 @@ class TestGroups:
             "robots",
         }
 
-    def test_delete_empty_group(self, fleet: FleetRegistry) -> None:
+    def test_delete_empty_group(self, fleet: FleetService) -> None:
         """An empty group is deleted and returned as it was."""
         made = fleet.upsert_group("line-3", name="L3")
         assert fleet.delete_group("line-3") == made
         assert fleet.get_group("line-3") is None
 
-    def test_delete_unknown_group(self, fleet: FleetRegistry) -> None:
+    def test_delete_unknown_group(self, fleet: FleetService) -> None:
         """Deleting a group that does not exist is not_found."""
         with pytest.raises(FleetError) as info:
             fleet.delete_group("line-3")
         assert info.value.code == "not_found"
 
-    def test_delete_non_empty_group_is_a_conflict(self, fleet: FleetRegistry) -> None:
+    def test_delete_non_empty_group_is_a_conflict(self, fleet: FleetService) -> None:
         """A group with robots is refused, naming them; nothing changes; once they are moved
         out the delete goes through (decision 0007)."""
         fleet.upsert_group("line-3")
@@ -267,7 +250,7 @@ class TestGroups:
         fleet.delete_group("line-3")
         assert fleet.scope_of("rap-1") == "solo:rap-1"
 
-    def test_conflict_message_is_bounded(self, fleet: FleetRegistry) -> None:
+    def test_conflict_message_is_bounded(self, fleet: FleetService) -> None:
         """A big group's conflict names 20 robots and counts the rest."""
         fleet.upsert_group("big")
         for i in range(25):
@@ -277,7 +260,7 @@ class TestGroups:
 
 
 class TestSetGroup:
-    def test_move_and_ungroup(self, fleet: FleetRegistry) -> None:
+    def test_move_and_ungroup(self, fleet: FleetService) -> None:
         """set_group moves a robot and None ungroups it."""
         fleet.upsert_group("g1")
         fleet.upsert_group("g2")
@@ -287,7 +270,7 @@ class TestSetGroup:
         assert fleet.set_group("rap-1", None).group_id is None
 
     @pytest.mark.parametrize(("robot", "group"), [("ghost", "g1"), ("rap-1", "nope")])
-    def test_unknown_robot_or_group(self, fleet: FleetRegistry, robot: str, group: str) -> None:
+    def test_unknown_robot_or_group(self, fleet: FleetService, robot: str, group: str) -> None:
         """An unknown robot or group is not_found and the robot stays where it was."""
         fleet.upsert_group("g1")
         fleet.register_robot("rap-1", group_id="g1")
@@ -302,13 +285,13 @@ class TestSetGroup:
 
 
 class TestScopes:
-    def test_unregistered_robot_is_solo(self, fleet: FleetRegistry) -> None:
+    def test_unregistered_robot_is_solo(self, fleet: FleetService) -> None:
         """A robot nobody registered is solo, sees itself, has no group."""
         assert fleet.scope_of("rap-9") == "solo:rap-9"
         assert fleet.visible_robots("rap-9") == frozenset({"rap-9"})
         assert fleet.group_of("rap-9") is None
 
-    def test_grouped_robot_sees_its_group(self, fleet: FleetRegistry) -> None:
+    def test_grouped_robot_sees_its_group(self, fleet: FleetService) -> None:
         """A grouped robot's scope is its group; it sees every member, nobody else."""
         fleet.upsert_group("g1")
         fleet.upsert_group("g2")
@@ -322,7 +305,7 @@ class TestScopes:
         res = fleet.resolve("b")
         assert (res.robot_id, res.group_id, res.scope) == ("b", "g1", "group:g1")
 
-    def test_regrouping_takes_effect_at_once(self, fleet: FleetRegistry) -> None:
+    def test_regrouping_takes_effect_at_once(self, fleet: FleetService) -> None:
         """After set_group, scope_of / visible_robots / group_of answer the new grouping."""
         fleet.upsert_group("g1")
         fleet.upsert_group("g2")
@@ -338,10 +321,11 @@ class TestScopes:
         assert fleet.scope_of("a") == "solo:a"
         assert fleet.visible_robots("c") == frozenset({"c"})
 
-    def test_operations_join_an_outer_transaction(self, store: SqliteStore) -> None:
+    def test_operations_join_an_outer_transaction(self, sqlite_backend: Any) -> None:
         """Inside store.transaction() the operations are one unit: an error undoes all
-        (the SQLite adapter's own feature: each PostgreSQL call is its own transaction)."""
-        fleet = FleetRegistry(store, clock=Clock())
+        (the SQLite backend's own feature: each PostgreSQL call is its own transaction)."""
+        store = sqlite_backend.index
+        fleet = FleetService(sqlite_backend.fleet, clock=Clock())
         fleet.upsert_group("g1", name="old")
         fleet.register_robot("a")
 
@@ -366,24 +350,24 @@ class TestScopes:
 
 class TestSelfImprove:
     @pytest.fixture
-    def grouped(self, fleet: FleetRegistry) -> FleetRegistry:
+    def grouped(self, fleet: FleetService) -> FleetService:
         fleet.upsert_group("g1")
         fleet.register_robot("in-g1", group_id="g1")
         fleet.register_robot("loner")
         return fleet
 
-    def test_off_everywhere_by_default(self, grouped: FleetRegistry) -> None:
+    def test_off_everywhere_by_default(self, grouped: FleetService) -> None:
         """Until an operator switches it on, nobody self-improves."""
         for rid in ("in-g1", "loner", "unregistered"):
             assert grouped.self_improve_for(rid) == (False, "global")
 
-    def test_global_on_reaches_inheriting_groups_and_loners(self, grouped: FleetRegistry) -> None:
+    def test_global_on_reaches_inheriting_groups_and_loners(self, grouped: FleetService) -> None:
         """Global on: a group that never set its toggle and an ungrouped robot are on."""
         assert grouped.set_self_improve(True) == {"group_id": None, "self_improve": True}
         assert grouped.self_improve_for("in-g1") == (True, "global")
         assert grouped.self_improve_for("loner") == (True, "global")
 
-    def test_group_off_beats_global_on(self, grouped: FleetRegistry) -> None:
+    def test_group_off_beats_global_on(self, grouped: FleetService) -> None:
         """Global on + group explicitly off → off for the group's robots."""
         grouped.set_self_improve(True)
         assert grouped.set_self_improve(False, "g1") == {"group_id": "g1", "self_improve": False}
@@ -391,7 +375,7 @@ class TestSelfImprove:
         assert grouped.self_improve_for("loner") == (True, "global")
         assert grouped.get_group("g1").self_improve is False  # type: ignore[union-attr]
 
-    def test_group_on_beats_global_off(self, grouped: FleetRegistry) -> None:
+    def test_group_on_beats_global_off(self, grouped: FleetService) -> None:
         """Group on + global off → on for the group; an ungrouped robot follows global."""
         grouped.set_self_improve(True, group_id="g1")
         assert grouped.self_improve_for("in-g1") == (True, "group:g1")
@@ -399,7 +383,7 @@ class TestSelfImprove:
         grouped.set_self_improve(False)  # global explicitly off
         assert grouped.self_improve_for("in-g1") == (True, "group:g1")
 
-    def test_none_returns_a_group_to_inheriting(self, grouped: FleetRegistry) -> None:
+    def test_none_returns_a_group_to_inheriting(self, grouped: FleetService) -> None:
         """set_self_improve(None, group) clears the group's toggle; None globally is invalid."""
         grouped.set_self_improve(True)
         grouped.set_self_improve(False, "g1")
@@ -409,13 +393,13 @@ class TestSelfImprove:
             grouped.set_self_improve(None)
         assert (info.value.code, info.value.field) == ("invalid", "enabled")
 
-    def test_moving_robot_changes_its_toggle(self, grouped: FleetRegistry) -> None:
+    def test_moving_robot_changes_its_toggle(self, grouped: FleetService) -> None:
         """A robot moved out of an 'on' group follows the global toggle at once."""
         grouped.set_self_improve(True, "g1")
         grouped.set_group("in-g1", None)
         assert grouped.self_improve_for("in-g1") == (False, "global")
 
-    def test_unknown_group_and_bad_flag(self, grouped: FleetRegistry) -> None:
+    def test_unknown_group_and_bad_flag(self, grouped: FleetService) -> None:
         """An unknown group is not_found; a non-bool flag is invalid; nothing is written."""
         with pytest.raises(FleetError) as info:
             grouped.set_self_improve(True, "nope")
@@ -448,7 +432,7 @@ BAD_IDS: list[object] = [
 ]
 
 
-def _id_calls(fleet: FleetRegistry, bad: Any) -> list[tuple[str, Any]]:
+def _id_calls(fleet: FleetService, bad: Any) -> list[tuple[str, Any]]:
     return [
         ("robot_id", lambda: fleet.register_robot(bad)),
         ("robot_id", lambda: fleet.set_robot_meta(bad, {})),
@@ -470,7 +454,7 @@ def _id_calls(fleet: FleetRegistry, bad: Any) -> list[tuple[str, Any]]:
 
 class TestValidation:
     @pytest.mark.parametrize("bad", BAD_IDS, ids=repr)
-    def test_bad_ids_are_invalid_everywhere(self, fleet: FleetRegistry, bad: object) -> None:
+    def test_bad_ids_are_invalid_everywhere(self, fleet: FleetService, bad: object) -> None:
         """Every method refuses a bad robot or group id with invalid + the field."""
         fleet.register_robot("ok")
         for field, call in _id_calls(fleet, bad):
@@ -495,7 +479,7 @@ class TestValidation:
         }
 
     @pytest.mark.parametrize("good", ["a", "0", "A" * 64, "rap-1.x_y", "R2-D2"])
-    def test_good_ids(self, fleet: FleetRegistry, good: str) -> None:
+    def test_good_ids(self, fleet: FleetService, good: str) -> None:
         """Ids matching the whole pattern are accepted."""
         assert fleet.register_robot(good).robot_id == good
         assert fleet.upsert_group(good).group_id == good
@@ -504,14 +488,14 @@ class TestValidation:
         "bad", ["x" * 201, "two\nlines", "tab\there", "nul\x00", "sep\u2028", "\ud800", 5]
     )
     @pytest.mark.parametrize("field", ["name", "customer", "factory"])
-    def test_bad_labels(self, fleet: FleetRegistry, field: str, bad: object) -> None:
+    def test_bad_labels(self, fleet: FleetService, field: str, bad: object) -> None:
         """Labels: at most 200 characters, one line, no control characters, a string."""
         with pytest.raises(FleetError) as info:
             fleet.upsert_group("g", **{field: bad})
         assert (info.value.code, info.value.field) == ("invalid", field)
         assert _counts(fleet) == (0, 0, 0)
 
-    def test_label_limits(self, fleet: FleetRegistry) -> None:
+    def test_label_limits(self, fleet: FleetService) -> None:
         """200 characters and non-ASCII text are fine; robot names follow the same rule."""
         assert fleet.upsert_group("g", name="é" * 200).name == "é" * 200
         with pytest.raises(FleetError) as info:
@@ -546,7 +530,7 @@ class TestValidation:
             pytest.param({"s": "\ud800"}, "lone surrogate", id="surrogate"),
         ],
     )
-    def test_hostile_meta_is_invalid(self, fleet: FleetRegistry, meta: Any, needle: str) -> None:
+    def test_hostile_meta_is_invalid(self, fleet: FleetService, meta: Any, needle: str) -> None:
         """Hostile meta is FleetError invalid (field meta), never another exception, and
         nothing is written."""
         fleet.register_robot("r")
@@ -563,14 +547,14 @@ class TestValidation:
         assert fleet.get_robot("r").meta == {}  # type: ignore[union-attr]
         assert _counts(fleet) == (1, 0, 0)
 
-    def test_cyclic_meta_is_invalid(self, fleet: FleetRegistry) -> None:
+    def test_cyclic_meta_is_invalid(self, fleet: FleetService) -> None:
         """A self-referencing dict is caught by the depth walk."""
         cyclic: dict[str, Any] = {}
         cyclic["self"] = cyclic
         with pytest.raises(FleetError, match="nested deeper"):
             fleet.register_robot("r", meta=cyclic)
 
-    def test_meta_limits_are_inclusive(self, fleet: FleetRegistry) -> None:
+    def test_meta_limits_are_inclusive(self, fleet: FleetService) -> None:
         """Depth 16, 64-bit extremes and exactly 16 KiB of JSON are accepted."""
         assert fleet.register_robot("r", meta=_nested(16)).meta == _nested(16)
         edge = {"lo": -(2**63), "hi": 2**63 - 1, "f": 1e308, "t": True, "n": None}
@@ -581,7 +565,7 @@ class TestValidation:
         with pytest.raises(FleetError):
             fleet.set_robot_meta("r", {"k": filler + "x"})
 
-    def test_none_meta_for_set_robot_meta_is_invalid(self, fleet: FleetRegistry) -> None:
+    def test_none_meta_for_set_robot_meta_is_invalid(self, fleet: FleetService) -> None:
         """set_robot_meta needs an object; None is not one."""
         fleet.register_robot("r")
         with pytest.raises(FleetError) as info:

@@ -15,11 +15,12 @@ from hypothesis import strategies as st
 
 from robot_mcp_memory import db
 from robot_mcp_memory._exceptions import FleetError
-from robot_mcp_memory.fleet import FleetRegistry
+from robot_mcp_memory.backends.postgres import PgBackend
+from robot_mcp_memory.backends.sqlite import SqliteBackend
+from robot_mcp_memory.fleet import FleetService
 from robot_mcp_memory.limits import MAX_LESSON_NOTE_BYTES
 from robot_mcp_memory.params import ScopedParams
 from robot_mcp_memory.postgres import SCHEMA, PgDatabase
-from robot_mcp_memory.postgres.fleet import PgFleetRegistry
 from robot_mcp_memory.postgres.lessons import PgParamBackend
 
 
@@ -38,7 +39,8 @@ def pg(request: pytest.FixtureRequest) -> Iterator[PgDatabase | None]:
 @pytest.fixture
 def fleet(pg: PgDatabase | None, tmp_path: Path) -> Iterator[Any]:
     store = db.open_index(tmp_path / "data") if pg is None else None
-    f = FleetRegistry(store) if store is not None else PgFleetRegistry(pg)  # type: ignore[arg-type]
+    opened = SqliteBackend(tmp_path / "data", store) if store is not None else PgBackend(pg)  # type: ignore[arg-type]
+    f = FleetService(opened.fleet)
     f.upsert_group("g1")
     f.upsert_group("g2")
     f.register_robot("a1", group_id="g1")
@@ -75,14 +77,14 @@ def nothing_written(pg: PgDatabase | None, lessons_path: Path) -> Callable[[], b
 
 
 @pytest.fixture
-def sp(fleet: FleetRegistry, lessons: Path | PgParamBackend):
+def sp(fleet: FleetService, lessons: Path | PgParamBackend):
     p = ScopedParams(fleet, lessons)
     yield p
     p.close()
 
 
 @pytest.fixture
-def on(fleet: FleetRegistry, sp: ScopedParams) -> ScopedParams:
+def on(fleet: FleetService, sp: ScopedParams) -> ScopedParams:
     """Self-improvement switched on globally."""
     fleet.set_self_improve(True)
     return sp
@@ -156,7 +158,7 @@ class TestGate:
         on.record("a1", "grasp", {"dz": 1})
         assert not nothing_written()
 
-    def test_group_off_beats_global_on(self, fleet: FleetRegistry, on: ScopedParams) -> None:
+    def test_group_off_beats_global_on(self, fleet: FleetService, on: ScopedParams) -> None:
         """A group switched off records nothing while the global toggle is on."""
         fleet.set_self_improve(False, "g1")
         got = on.record("a1", "grasp", {"dz": 1})
@@ -164,7 +166,7 @@ class TestGate:
         assert on.record("loner", "grasp", {"dz": 1})["recorded"] is True
         assert on.recall("a2", "grasp")["reason"] == "self_improve_off"
 
-    def test_group_on_beats_global_off(self, fleet: FleetRegistry, sp: ScopedParams) -> None:
+    def test_group_on_beats_global_off(self, fleet: FleetService, sp: ScopedParams) -> None:
         """A group switched on learns while the global toggle is off; a loner does not."""
         fleet.set_self_improve(True, "g1")
         assert sp.record("a1", "grasp", {"dz": 1})["recorded"] is True
@@ -172,7 +174,7 @@ class TestGate:
         assert sp.record("loner", "grasp", {"dz": 1})["recorded"] is False
 
     def test_switching_off_hides_lessons_from_recall_not_from_list(
-        self, fleet: FleetRegistry, on: ScopedParams
+        self, fleet: FleetService, on: ScopedParams
     ) -> None:
         """Stored lessons stay (and are listed) while off; recall answers nothing."""
         on.record("a1", "grasp", {"dz": 1})
@@ -260,7 +262,7 @@ class TestRecord:
         assert on.record("a1", "grasp", {"x": 1}, note="x" * MAX_LESSON_NOTE_BYTES)["recorded"]
 
     def test_regrouping_moves_where_the_next_lesson_goes(
-        self, fleet: FleetRegistry, on: ScopedParams
+        self, fleet: FleetService, on: ScopedParams
     ) -> None:
         """After set_group, a robot records into and recalls from its new group."""
         on.record("b1", "grasp", {"from": "g2"})
@@ -359,7 +361,7 @@ class TestRecall:
             assert on.recall(other, "grasp", place="t1")["reason"] == "no_lesson"
 
     def test_thresholds_are_configurable(
-        self, fleet: FleetRegistry, lessons: Path | PgParamBackend
+        self, fleet: FleetService, lessons: Path | PgParamBackend
     ) -> None:
         """transfer_min_successes / transfer_min_reliability set what 'earned' means."""
         fleet.set_self_improve(True)

@@ -19,9 +19,10 @@ import pytest
 from robot_mcp_kit.params import Lesson, ParamStore
 from robot_mcp_kit.store import StoreUnavailable
 from robot_mcp_memory._exceptions import FleetError
+from robot_mcp_memory.backends.postgres import PgBackend
+from robot_mcp_memory.fleet import FleetService
 from robot_mcp_memory.params import ScopedParams
 from robot_mcp_memory.postgres import SCHEMA, PgDatabase
-from robot_mcp_memory.postgres.fleet import PgFleetRegistry
 from robot_mcp_memory.postgres.lessons import PgParamBackend
 
 THREADS_PER_REPLICA = 4
@@ -113,7 +114,7 @@ def test_registry_writes_from_two_replicas_all_land(
     """Both replicas register the same robots, upsert the same groups and regroup robots
     at once: no error, one row per robot and group, every robot in a group that exists,
     and what one replica wrote is read at once on the other."""
-    fleets = [PgFleetRegistry(db) for db in replicas]
+    fleets = [FleetService(PgBackend(db).fleet) for db in replicas]
     groups = [f"g{i}" for i in range(4)]
     robots = [f"r{i:02d}" for i in range(30)]
 
@@ -142,7 +143,7 @@ def test_delete_group_against_a_registration_into_it(
 ) -> None:
     """One replica deletes a group while the other registers a robot into it, many times:
     exactly one of them wins each time (never a deleted group with a robot in it)."""
-    a, b = (PgFleetRegistry(db) for db in replicas)
+    a, b = (FleetService(PgBackend(db).fleet) for db in replicas)
     outcomes: dict[str, int] = {}
     for i in range(40):
         gid = f"g{i}"
@@ -180,7 +181,7 @@ def test_the_self_improve_gate_is_read_across_replicas(
     replicas: tuple[PgDatabase, PgDatabase],
 ) -> None:
     """An operator's switch on one replica gates the lessons on the other at once."""
-    fleet_a, fleet_b = (PgFleetRegistry(db) for db in replicas)
+    fleet_a, fleet_b = (FleetService(PgBackend(db).fleet) for db in replicas)
     lessons_b = ScopedParams(fleet_b, PgParamBackend(replicas[1]))
     fleet_a.upsert_group("g1")
     fleet_a.register_robot("a1", group_id="g1")
@@ -256,7 +257,7 @@ def test_a_regroup_whose_connection_dies_mid_call_writes_nothing(pg_url: str) ->
     its group; the registry answers again at once."""
     db = PgDatabase(pg_url)
     db.open(SCHEMA)
-    fleet = PgFleetRegistry(db)
+    fleet = FleetService(PgBackend(db).fleet)
     fleet.upsert_group("g1")
     fleet.upsert_group("g2")
     before = fleet.register_robot("rap-1", group_id="g1")
@@ -288,7 +289,7 @@ def test_registering_during_an_outage_is_unavailable_not_an_error_text(pg_url: s
     (the pool checks it) or StoreUnavailable — never a psycopg error."""
     db = PgDatabase(pg_url, pool_size=4)
     db.open(SCHEMA)
-    fleet = PgFleetRegistry(db)
+    fleet = FleetService(PgBackend(db).fleet)
     fleet.register_robot("rap-1")
     with psycopg.connect(pg_url, autocommit=True) as admin:
         admin.execute(

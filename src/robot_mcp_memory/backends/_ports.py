@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from robot_mcp_kit.params import Lesson, ParamBackend
-from robot_mcp_memory.fleet import FleetRows
-from robot_mcp_memory.ports import FleetPort, ProcessesPort
+from robot_mcp_memory.fleet import FleetRepo, FleetRows
+from robot_mcp_memory.ports import ProcessesPort
 
 if TYPE_CHECKING:
     from robot_mcp_memory.processes import Embedder
@@ -98,7 +98,7 @@ class Backend(Protocol):
     def where(self) -> str: ...
 
     @property
-    def fleet(self) -> FleetPort: ...
+    def fleet(self) -> FleetRepo: ...
 
     @property
     def lessons(self) -> ParamBackend: ...

@@ -1,35 +1,32 @@
-"""The fleet registry: robots, groups and self-improve toggles in ``index.db``.
+"""The fleet registry: robots, groups and self-improve toggles.
 
-:class:`FleetRegistry` is the SQLite adapter of :class:`robot_mcp_memory.ports.FleetPort`;
-:mod:`.validation` holds the argument checks it and the lessons share.
+:class:`FleetService` holds every rule of the registry over a :class:`FleetRepo` (the
+storage port each backend implements); :mod:`.validation` holds the argument checks it and
+the lessons share.
 """
 
 from __future__ import annotations
 
-from robot_mcp_memory.fleet._records import (
+from robot_mcp_memory.fleet.model import (
     FleetRows,
     Group,
+    Placement,
     Resolution,
     Robot,
-    group_not_empty,
-    group_not_found,
     meta_text,
-    robot_not_found,
 )
-from robot_mcp_memory.fleet._registry import (
-    GLOBAL_SELF_IMPROVE,
-    FleetRegistry,
-)
+from robot_mcp_memory.fleet.repo import FleetRepo, GroupLabels
+from robot_mcp_memory.fleet.service import GLOBAL_SELF_IMPROVE, FleetService
 
 __all__ = [
     "GLOBAL_SELF_IMPROVE",
-    "FleetRegistry",
+    "FleetRepo",
     "FleetRows",
+    "FleetService",
     "Group",
+    "GroupLabels",
+    "Placement",
     "Resolution",
     "Robot",
-    "group_not_empty",
-    "group_not_found",
     "meta_text",
-    "robot_not_found",
 ]

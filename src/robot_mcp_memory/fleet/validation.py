@@ -1,6 +1,6 @@
 """Argument checks of the fleet registry and the lesson store, and the error they raise.
 
-Every argument a tool passes to :class:`~robot_mcp_memory.fleet.FleetRegistry` or
+Every argument a tool passes to :class:`~robot_mcp_memory.fleet.FleetService` or
 :class:`~robot_mcp_memory.params.ScopedParams` goes through one of these functions; each
 returns the checked value or raises :class:`FleetError` with code ``invalid``, the
 argument's name in ``field`` and one sentence that quotes the bad value (shortened and

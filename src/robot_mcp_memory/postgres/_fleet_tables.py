@@ -1,5 +1,5 @@
 """The fleet registry's tables on PostgreSQL, written only by
-:class:`~robot_mcp_memory.postgres.fleet.PgFleetRegistry`.
+:class:`~robot_mcp_memory.backends._fleet.SqlFleetRepo`.
 
 The same three DEFINITION tables as ``index.db`` (:mod:`robot_mcp_memory.db`), with the
 same columns, so a registry copied between the backends answers the same:

@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING
 import psycopg
 
 from robot_mcp_kit.store import StoreUnavailable
+from robot_mcp_memory.backends._fleet import SqlFleetRepo
 from robot_mcp_memory.backends._ports import CopyRows
+from robot_mcp_memory.backends.postgres._sessions import PgSessions
 from robot_mcp_memory.postgres import META_TABLE, SCHEMA, PgDatabase, describe_url
-from robot_mcp_memory.postgres.fleet import PgFleetRegistry
 from robot_mcp_memory.postgres.lessons import PgParamBackend
 from robot_mcp_memory.postgres.process_rows import PgProcessRows
 from robot_mcp_memory.postgres.processes import PgProcessStore
@@ -40,7 +41,7 @@ class PgBackend:
 
     def __init__(self, db: PgDatabase) -> None:
         self.db = db
-        self.fleet = PgFleetRegistry(db)
+        self.fleet = SqlFleetRepo(PgSessions(db), db.where)
         self.lessons = PgParamBackend(db)
         self.ping: Callable[[], bool] | None = db.ping
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from robot_mcp_kit.params import SqliteBackend as SqliteLessons
 from robot_mcp_kit.store import SqliteStore
+from robot_mcp_memory.backends._fleet import SqlFleetRepo
 from robot_mcp_memory.backends._ports import BackupReport, CopyRows
 from robot_mcp_memory.backends.sqlite._backup import (
     LESSONS_FILENAME,
@@ -26,8 +27,8 @@ from robot_mcp_memory.backends.sqlite._backup import (
 )
 from robot_mcp_memory.backends.sqlite._lock import DataDirLock
 from robot_mcp_memory.backends.sqlite._rows import SqliteLessonRows, SqliteProcessRows
+from robot_mcp_memory.backends.sqlite._sessions import SqliteSessions
 from robot_mcp_memory.db import INDEX_FILENAME, open_index
-from robot_mcp_memory.fleet import FleetRegistry
 from robot_mcp_memory.store import ProcessStore
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ class SqliteBackend:
     def __init__(self, data_dir: Path, index: SqliteStore) -> None:
         self.data_dir = data_dir
         self.index = index
-        self.fleet = FleetRegistry(index)
+        self.fleet = SqlFleetRepo(SqliteSessions(index), str(data_dir))
         self.lessons = SqliteLessons(data_dir / LESSONS_FILENAME)
 
     @property
