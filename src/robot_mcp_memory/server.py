@@ -7,11 +7,11 @@ transports (:func:`transport_security`) and the tools of :mod:`robot_mcp_memory.
 all run by one :class:`~robot_mcp_memory.tools.ToolRunner`.
 
 Who a call acts as is the tenant of the HTTP request that carried it
-(:func:`~robot_mcp_memory.tenant.tenant_of_request`), never what a session remembers;
+(:class:`~robot_mcp_memory.tenant.TenantOfCall`), never what a session remembers;
 stdio and in-process calls are unscoped. A scoped connection's ``tools/list`` leaves out
 the admin tools (:data:`~robot_mcp_memory.tools.ADMIN_TOOLS`), which it could only call to
 be told ``forbidden``. Each robot token's calls run within its share
-(per lane of a :class:`~robot_mcp_memory.tools.FairScheduler`: ``MEMORY_ROBOT_MAX_CALLS``
+(per lane of its :class:`~robot_mcp_memory.shares.CallShares`: ``MEMORY_ROBOT_MAX_CALLS``
 at once, ``MEMORY_ROBOT_MAX_QUEUED`` waiting, ``MEMORY_ROBOT_TIME_SHARE`` of the time), and
 the answers that grow with the store are bounded by ``MEMORY_MAX_ANSWER_BYTES``.
 """
@@ -30,14 +30,10 @@ from robot_mcp_kit.fastmcp_ext import set_server_version, trace_tool_calls
 from robot_mcp_memory.limits import ROBOT_BURST_S
 from robot_mcp_memory.services import StoreHolder
 from robot_mcp_memory.settings import Settings
-from robot_mcp_memory.tenant import (
-    Tenant,
-    current_tenant,
-    tenant_of_request,
-)
+from robot_mcp_memory.shares import CallShares
+from robot_mcp_memory.tenant import TenantOfCall
 from robot_mcp_memory.tools import (
     ADMIN_TOOLS,
-    FairScheduler,
     ToolRunner,
     fleet,
     lessons,
@@ -108,17 +104,12 @@ def build_server(settings: Settings, *, holder: StoreHolder | None = None) -> Fa
         transport_security=transport_security(settings),
     )
 
-    def tenant_of_call() -> Tenant | None:
-        try:
-            request = mcp.get_context().request_context.request
-        except (LookupError, ValueError):  # not inside a request (in-process callers)
-            request = None
-        return tenant_of_request(request) or current_tenant.get()
+    tenant_of_call = TenantOfCall(mcp)
 
     runner = ToolRunner(
         holder,
         tenant_of_call,
-        scheduler=FairScheduler(
+        scheduler=CallShares(
             settings.robot_max_calls,
             settings.robot_max_queued,
             time_share=settings.robot_time_share if settings.robot_time_share < 1 else None,

@@ -9,7 +9,8 @@ neither variable set is open.
 Nothing here knows HTTP: :mod:`robot_mcp_memory.http.auth` resolves a request's bearer
 token and stores the tenant in the request's ASGI scope under :data:`TENANT_SCOPE_KEY`
 (and in :data:`current_tenant` while the app runs); :func:`tenant_of_request` reads it
-back from whatever request object the MCP SDK hands a tool call.
+back from whatever request object the MCP SDK hands a tool call, and :class:`TenantOfCall`
+asks the server which request carried the running call.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import hmac
 import re
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from robot_mcp_memory._exceptions import TokenMapError
 from robot_mcp_memory.limits import ID_PATTERN
@@ -27,7 +28,9 @@ __all__ = [
     "ADMIN",
     "ASCII_WHITESPACE",
     "TENANT_SCOPE_KEY",
+    "CallContexts",
     "Tenant",
+    "TenantOfCall",
     "current_tenant",
     "parse_robot_tokens",
     "tenant_of_request",
@@ -134,3 +137,31 @@ def tenant_of_request(request: Any) -> Tenant | None:
         if isinstance(tenant, Tenant):
             return tenant
     return None
+
+
+class CallContexts(Protocol):
+    """What hands out the running tool call's context: FastMCP's ``get_context()``, whose
+    ``request_context.request`` is the request that carried the call (raising
+    ``LookupError`` or ``ValueError`` outside one)."""
+
+    def get_context(self) -> Any: ...
+
+
+class TenantOfCall:
+    """Who the running tool call acts as: the tenant bound to the HTTP request that
+    carried it (:func:`tenant_of_request`), else :data:`current_tenant`; None (unscoped)
+    for stdio and in-process calls. Never what a session remembers.
+
+    Args:
+        server: the MCP server whose calls are asked about.
+    """
+
+    def __init__(self, server: CallContexts) -> None:
+        self._server = server
+
+    def __call__(self) -> Tenant | None:
+        try:
+            request = self._server.get_context().request_context.request
+        except (LookupError, ValueError):  # not inside a request (in-process callers)
+            request = None
+        return tenant_of_request(request) or current_tenant.get()

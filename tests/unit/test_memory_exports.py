@@ -51,6 +51,7 @@ PACKAGES = (
     "operations",
     "processes",
     "search",
+    "shares",
     "store",
     "tools",
 )

@@ -1,4 +1,4 @@
-"""Issue 18, finding 3: each robot's lane of the tool runner (:class:`FairScheduler`).
+"""Issue 18, finding 3: each robot's lane of the tool runner (:class:`CallShares`).
 
 The scheduler runs on the event loop; the tests drive it with real tasks and events (no
 sleeps to order things: each step waits for the state it needs), and a fake clock where
@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from robot_mcp_memory import Busy
-from robot_mcp_memory.tools import FairScheduler
+from robot_mcp_memory.shares import CallShares
 
 
 async def settle() -> None:
@@ -25,7 +25,7 @@ async def settle() -> None:
 class Calls:
     """Calls through one scheduler: each holds its place until the test lets it finish."""
 
-    def __init__(self, scheduler: FairScheduler) -> None:
+    def __init__(self, scheduler: CallShares) -> None:
         self.scheduler = scheduler
         self.order: list[str] = []
         self.refused: list[Busy] = []
@@ -56,7 +56,7 @@ def calls() -> Callable[..., Calls]:
     made: list[Calls] = []
 
     def make(max_running: int = 2, max_queued: int = 3, **kwargs: float) -> Calls:
-        c = Calls(FairScheduler(max_running, max_queued, **kwargs))  # type: ignore[arg-type]
+        c = Calls(CallShares(max_running, max_queued, **kwargs))  # type: ignore[arg-type]
         made.append(c)
         return c
 
@@ -141,7 +141,7 @@ class TestShare:
         c.start("robot:a", "a2")
         await settle()
         assert repr(c.scheduler) == (
-            "FairScheduler(max_running=1, max_queued=1, time_share=None, lanes=1, "
+            "CallShares(max_running=1, max_queued=1, time_share=None, lanes=1, "
             "busy_lanes=1, admitted=1, waited=1, paced=0, refused=1)"
         )
         c.finish("a0")
@@ -151,13 +151,13 @@ class TestShare:
 
     def test_bad_bounds_are_refused(self) -> None:
         with pytest.raises(ValueError, match="max_running must be >= 1"):
-            FairScheduler(0, 1)
+            CallShares(0, 1)
         with pytest.raises(ValueError, match="max_queued >= 0"):
-            FairScheduler(1, -1)
+            CallShares(1, -1)
         with pytest.raises(ValueError, match="time_share must be in"):
-            FairScheduler(1, 1, time_share=0)
+            CallShares(1, 1, time_share=0)
         with pytest.raises(ValueError, match="burst_s must be > 0"):
-            FairScheduler(1, 1, time_share=0.5, burst_s=0)
+            CallShares(1, 1, time_share=0.5, burst_s=0)
 
 
 class TestCancellation:
@@ -230,9 +230,7 @@ class FakeClock:
 
 
 class TestTimeShare:
-    async def run_for(
-        self, scheduler: FairScheduler, clock: FakeClock, key: str, s: float
-    ) -> float:
+    async def run_for(self, scheduler: CallShares, clock: FakeClock, key: str, s: float) -> float:
         """One call of ``key`` that runs ``s`` seconds of the fake clock; the wait it had."""
         async with scheduler.slot(key) as waited_s:
             clock.now += s
@@ -242,9 +240,7 @@ class TestTimeShare:
         """Share 0.25, burst 1 s: calls run at once while the budget lasts; then each waits
         until its lane's running time is back within a quarter of the time."""
         clock = FakeClock()
-        scheduler = FairScheduler(
-            1, 4, time_share=0.25, burst_s=1.0, clock=clock, sleep=clock.sleep
-        )
+        scheduler = CallShares(1, 4, time_share=0.25, burst_s=1.0, clock=clock, sleep=clock.sleep)
         waits = [await self.run_for(scheduler, clock, "robot:a", 0.5) for _ in range(6)]
         # Budget 1, 0.5, 0.125 (each call refills 0.125 while it runs): three at once; then
         # -0.25 to wait out (1 s at 0.25/s), then -0.375 after every call: 1.5 s each, so
@@ -254,7 +250,7 @@ class TestTimeShare:
 
     async def test_another_lane_is_never_paced_by_ones_debt(self) -> None:
         clock = FakeClock()
-        scheduler = FairScheduler(1, 4, time_share=0.1, burst_s=0.5, clock=clock, sleep=clock.sleep)
+        scheduler = CallShares(1, 4, time_share=0.1, burst_s=0.5, clock=clock, sleep=clock.sleep)
         await self.run_for(scheduler, clock, "robot:a", 3.0)
         assert scheduler.budget_s("robot:a") == pytest.approx(-2.5)
         assert await self.run_for(scheduler, clock, "robot:b", 0.1) == 0.0
@@ -265,7 +261,7 @@ class TestTimeShare:
 
     async def test_the_budget_refills_while_idle_up_to_the_burst(self) -> None:
         clock = FakeClock()
-        scheduler = FairScheduler(1, 4, time_share=0.5, burst_s=1.0, clock=clock, sleep=clock.sleep)
+        scheduler = CallShares(1, 4, time_share=0.5, burst_s=1.0, clock=clock, sleep=clock.sleep)
         await self.run_for(scheduler, clock, "robot:a", 2.0)
         assert scheduler.budget_s("robot:a") == pytest.approx(-1.0)
         clock.now += 100.0
@@ -282,7 +278,7 @@ class TestTimeShare:
             clock.slept.append(seconds)
             await gate.wait()  # a sleep the test ends by cancelling or releasing
 
-        scheduler = FairScheduler(1, 2, time_share=0.5, burst_s=0.5, clock=clock, sleep=real_sleep)
+        scheduler = CallShares(1, 2, time_share=0.5, burst_s=0.5, clock=clock, sleep=real_sleep)
         await self.run_for(scheduler, clock, "robot:a", 1.5)  # budget -1.0: 2 s to wait out
         started: list[str] = []
 
@@ -313,7 +309,7 @@ class TestTimeShare:
         async def held_sleep(seconds: float) -> None:
             await gate.wait()
 
-        scheduler = FairScheduler(1, 0, time_share=0.5, burst_s=0.5, clock=clock, sleep=held_sleep)
+        scheduler = CallShares(1, 0, time_share=0.5, burst_s=0.5, clock=clock, sleep=held_sleep)
         await self.run_for(scheduler, clock, "robot:a", 1.5)  # budget -1.0, mean 0.3 s
         task = asyncio.create_task(self.run_for(scheduler, clock, "robot:a", 0.0))
         await settle()  # waiting out its debt in the lane's one running place
@@ -330,7 +326,7 @@ class TestRetryAfter:
         """Calls of A take 2 s each: with 2 running and 2 waiting (share 2), the backlog
         drains in about 4 s; the wait is reported to the caller too."""
         clock = FakeClock()
-        scheduler = FairScheduler(2, 2, clock=clock)
+        scheduler = CallShares(2, 2, clock=clock)
         waits: list[float] = []
 
         async def call(hold: asyncio.Event) -> None:

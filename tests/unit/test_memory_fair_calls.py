@@ -27,8 +27,9 @@ from mcp.types import CallToolResult
 from robot_mcp_memory import Memory, Settings, StoreHolder, build_server, open_memory
 from robot_mcp_memory.limits import MAX_ANSWER_BYTES, MAX_DOC_BYTES
 from robot_mcp_memory.settings import ENV_VARS
+from robot_mcp_memory.shares import CallShares, Lane
 from robot_mcp_memory.tenant import ADMIN, Tenant
-from robot_mcp_memory.tools import FairScheduler, Lane, ToolRunner, answer_bytes, wire_bytes
+from robot_mcp_memory.tools import ToolRunner, answer_bytes, wire_bytes
 from robot_mcp_memory.tools import fleet as fleet_tools
 from robot_mcp_memory.tools import lessons as lesson_tools
 from robot_mcp_memory.tools import processes as process_tools
@@ -310,7 +311,7 @@ class TestRunnerShare:
         """Share 1 running + 2 waiting: of five calls at once, two are refused at once,
         naming the share and its variables; the other three run, one at a time."""
         gate = Gate()
-        runner = ToolRunner(holder, lambda: ROBOT, scheduler=FairScheduler(1, 2))
+        runner = ToolRunner(holder, lambda: ROBOT, scheduler=CallShares(1, 2))
         calls = [asyncio.create_task(runner.run("find_processes", gate, {})) for _ in range(5)]
         await wait_for(
             lambda: sum(c.done() for c in calls) == 2 and gate.entered == 1,
@@ -337,7 +338,7 @@ class TestRunnerShare:
     ) -> None:
         for tenant in (ADMIN, None):
             gate = Gate()
-            runner = ToolRunner(holder, lambda t=tenant: t, scheduler=FairScheduler(1, 0))
+            runner = ToolRunner(holder, lambda t=tenant: t, scheduler=CallShares(1, 0))
             calls = [asyncio.create_task(runner.run("t", gate, {})) for _ in range(4)]
             await wait_for(lambda g=gate: g.inside == 4, "all four running at once")
             gate.open.set()
@@ -349,7 +350,7 @@ class TestRunnerShare:
         """A flood of refused calls is one tool_busy warning (not a tool_call each); a call
         that had to wait says how long in its tool_call line."""
         gate = Gate()
-        runner = ToolRunner(holder, lambda: ROBOT, scheduler=FairScheduler(1, 1))
+        runner = ToolRunner(holder, lambda: ROBOT, scheduler=CallShares(1, 1))
         with capture_logs() as logs:
             calls = [asyncio.create_task(runner.run("t", gate, {})) for _ in range(12)]
             await wait_for(lambda: sum(c.done() for c in calls) == 10, "ten refusals")
@@ -368,7 +369,7 @@ class TestRunnerShare:
         """The SDK cancels a call's task when the client cancels it or its session closes:
         the waiting call never runs and its place is free for the next one."""
         gate = Gate()
-        runner = ToolRunner(holder, lambda: ROBOT, scheduler=FairScheduler(1, 1))
+        runner = ToolRunner(holder, lambda: ROBOT, scheduler=CallShares(1, 1))
         running = asyncio.create_task(runner.run("t", gate, {}))
         await wait_for(lambda: gate.inside == 1, "first running")
         waiting = asyncio.create_task(runner.run("t", gate, {}))
@@ -387,7 +388,7 @@ class TestRunnerShare:
 
 
 class RecordingScheduler:
-    """Stands in for FairScheduler at the runner: admits every call, records its lane key."""
+    """Stands in for CallShares at the runner: admits every call, records its lane key."""
 
     max_running = 1
     max_queued = 0
@@ -419,7 +420,7 @@ class TestLanes:
         hold up its registry or lesson call; a second document call is busy, naming the
         lane."""
         gate = Gate()
-        runner = ToolRunner(holder, lambda: ROBOT, scheduler=FairScheduler(1, 0))
+        runner = ToolRunner(holder, lambda: ROBOT, scheduler=CallShares(1, 0))
         searching = asyncio.create_task(runner.run("find", gate, {}, lane=Lane.DOCUMENTS))
         await wait_for(lambda: gate.inside == 1, "the document call running")
         other = Gate()

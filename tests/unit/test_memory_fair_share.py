@@ -1,6 +1,6 @@
 """Issue 18: each robot's share of the HTTP server, and streamable sessions bound to their opener.
 
-The bookkeeping (:class:`SessionBook`, :class:`RobotShares`) with a fake clock and fake
+The bookkeeping (:class:`SessionBook`, :class:`ConnectionShares`) with a fake clock and fake
 connection slots; the middleware in front of a fake session app that answers the way the
 SDK's session manager does (a new session named in ``mcp-session-id``, 404 for an id it
 does not know, DELETE ends one).
@@ -15,14 +15,14 @@ import anyio
 import pytest
 
 from robot_mcp_memory.http._sessions import IDLE_GRACE_S, PRUNE_INTERVAL_S, SessionBook
-from robot_mcp_memory.http._shares import (
+from robot_mcp_memory.http.auth import TenantAuthMiddleware, TokenAuth
+from robot_mcp_memory.http.auth import _bearer_token as bearer_token
+from robot_mcp_memory.shares import (
     RETRY_AFTER_S,
-    RobotShares,
+    ConnectionShares,
     Share,
     ShareLimits,
 )
-from robot_mcp_memory.http.auth import TenantAuthMiddleware, TokenAuth
-from robot_mcp_memory.http.auth import _bearer_token as bearer_token
 from robot_mcp_memory.tenant import ADMIN, TENANT_SCOPE_KEY, Tenant
 
 RAP1 = Tenant.for_robot("rap-1")
@@ -146,7 +146,7 @@ class TestShareLimits:
 
 class TestRobotShares:
     def test_streams_past_the_share_are_refused_naming_robot_and_variable(self):
-        shares = RobotShares(ShareLimits(max_streams=2, max_requests=4))
+        shares = ConnectionShares(ShareLimits(max_streams=2, max_requests=4))
         assert shares.admit("rap-1", stream=True) is None
         assert shares.admit("rap-1", stream=True) is None
         refusal = shares.admit("rap-1", stream=True)
@@ -165,7 +165,7 @@ class TestRobotShares:
         assert shares.refused == {Share.STREAMS: 1}
 
     def test_requests_include_streams_and_free_up_on_release(self):
-        shares = RobotShares(ShareLimits(max_streams=2, max_requests=3))
+        shares = ConnectionShares(ShareLimits(max_streams=2, max_requests=3))
         for stream in (True, True, False):
             assert shares.admit("rap-1", stream=stream) is None
         refusal = shares.admit("rap-1")
@@ -177,7 +177,7 @@ class TestRobotShares:
         assert (shares.streams("rap-1"), shares.requests("rap-1")) == (1, 3)
 
     def test_a_new_session_is_refused_only_when_every_held_one_is_busy(self):
-        shares = RobotShares(ShareLimits(max_sessions=2))
+        shares = ConnectionShares(ShareLimits(max_sessions=2))
         assert shares.admit("rap-1", sessions=SessionBook(idle_timeout_s=None).held("x")) is None
         assert shares.admit("rap-1", sessions=book_held(2, idle=1)) is None  # one is ended
         refusal = shares.admit("rap-1", sessions=book_held(2, idle=0))
@@ -187,7 +187,7 @@ class TestRobotShares:
 
     def test_robots_together_never_fill_the_reserved_slots(self):
         """Cap 8, reserve 2: robots together have at most 6 requests in progress."""
-        shares = RobotShares(ShareLimits(max_requests=4, admin_reserve=2), max_connections=8)
+        shares = ConnectionShares(ShareLimits(max_requests=4, admin_reserve=2), max_connections=8)
         for robot in ("rap-1",) * 4 + ("rap-2",) * 2:
             assert shares.admit(robot) is None
         refusal = shares.admit("rap-3")
@@ -201,12 +201,12 @@ class TestRobotShares:
         assert shares.total == 6
 
     def test_without_a_cap_there_is_no_reserve_check(self):
-        shares = RobotShares(ShareLimits(max_streams=1, max_requests=1, admin_reserve=100))
+        shares = ConnectionShares(ShareLimits(max_streams=1, max_requests=1, admin_reserve=100))
         assert shares.admit("rap-1") is None
         assert shares.admit("rap-2") is None
 
     def test_releasing_what_was_never_admitted_changes_nothing(self):
-        shares = RobotShares(ShareLimits(), max_connections=8)
+        shares = ConnectionShares(ShareLimits(), max_connections=8)
         shares.release("rap-1", stream=True)
         assert (shares.total, shares.requests("rap-1"), shares.streams("rap-1")) == (0, 0, 0)
 
@@ -295,7 +295,7 @@ async def call(mw, scope) -> tuple[int, dict[bytes, bytes], bytes]:
 
 def gate(app, **limits: int) -> TenantAuthMiddleware:
     auth = TokenAuth.from_settings(TOK, {TOK_A: "rap-1", TOK_B: "rap-2"})
-    shares = RobotShares(ShareLimits(**limits)) if limits else None
+    shares = ConnectionShares(ShareLimits(**limits)) if limits else None
     return TenantAuthMiddleware(app, auth, shares=shares)
 
 

@@ -26,24 +26,17 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import NamedTuple
 
+from robot_mcp_memory.shares import SessionsHeld
 from robot_mcp_memory.tenant import Tenant
 
-__all__ = ["IDLE_GRACE_S", "PRUNE_INTERVAL_S", "SessionBook", "SessionsHeld"]
+__all__ = ["IDLE_GRACE_S", "PRUNE_INTERVAL_S", "SessionBook"]
 
 IDLE_GRACE_S = 60.0
 """Seconds past the SDK's idle timeout before an idle session is forgotten here."""
 
 PRUNE_INTERVAL_S = 10.0
 """At most one sweep for sessions the SDK let go idle per this many seconds."""
-
-
-class SessionsHeld(NamedTuple):
-    """A robot's streamable-HTTP sessions: how many it holds, and how many are idle."""
-
-    held: int
-    idle: int  # no request in flight: no open GET stream, no call being answered
 
 
 class _Session:

@@ -38,7 +38,6 @@ from robot_mcp_memory.http._limits import (
     limited_h11_protocol,
 )
 from robot_mcp_memory.http._sessions import SessionBook
-from robot_mcp_memory.http._shares import RobotShares, ShareLimits
 from robot_mcp_memory.http.auth import (
     TenantAuthMiddleware,
     TokenAuth,
@@ -49,6 +48,7 @@ from robot_mcp_memory.settings import (
     Settings,
     Transport,
 )
+from robot_mcp_memory.shares import ConnectionShares, ShareLimits
 
 __all__ = ["HEALTHZ_PATH", "build_http_app", "serve", "share_limits"]
 
@@ -120,7 +120,9 @@ def build_http_app(settings: Settings, mcp: FastMCP, holder: StoreHolder) -> ASG
             sse_path=mcp.settings.sse_path,
             messages_path=mcp.settings.message_path,
             streamable_path=mcp.settings.streamable_http_path if streamable else None,
-            shares=RobotShares(share_limits(settings), max_connections=settings.max_connections),
+            shares=ConnectionShares(
+                share_limits(settings), max_connections=settings.max_connections
+            ),
             # Sessions the SDK ends for idleness are forgotten after its own timeout (absent
             # from older mcp 1.x settings: there sessions never expire).
             sessions=SessionBook(

@@ -28,7 +28,7 @@ A session belongs to the token that opened it:
   exactly as the SDK answers an unknown session (``404``, ``"Session not found"``), without
   passing it on: the intruder learns nothing, not even that the session exists.
 
-Each robot has a share of the server (:class:`~._shares.RobotShares`: streams, requests in
+Each robot has a share of the server (:class:`~._shares.ConnectionShares`: streams, requests in
 progress, streamable sessions, and the connection slots kept for the admin); a request past
 it is answered ``429`` with ``Retry-After`` and a sentence naming the share. At its session
 share a robot that opens another session has its least recently used idle one ended for it.
@@ -49,8 +49,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from robot_mcp_kit.log import get_logger
 from robot_mcp_memory.http._json import send_json
 from robot_mcp_memory.http._sessions import SessionBook
-from robot_mcp_memory.http._shares import Refusal, RobotShares, ShareLimits
 from robot_mcp_memory.logs import RateLimiter
+from robot_mcp_memory.shares import ConnectionShares, Refusal, ShareLimits
 from robot_mcp_memory.tenant import ADMIN, TENANT_SCOPE_KEY, Tenant, current_tenant
 
 __all__ = ["TenantAuthMiddleware", "TenantResolver", "TokenAuth"]
@@ -147,7 +147,7 @@ class TenantAuthMiddleware:
         sse_path: str = "/sse",
         messages_path: str = "/messages/",
         streamable_path: str | None = "/mcp",
-        shares: RobotShares | None = None,
+        shares: ConnectionShares | None = None,
         sessions: SessionBook | None = None,
     ) -> None:
         self.app = app
@@ -157,7 +157,7 @@ class TenantAuthMiddleware:
         self.sse_path = sse_path
         self.messages_path = messages_path
         self.streamable_path = streamable_path
-        self.shares = shares if shares is not None else RobotShares(ShareLimits())
+        self.shares = shares if shares is not None else ConnectionShares(ShareLimits())
         self.sessions = sessions if sessions is not None else SessionBook(idle_timeout_s=None)
         self.evicted = 0
         self._sse_sessions: dict[str, Tenant] = {}

@@ -3,10 +3,10 @@
 :mod:`.processes`, :mod:`.fleet` and :mod:`.lessons` each hold their handlers
 (``find_processes(memory, tenant, *, query, k, robot) -> dict``…) and a ``register(mcp,
 runner)`` adding the wrappers; :class:`ToolRunner` runs every call, each robot's within its
-share of a :class:`FairScheduler`, and :func:`answer_for` turns every failure into its
-answer; :func:`wire_bytes` / :func:`answer_bytes` count what an answer puts on the wire.
-:data:`ADMIN_TOOLS` names the tools only the admin can call (a scoped connection's
-``tools/list`` leaves them out).
+share of calls (:class:`~robot_mcp_memory.shares.CallShares`), and :func:`answer_for` turns
+every failure into its answer; :func:`wire_bytes` / :func:`answer_bytes` count what an
+answer puts on the wire. :data:`ADMIN_TOOLS` names the tools only the admin can call (a
+scoped connection's ``tools/list`` leaves them out).
 """
 
 from __future__ import annotations
@@ -16,10 +16,8 @@ from robot_mcp_memory.tools import (
     lessons,
     processes,
 )
-from robot_mcp_memory.tools._fair import FairScheduler
 from robot_mcp_memory.tools._runner import (
     ANSWER_SCHEMA,
-    Lane,
     ToolRunner,
     answer_bytes,
     answer_for,
@@ -33,8 +31,6 @@ ADMIN_TOOLS = fleet.ADMIN_TOOLS | processes.ADMIN_TOOLS
 __all__ = [
     "ADMIN_TOOLS",
     "ANSWER_SCHEMA",
-    "FairScheduler",
-    "Lane",
     "ToolRunner",
     "answer_bytes",
     "answer_for",

@@ -8,10 +8,10 @@ its handler and arguments; the runner
    :data:`~robot_mcp_memory.tenant.current_tenant`; stdio and in-process calls are
    unscoped (None);
 2. for a scoped tenant (a robot token), takes a place in one of that robot's two lanes of
-   the :class:`~robot_mcp_memory.tools.FairScheduler` (:class:`Lane`: the document tools,
-   or the registry and lesson tools), waiting while the robot already runs its share of
-   that lane's calls; a call past the lane's queue is answered ``busy`` at once without
-   running. Unscoped callers (the admin, stdio) are not limited;
+   its :class:`~robot_mcp_memory.shares.CallShares` (:class:`~robot_mcp_memory.shares.Lane`:
+   the document tools, or the registry and lesson tools), waiting while the robot already
+   runs its share of that lane's calls; a call past the lane's queue is answered ``busy`` at
+   once without running. Unscoped callers (the admin, stdio) are not limited;
 3. runs ``handler(memory, tenant, **arguments)`` in a worker thread (``anyio.to_thread``),
    and encodes its answer there, so neither a cold write nor a big answer stalls the one
    event loop every brain's connection shares;
@@ -51,7 +51,6 @@ import secrets
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio.to_thread
@@ -71,9 +70,11 @@ from robot_mcp_memory._exceptions import (
     FleetError,
     RevisionConflict,
     ToolFailure,
+    WriteConflict,
 )
 from robot_mcp_memory.limits import MAX_ANSWER_BYTES, TRACE_QUERY_CHARS
 from robot_mcp_memory.logs import RateLimiter
+from robot_mcp_memory.shares import CallShares, Lane
 
 if TYPE_CHECKING:
     from robot_mcp_memory.services import (
@@ -81,14 +82,12 @@ if TYPE_CHECKING:
         StoreHolder,
     )
     from robot_mcp_memory.tenant import Tenant
-    from robot_mcp_memory.tools._fair import FairScheduler
 
 __all__ = [
     "ANSWER_SCHEMA",
     "UNAVAILABLE_RETRY_AFTER_S",
     "Answer",
     "Handler",
-    "Lane",
     "ToolRunner",
     "add_tool",
     "answer_bytes",
@@ -175,18 +174,7 @@ def answer_bytes(answer: dict[str, Any]) -> int:
     return _ENVELOPE_BYTES + wire_bytes(answer)
 
 
-class Lane(StrEnum):
-    """Which of its robot's two lanes a tool's calls wait in; each lane has the full share.
-
-    Two, so a robot's brain searching documents never makes the same robot's grasp service
-    wait for its lessons.
-    """
-
-    DOCUMENTS = "documents"  # the process tools: they read or write documents and their index
-    RECORDS = "records"  # the registry and lesson tools: small rows
-
-
-def busy_answer(tenant: str, lane: Lane, exc: Busy, scheduler: FairScheduler) -> dict[str, Any]:
+def busy_answer(tenant: str, lane: Lane, exc: Busy, scheduler: CallShares) -> dict[str, Any]:
     """The ``busy`` answer to a call refused because its robot's share of ``lane`` is full."""
     share = (
         ""
@@ -222,7 +210,7 @@ class ToolRunner:
         holder: StoreHolder,
         tenant_of_call: Callable[[], Tenant | None],
         *,
-        scheduler: FairScheduler | None = None,
+        scheduler: CallShares | None = None,
         max_answer_bytes: int = MAX_ANSWER_BYTES,
         trace_query_chars: int = TRACE_QUERY_CHARS,
     ) -> None:
@@ -385,7 +373,7 @@ def answer_for(exc: Exception, tool: str) -> tuple[str, dict[str, Any]]:
     if isinstance(exc, DocError):
         code = "conflict" if exc.reason == "conflict" else "invalid"
         return code, {"error": code, "detail": str(exc), "field": exc.field, "reason": exc.reason}
-    if isinstance(exc, sqlite3.IntegrityError):
+    if isinstance(exc, WriteConflict | sqlite3.IntegrityError):
         _log.warning("tool_conflict", tool=tool, exc_info=exc)
         return "conflict", {
             "error": "conflict",

@@ -47,9 +47,9 @@ from robot_mcp_memory.policy import (
     visible_robots,
 )
 from robot_mcp_memory.processes import truncate_query
+from robot_mcp_memory.shares import Lane
 from robot_mcp_memory.tools._runner import (
     Answer,
-    Lane,
     ToolRunner,
     add_tool,
     answer_bytes,

@@ -2,7 +2,7 @@
 
 One robot token must not be able to take the server from the rest of the fleet (issue 18):
 holding SSE streams until ``MEMORY_MAX_CONNECTIONS`` is reached left every other robot
-with ``503``. :class:`RobotShares` counts, per robot, what it holds *now* and refuses what
+with ``503``. :class:`ConnectionShares` counts, per robot, what it holds *now* and refuses what
 would go past its share:
 
 - **streams**: long-lived ``GET`` streams (``/sse``, and ``/mcp`` on streamable HTTP), at
@@ -28,9 +28,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import NamedTuple
 
 from robot_mcp_kit.telemetry import observe
-from robot_mcp_memory.http._sessions import SessionsHeld
 from robot_mcp_memory.settings import (
     DEFAULT_ADMIN_RESERVE,
     DEFAULT_ROBOT_MAX_REQUESTS,
@@ -40,11 +40,19 @@ from robot_mcp_memory.settings import (
 
 __all__ = [
     "RETRY_AFTER_S",
+    "ConnectionShares",
     "Refusal",
-    "RobotShares",
+    "SessionsHeld",
     "Share",
     "ShareLimits",
 ]
+
+
+class SessionsHeld(NamedTuple):
+    """A robot's streamable-HTTP sessions: how many it holds, and how many are idle."""
+
+    held: int
+    idle: int  # no request in flight: no open GET stream, no call being answered
 
 
 class Share(StrEnum):
@@ -112,7 +120,7 @@ class Refusal:
     retry_after_s: int
 
 
-class RobotShares:
+class ConnectionShares:
     """What each robot holds now (streams, requests in progress), against its shares.
 
     :meth:`admit` either counts a request and returns None, or returns the
@@ -177,7 +185,7 @@ class RobotShares:
 
     def __repr__(self) -> str:
         return (
-            f"RobotShares(robots={len(self._requests)}, requests={self._total}, "
+            f"ConnectionShares(robots={len(self._requests)}, requests={self._total}, "
             f"streams={sum(self._streams.values())}, refused={dict(self.refused)})"
         )
 
@@ -225,7 +233,7 @@ class RobotShares:
         return None
 
 
-def _connections(shares: RobotShares) -> list[tuple[float, dict[str, str]]]:
+def _connections(shares: ConnectionShares) -> list[tuple[float, dict[str, str]]]:
     """``robot_mcp.memory.connections``: the long-lived MCP streams each robot holds now.
 
     Read on the exporter's thread: a copy of the dict (a change during the copy fails this

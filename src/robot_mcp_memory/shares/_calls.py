@@ -1,4 +1,4 @@
-"""Each robot's share of the tool runner: :class:`FairScheduler`.
+"""Each robot's share of the tool runner: :class:`CallShares`.
 
 Every robot token gets lanes of its own (the runner keys them by robot and
 :class:`~robot_mcp_memory.tools.Lane`). A lane bounds three things:
@@ -38,15 +38,27 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from enum import StrEnum
 
 import anyio
 
 from robot_mcp_memory._exceptions import Busy
 
-__all__ = ["FairScheduler"]
+__all__ = ["CallShares", "Lane"]
 
 _SMOOTHING = 0.2
 """Weight of the newest duration in a lane's moving mean (for ``retry_after_s``)."""
+
+
+class Lane(StrEnum):
+    """Which of its robot's two lanes a tool's calls wait in; each lane has the full share.
+
+    Two, so a robot's brain searching documents never makes the same robot's grasp service
+    wait for its lessons.
+    """
+
+    DOCUMENTS = "documents"  # the process tools: they read or write documents and their index
+    RECORDS = "records"  # the registry and lesson tools: small rows
 
 
 class _Lane:
@@ -61,7 +73,7 @@ class _Lane:
         self.budget_at = now
 
 
-class FairScheduler:
+class CallShares:
     """Bounds the calls each key runs, queues and the time they take; keys never wait for
     each other.
 
@@ -109,7 +121,7 @@ class FairScheduler:
     def __repr__(self) -> str:
         busy = sum(1 for lane in self._lanes.values() if lane.running)
         return (
-            f"FairScheduler(max_running={self.max_running}, max_queued={self.max_queued}, "
+            f"CallShares(max_running={self.max_running}, max_queued={self.max_queued}, "
             f"time_share={self.time_share}, lanes={len(self._lanes)}, busy_lanes={busy}, "
             f"admitted={self.admitted}, waited={self.waited}, paced={self.paced}, "
             f"refused={self.refused})"
