@@ -52,8 +52,8 @@ class TestDeclaration:
         for name, kind in kinds.items():
             if kind is Kind.DERIVED:
                 assert db.SCHEMA.table(name).derived_from == "processes"
-        assert db.SCHEMA.version == db.SCHEMA_VERSION == 5
-        assert set(db.SCHEMA.migrations) == {2, 3, 4, 5}
+        assert db.SCHEMA.version == db.SCHEMA_VERSION == 6
+        assert set(db.SCHEMA.migrations) == {2, 3, 4, 5, 6}
 
     def test_only_the_revisions_are_pruned(self) -> None:
         """No definition ages out; the revisions are pruned by count (issue 22)."""
@@ -69,7 +69,7 @@ class TestDeclaration:
 
     def test_processes_has_the_spec_columns_plus_ours(self, index: SqliteStore) -> None:
         """Spec §4's columns in order, then `shared` defaulting to 0, then the revision and
-        the recent outcomes (version 5)."""
+        the recent outcomes (version 5), then the life (version 6)."""
         cols = [(r["name"], r["dflt_value"]) for r in index.query("PRAGMA table_info(processes)")]
         assert [c for c, _ in cols] == [
             "id",
@@ -88,9 +88,11 @@ class TestDeclaration:
             "revision",
             "recent_outcomes",
             "last_success",
+            "life",
         ]
         assert dict(cols)["shared"] == "0"
         assert dict(cols)["revision"] == "1"
+        assert dict(cols)["life"] == "1"
 
     def test_fts_uses_the_porter_tokenizer(self, index: SqliteStore) -> None:
         """processes_fts stems (porter over unicode61), so 'parcels' matches 'parcel'."""
@@ -104,13 +106,13 @@ class TestDeclaration:
 
 class TestOpen:
     def test_open_creates_directory_file_and_version(self, tmp_path: Path) -> None:
-        """open_index makes data_dir/index.db at the current schema version (5)."""
+        """open_index makes data_dir/index.db at the current schema version (6)."""
         store = db.open_index(tmp_path / "a" / "b")
         try:
             assert store.path == (tmp_path / "a" / "b" / "index.db").absolute()
             row = store.query_one("SELECT value FROM store_meta WHERE key = 'schema_version'")
             assert row is not None
-            assert row[0] == str(db.SCHEMA_VERSION) == "5"
+            assert row[0] == str(db.SCHEMA_VERSION) == "6"
         finally:
             store.close()
 
@@ -155,11 +157,11 @@ class TestOpen:
         assert path.read_text() == '{"truncated": '
 
     def test_newer_file_is_refused_untouched(self, tmp_path: Path) -> None:
-        """A file written by schema version 6 raises SchemaTooNew and keeps its bytes."""
+        """A file written by schema version 7 raises SchemaTooNew and keeps its bytes."""
         db.open_index(tmp_path).close()
         path = tmp_path / "index.db"
         conn = sqlite3.connect(path)
-        conn.execute("UPDATE store_meta SET value = '6' WHERE key = 'schema_version'")
+        conn.execute("UPDATE store_meta SET value = '7' WHERE key = 'schema_version'")
         conn.commit()
         conn.close()
         before = path.read_bytes()
@@ -208,8 +210,8 @@ def _tables(path: Path) -> set[str]:
 
 
 class TestMigration:
-    def test_v1_file_migrates_to_v5_and_keeps_its_documents(self, tmp_path: Path) -> None:
-        """A file made by the v1 declaration opens at v5: the fleet tables and their index
+    def test_v1_file_migrates_to_v6_and_keeps_its_documents(self, tmp_path: Path) -> None:
+        """A file made by the v1 declaration opens at v6: the fleet tables and their index
         exist, the documents, counters and search index are intact."""
         _make_v1(tmp_path)
         assert "fleet_robots" not in _tables(tmp_path / "index.db")
@@ -217,7 +219,7 @@ class TestMigration:
         try:
             row = store.store.query_one("SELECT value FROM store_meta WHERE key = 'schema_version'")
             assert row is not None
-            assert row[0] == "5"
+            assert row[0] == "6"
             assert {"fleet_robots", "fleet_groups", "fleet_settings"} <= _tables(store.store.path)
             indexes = {
                 r[0] for r in store.store.query("SELECT name FROM sqlite_schema WHERE type='index'")

@@ -8,11 +8,13 @@ table                      kind        why
                                        every derived row refers to (``ON DELETE CASCADE``);
                                        ``revision``, ``recent_outcomes`` (the last
                                        ``STALE_WINDOW`` outcomes, ``s``/``f``) and
-                                       ``last_success`` as on SQLite (schema version 5)
+                                       ``last_success`` as on SQLite (schema version 5);
+                                       ``life``, the life of its id the row is in (version 2)
 ``processes_revisions``    record      the versions a save, revert, merge or delete replaced
-                                       (rendered markdown); the newest ``revisions_keep`` per
-                                       document are kept, older ones deleted in the write's
-                                       transaction
+                                       (rendered markdown), each with its ``life`` and the
+                                       ``robot`` and ``shared`` of the row it kept (version 2);
+                                       the newest ``revisions_keep`` per id are kept, older
+                                       ones deleted in the write's transaction
 ``processes_search``       derived     each document's owner, length in tokens and weighted
                                        ``tsvector`` (title A, task pattern B, tags C, body D;
                                        GIN-indexed) in the :data:`TS_CONFIG` configuration
@@ -98,7 +100,8 @@ PROCESSES = Table(
       shared BOOLEAN NOT NULL DEFAULT false,
       revision BIGINT NOT NULL DEFAULT 1,
       recent_outcomes TEXT NOT NULL DEFAULT '',
-      last_success TEXT
+      last_success TEXT,
+      life BIGINT NOT NULL DEFAULT 1
     )
     """,
     indexes=("CREATE INDEX processes_robot ON processes (robot)",),
@@ -114,7 +117,10 @@ PROCESSES_REVISIONS = Table(
       replaced TEXT NOT NULL,
       reason TEXT NOT NULL,
       markdown TEXT NOT NULL,
-      PRIMARY KEY (doc_id, revision)
+      life BIGINT NOT NULL DEFAULT 1,
+      robot TEXT,
+      shared BOOLEAN,
+      PRIMARY KEY (doc_id, life, revision)
     )
     """,
     time_column="replaced",
