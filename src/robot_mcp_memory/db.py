@@ -115,6 +115,7 @@ __all__ = [
     "PROCESSES_OWNER_TERMS",
     "PROCESSES_POSTINGS",
     "PROCESSES_REVISIONS",
+    "PROCESSES_REVISIONS_V5",
     "PROCESSES_V1",
     "PROCESSES_VECTORS",
     "PROCESS_COLUMNS",
@@ -360,6 +361,11 @@ _PROCESSES_COLUMNS_V5 = (
     "ALTER TABLE processes ADD COLUMN recent_outcomes TEXT NOT NULL DEFAULT ''",
     "ALTER TABLE processes ADD COLUMN last_success TEXT",
 )
+
+PROCESSES_REVISIONS_V5 = Table(
+    "processes_revisions", Kind.RECORD, _PROCESSES_REVISIONS_V5, time_column="replaced"
+)
+"""``processes_revisions`` as schema version 5 declared it (for building older files)."""
 
 
 def _to_v5(conn: sqlite3.Connection) -> None:
