@@ -145,20 +145,19 @@ def may_add_note(tenant: Tenant | None, owner: Owner) -> bool:
     return tenant is None or not tenant.scoped or not owner.shared
 
 
-def may_read_revision(
-    fleet: FleetPort, tenant: Tenant | None, robot: str | None, shared: bool
-) -> bool:
-    """Whether ``tenant`` may read a kept revision whose own frontmatter said ``robot`` and
+def may_read_revision(visible: frozenset[str] | None, robot: str | None, shared: bool) -> bool:
+    """Whether a call may read a kept revision whose own frontmatter said ``robot`` and
     ``shared``: the visibility rule of a document, applied to the owner the revision had,
     not the current document's (a document that changed hands, or a robot regrouped since,
-    does not hand its earlier versions to the new readers). Resolved through the registry
-    at each call. ``robot`` None (an owner not known) is the admin's only (decision 0029).
+    does not hand its earlier versions to the new readers). ``visible`` is the call's
+    :func:`visible_robots` (None: every document, the admin), read from the registry once
+    per call. ``robot`` None (an owner not known) is the admin's only (decision 0029).
     """
-    if tenant is None or tenant.robot is None:
+    if visible is None:
         return True
     if robot is None:
         return False
-    return shared or robot in fleet.visible_robots(tenant.robot)
+    return shared or robot in visible
 
 
 def pin_document(doc: ProcessDoc, tenant: Tenant) -> ProcessDoc:

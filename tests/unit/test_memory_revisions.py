@@ -571,27 +571,31 @@ class TestLivesThroughOperations:
 
 
 class TestMayReadRevision:
-    """The rule itself: a revision's own owner, resolved through the registry now."""
+    """The rule itself: a revision's own owner against what the call may read, as the
+    registry says at the call."""
 
     def test_each_owner_is_judged_as_a_document_would_be(self, memory):
-        from robot_mcp_memory.policy import may_read_revision
+        from robot_mcp_memory.policy import may_read_revision, visible_robots
 
         memory.fleet.upsert_group("line-a")
         memory.fleet.register_robot("rap-1", group_id="line-a")
         memory.fleet.register_robot("rap-3", group_id="line-a")
         memory.fleet.register_robot("rap-2")
-        fleet, rap1 = memory.fleet, Tenant.for_robot("rap-1")
-        assert may_read_revision(fleet, rap1, "rap-1", False)
-        assert may_read_revision(fleet, rap1, "rap-3", False)  # its group's
-        assert not may_read_revision(fleet, rap1, "rap-2", False)
-        assert may_read_revision(fleet, rap1, "rap-2", True)  # fleet-wide then
-        assert not may_read_revision(fleet, rap1, None, False)  # owner not known
-        assert not may_read_revision(fleet, rap1, None, True)
+        rap1 = Tenant.for_robot("rap-1")
+        visible = visible_robots(memory.fleet, None, rap1)
+        assert may_read_revision(visible, "rap-1", False)
+        assert may_read_revision(visible, "rap-3", False)  # its group's
+        assert not may_read_revision(visible, "rap-2", False)
+        assert may_read_revision(visible, "rap-2", True)  # fleet-wide then
+        assert not may_read_revision(visible, None, False)  # owner not known
+        assert not may_read_revision(visible, None, True)
         for admin in (None, Tenant(name="admin")):
-            assert may_read_revision(fleet, admin, None, False)
-            assert may_read_revision(fleet, admin, "rap-2", False)
-        fleet.set_group("rap-3", None)  # regrouped: judged by the registry now
-        assert not may_read_revision(fleet, rap1, "rap-3", False)
+            everything = visible_robots(memory.fleet, None, admin)
+            assert may_read_revision(everything, None, False)
+            assert may_read_revision(everything, "rap-2", False)
+        memory.fleet.set_group("rap-3", None)  # regrouped: the next call judges anew
+        again = visible_robots(memory.fleet, None, rap1)
+        assert not may_read_revision(again, "rap-3", False)
 
 
 def memory_near(memory: Memory, id: str) -> list[str]:

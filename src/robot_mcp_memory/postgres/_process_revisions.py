@@ -54,11 +54,21 @@ LATEST_LIFE_SQL = (
 ``(id, id)``."""
 
 _INSERT = (
-    f"INSERT INTO processes ({COLUMNS}, life, revision) "  # noqa: S608 - constant columns
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
-    "1 + coalesce((SELECT max(r.revision) FROM processes_revisions AS r "
-    "WHERE r.doc_id = %s AND r.life = %s), 0)) "
+    f"INSERT INTO processes ({COLUMNS}) "  # noqa: S608 - constant columns
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
     "ON CONFLICT (id) DO NOTHING RETURNING rid"
+)
+
+# Run after the row is inserted, as its own statement: its snapshot sees every revision a
+# concurrent delete or merge of the id kept (an INSERT that met the deleted row's index
+# entry waited for that transaction), and no later one can end a life of the id while this
+# transaction holds its row.
+_PLACE_IN_LIFE = (
+    "UPDATE processes AS p SET life = l.life, revision = 1 + coalesce((SELECT "
+    "max(r.revision) FROM processes_revisions AS r WHERE r.doc_id = p.id "
+    "AND r.life = l.life), 0) FROM (SELECT CASE WHEN %s AND max(life) IS NOT NULL "
+    "THEN max(life) ELSE coalesce(max(life), 0) + 1 END AS life FROM processes_revisions "
+    "WHERE doc_id = %s) AS l WHERE p.rid = %s"
 )
 
 
@@ -70,11 +80,6 @@ def insert_row(
     plus one) at revision 1, or with ``resume_life`` (a revert bringing a deleted id back)
     in its latest life after that life's kept revisions; its rid, or None when another
     transaction holds ``id`` (the caller re-reads it)."""
-    found = conn.execute(
-        "SELECT coalesce(max(life), 0) FROM processes_revisions WHERE doc_id = %s", (id,)
-    ).fetchone()
-    latest = int(found[0]) if found is not None else 0
-    life = latest if resume_life and latest else latest + 1
     row = conn.execute(
         _INSERT,
         (
@@ -91,12 +96,13 @@ def insert_row(
             doc.source_mission_id,
             doc.body,
             doc.shared,
-            life,
-            id,
-            life,
         ),
     ).fetchone()
-    return None if row is None else int(row[0])
+    if row is None:
+        return None
+    rid = int(row[0])
+    conn.execute(_PLACE_IN_LIFE, (resume_life, id, rid))
+    return rid
 
 
 def update_row(

@@ -213,10 +213,11 @@ def get_process(
     else:
         shown_life = lives[-1] if lives else 1
     in_current = state is not None and state.life == shown_life
+    visible = visible_robots(memory.fleet, None, tenant)
     kept = [
         r
         for r in memory.processes.revisions(id, life=shown_life)
-        if may_read_revision(memory.fleet, tenant, r.robot, r.shared)
+        if may_read_revision(visible, r.robot, r.shared)
     ]
     if revision is None and not in_current:
         revision = kept[0].revision if kept else None
