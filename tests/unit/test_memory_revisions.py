@@ -437,6 +437,8 @@ class TestLives:
         assert "open the cage with" in first["markdown"]
         missing = _failure(get_process, fleet, None, id="coil", life=3)
         assert missing.code == "not_found"
+        elsewhere = _failure(get_process, fleet, None, id="coil", revision=5)
+        assert "other lives: 1, read with life=n" in elsewhere.detail
 
     def test_the_admin_brings_an_earlier_life_back_into_the_current_one(self, fleet):
         self._freed(fleet, "delete", "coil")

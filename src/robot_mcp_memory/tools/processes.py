@@ -235,10 +235,12 @@ def get_process(
         if doc is None:
             numbers = ", ".join(str(r.revision) for r in kept) or "none"
             where = "" if scoped or life is None else f" in life {shown_life}"
+            others = [str(n) for n in lives if n != shown_life]
+            hint = f"; other lives: {', '.join(others)}, read with life=n" if others else ""
             raise ToolFailure(
                 "not_found",
                 f"process {quote(id)} has no kept revision {revision}{where} (current: "
-                f"{current}; kept: {numbers})",
+                f"{current}; kept: {numbers}{hint})",
             )
     if doc is None:  # deleted between the reads
         raise ToolFailure.not_found(id)
