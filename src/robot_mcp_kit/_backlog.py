@@ -255,9 +255,13 @@ class DurableBacklog:
         # Of those, the ones already sent (not durable): the background writer runs until
         # none is left.
         self._exposed: set[str] = set()
-        # Settlements the file may lack: of events whose rows are unwritten, or made while
-        # writes fail. Written with the rows, after them.
+        # Settlements the file may lack: of events whose rows are unwritten, made while
+        # writes fail, or handed to the store when one of its hot writes then failed.
+        # Written with the rows, after them.
         self._marks: dict[str, OutboxState] = {}
+        # Settlements handed to the store as hot writes and not yet known written: kept
+        # until a flush shows that none of the store's hot writes failed meanwhile.
+        self._hot_marks: dict[str, OutboxState] = {}
         # True from a row found missing until the cold rewrite that follows succeeds: new
         # rows then wait for that rewrite (so rows stay in acceptance order), not the store.
         self._rewriting = False
@@ -268,7 +272,7 @@ class DurableBacklog:
         self._stopped = False
         self._not_durable = 0
         self._written_late = 0
-        self._hot_failed_seen = 0  # the store's failed hot writes at our last good write
+        self._hot_failed_seen = 0  # the store's failed hot writes at our last check
         self._settled_since_trim = 0
 
     def __repr__(self) -> str:
@@ -312,9 +316,9 @@ class DurableBacklog:
     @property
     def failing(self) -> bool:
         """True while writes to the file fail: event rows, from a failure until a write of
-        them succeeds, or the store's hot writes, when one failed after that write."""
+        them succeeds, or the store's hot writes, when one failed since the last check."""
         return self._episodes.failing or (
-            self._outbox.failing and self._outbox.store.stats.failed > self._hot_failed_seen
+            self._outbox.failing and self._outbox.hot_write_failures > self._hot_failed_seen
         )
 
     def accept(self, item: QueuedEvent, now: float) -> None:
@@ -387,21 +391,24 @@ class DurableBacklog:
 
         False when it failed (logged once per episode).
         """
-        batch, marks = dict(self._unwritten), dict(self._marks)
+        batch, hot = dict(self._unwritten), dict(self._hot_marks)
         try:
             if not self._rewriting and not self._episodes.failing:
                 missing = await asyncio.to_thread(self._outbox.missing, list(batch))
+                self._check_hot_marks(hot, flushed=True)
+                marks = dict(self._marks)
                 if missing:
                     # Rewrite them all, in acceptance order, with whatever came in meanwhile.
                     self._rewriting = True
                     batch, marks = dict(self._unwritten), dict(self._marks)
-                elif marks:
-                    await asyncio.to_thread(self._outbox.write_events, (), marks)
-                    self._written(batch, marks)
-                    return True
                 else:
+                    if marks:
+                        await asyncio.to_thread(self._outbox.write_events, (), marks)
                     self._written(batch, marks)
                     return True
+            else:
+                self._check_hot_marks(hot, flushed=False)
+                marks = dict(self._marks)
             await asyncio.to_thread(self._outbox.write_events, _rows(batch), marks)
         except Exception as exc:
             self._write_failed(exc)
@@ -409,6 +416,19 @@ class DurableBacklog:
         self._rewriting = False
         self._written(batch, marks)
         return True
+
+    def _check_hot_marks(self, hot: dict[str, OutboxState], *, flushed: bool) -> None:
+        """Settle what is known of the hot settlements ``hot`` (those handed to the store
+        before a flush, when ``flushed``): if a hot write failed since the last check, or
+        the store was not flushed, they join the settlements to write cold."""
+        failed = self._outbox.hot_write_failures
+        if not flushed or failed > self._hot_failed_seen:
+            for event_id, state in hot.items():
+                self._marks.setdefault(event_id, state)
+        self._hot_failed_seen = failed
+        for event_id, state in hot.items():
+            if self._hot_marks.get(event_id) == state:
+                del self._hot_marks[event_id]
 
     def _written(
         self, batch: dict[str, tuple[QueuedEvent, float]], marks: dict[str, OutboxState]
@@ -421,7 +441,6 @@ class DurableBacklog:
                 late += 1
             self._journal.reached(item.task_id, item.seq)
         self._written_late += late
-        self._hot_failed_seen = self._outbox.store.stats.failed
         for event_id, state in marks.items():
             if self._marks.get(event_id) == state:
                 del self._marks[event_id]
@@ -479,6 +498,8 @@ class DurableBacklog:
         if event_id in self._unwritten or self.failing:
             self._marks[event_id] = state
             self._start_writer()
+        else:
+            self._hot_marks[event_id] = state
         self._outbox.mark(event_id, state)
 
     def recover(self) -> list[QueuedEvent]:
@@ -529,6 +550,8 @@ class DurableBacklog:
         Blocking: the poster's close runs it in a thread, once no lane runs any more and
         :meth:`stop` returned.
         """
+        if self._outbox.hot_write_failures > self._hot_failed_seen:
+            self._check_hot_marks(dict(self._hot_marks), flushed=False)
         if not self._unwritten and not self._marks:
             return []
         batch, marks = dict(self._unwritten), dict(self._marks)

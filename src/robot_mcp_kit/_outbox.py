@@ -347,6 +347,11 @@ class Outbox:
         return self.store.stats.failed + self.cold_write_failures
 
     @property
+    def hot_write_failures(self) -> int:
+        """Hot writes the store executed and that failed (not those it refused)."""
+        return self.store.stats.failed
+
+    @property
     def failing(self) -> bool:
         """True while the store's hot writes fail (its last batch wrote nothing)."""
         return self.store.stats.failing
