@@ -362,12 +362,16 @@ class DurableBacklog:
         return self._write_lock
 
     def _start_writer(self) -> None:
-        """Start the background writer on the running loop unless it runs (or we stopped)."""
-        if self._stopped or self._closed or (self._writer and not self._writer.done()):
+        """Start the background writer on the running loop unless it runs there (or we
+        stopped). A writer left on a loop that stopped (the poster moved) is replaced."""
+        if self._stopped or self._closed:
             return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # pragma: no cover - every caller runs on the poster's loop
+            return
+        writer = self._writer
+        if writer is not None and not writer.done() and writer.get_loop() is loop:
             return
         self._writer = loop.create_task(
             self._write_in_background(), name=f"DurableBacklog[{self.server_name}] writer"
@@ -378,7 +382,7 @@ class DurableBacklog:
         they are all in the file: at once, then every 0.1 s doubling to 5 s while it fails.
         """
         pause = WRITE_RETRY_FIRST_S
-        while self._exposed or self._marks:
+        while (self._exposed or self._marks) and not self._closed:
             if self._episodes.failing:
                 await self._sleep(pause)
                 pause = min(pause * 2, WRITE_RETRY_MAX_S)

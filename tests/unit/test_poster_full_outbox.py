@@ -264,3 +264,43 @@ async def test_closing_while_full_loses_only_the_undelivered_and_says_which(tmp_
     assert len(lost) == 1
     assert "events=3" in lost[0]
     assert "first_seq=2" in lost[0]
+
+
+def test_a_writer_left_on_a_stopped_loop_is_replaced_on_the_next(tmp_path):
+    """The poster moved to a new loop (the old one stopped without aclose): the rows of
+    events sent not durable are still written once the file has room."""
+    b = DurableBacklog(tmp_path / "outbox.db", server_name="n", queue_max=10, adopt=print)
+
+    async def on_the_old_loop() -> asyncio.Task[None] | None:
+        first = queued(event("a", 1, pad=10))
+        b.accept(first, 1.0)
+        await b.write_ahead(first)
+        cap(b, None)
+        second = queued(event("a", 2))
+        b.accept(second, 2.0)
+        await b.write_ahead(second)  # not durable: the writer starts on this loop
+        return b._writer
+
+    async def on_the_new_loop() -> None:
+        cap(b, NO_CAP)
+        third = queued(event("b", 1))
+        b.accept(third, 3.0)
+        await b.write_ahead(third)  # the episode is on: sent at once, not durable
+        await wait_until(lambda: b.unwritten == 0)
+        await b.stop()
+
+    old_loop = asyncio.new_event_loop()
+    old_writer = None
+    try:
+        old_writer = old_loop.run_until_complete(on_the_old_loop())
+        assert old_writer is not None
+        assert not old_writer.done()  # its loop stopped under it
+        asyncio.run(on_the_new_loop())
+        assert (b.not_durable, b.written_late, b.failing) == (2, 2, False)
+    finally:
+        if old_writer is not None:
+            old_writer.cancel()
+            old_loop.run_until_complete(asyncio.gather(old_writer, return_exceptions=True))
+        old_loop.close()
+        b.close()
+    assert states(b.path) == dict.fromkeys(["a-1", "a-2", "b-1"], "pending")
