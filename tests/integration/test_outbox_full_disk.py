@@ -125,7 +125,7 @@ def test_new_events_reach_the_receiver_in_order_while_the_disk_is_full(tmp_path,
         assert child.returncode == 0, log
         received = rvc.state.events()
 
-    # While the disk is full: every new event delivered, none of them in the file.
+    # While the disk is full: every new event delivered, its row not in the file.
     assert len(received_while_full) == 70, full
     stats = full["stats"]
     assert (stats["sent"], stats["queued"], stats["dropped"]) == (70, 0, 0), full
