@@ -677,7 +677,7 @@ def _observe_poster(poster: EventPoster) -> None:
     """Report the poster's counters and queue depth as metrics (telemetry on; else no-op)."""
     server = {"robot_mcp.server": poster.server_name}
     observe("robot_mcp.poster.queue_depth", poster, lambda p: [(p.stats.queued, server)])
-    for name in ("sent", "retried", "dropped", "given_up"):
+    for name in ("sent", "retried", "dropped", "given_up", "outbox_not_durable"):
         observe(f"robot_mcp.poster.{name}", poster, functools.partial(_counter, name, server))
 
 
