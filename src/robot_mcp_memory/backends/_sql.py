@@ -10,7 +10,8 @@ them out: a read, a write (one transaction), a consistent read of several statem
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import json
+from collections.abc import Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -34,12 +35,34 @@ class Dialect:
         for_update: appended to a SELECT that locks its rows until the transaction ends
             (empty where the transaction holds the whole store).
         id_list: an aggregate of ``r.robot_id`` values (a group's members).
+        key: the column a process document's derived rows refer to.
+        bytewise: what orders text by its bytes (SQLite's default collation does).
+        smallest, largest: the two-argument minimum and maximum.
+        any_of: ``column`` is one of the values bound to the one placeholder it holds
+            (:meth:`values` spells the parameter).
+        tail: the last ``{n}`` characters of ``{text}``.
     """
 
     name: str
     marker: str
     for_update: str
     id_list: str
+    key: str
+    bytewise: str
+    smallest: str
+    largest: str
+    any_of: str
+    tail: str
+
+    def one_of(self, column: str, values: Collection[Any]) -> tuple[str, Any]:
+        """``column`` is one of ``values``: the SQL (one ``?``) and its parameter."""
+        return self.any_of.format(column=column), self.values(values)
+
+    def values(self, values: Collection[Any]) -> Any:
+        """``values`` as the one parameter of :attr:`any_of`."""
+        if self.marker == "?":
+            return json.dumps(list(values), ensure_ascii=False)
+        return list(values)
 
     def sql(self, text: str) -> str:
         """``text`` (``?`` placeholders) in this backend's spelling."""
@@ -62,6 +85,12 @@ SQLITE = Dialect(
     marker="?",
     for_update="",
     id_list="group_concat(r.robot_id, ',')",
+    key="rowid",
+    bytewise="",
+    smallest="min",
+    largest="max",
+    any_of="{column} IN (SELECT value FROM json_each(?))",
+    tail="substr({text}, -{n})",
 )
 """SQLite: every write transaction holds the whole file (``BEGIN IMMEDIATE``)."""
 
@@ -70,6 +99,12 @@ POSTGRES = Dialect(
     marker="%s",
     for_update=" FOR UPDATE",
     id_list="array_agg(r.robot_id ORDER BY r.robot_id)",
+    key="rid",
+    bytewise=' COLLATE "C"',
+    smallest="LEAST",
+    largest="GREATEST",
+    any_of="{column} = ANY(?)",
+    tail="right({text}, {n})",
 )
 """PostgreSQL: rows are locked one by one (``SELECT ... FOR UPDATE``)."""
 

@@ -40,6 +40,11 @@ class _Session:
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self._conn = conn
 
+    @property
+    def conn(self) -> psycopg.Connection[Any]:
+        """The connection of the transaction (for this backend's own statements)."""
+        return self._conn
+
     def _cursor(self, sql: str, params: Sequence[Any]) -> psycopg.Cursor[dict[str, Any]]:
         try:
             return self._conn.cursor(row_factory=dict_row).execute(

@@ -94,6 +94,16 @@ class SqliteSessions:
         self._store = store
         self._reads = _Reads(store)
 
+    @staticmethod
+    def on(conn: sqlite3.Connection) -> _Transaction:
+        """A session inside the write transaction open on ``conn``."""
+        return _Transaction(conn)
+
+    @staticmethod
+    def reads(store: SqliteStore) -> _Reads:
+        """A read session over ``store``'s readers."""
+        return _Reads(store)
+
     @contextmanager
     def read(self) -> Iterator[_Reads]:
         """Reads, each its own snapshot (WAL readers never wait for the writer)."""
