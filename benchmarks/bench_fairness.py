@@ -83,9 +83,8 @@ from bench_memory import (
 )
 
 from robot_mcp_kit.testing import ServiceProcess, free_port
-from robot_mcp_memory.db import open_index
-from robot_mcp_memory.documents import ProcessDoc
-from robot_mcp_memory.store import ProcessStore
+from robot_mcp_memory.backends import storage_at
+from robot_mcp_memory.processes import ProcessDoc, ProcessService
 
 TARGET_P95_RATIO = 2.0
 TARGET_RSS_GROWTH_MIB = 128.0
@@ -131,7 +130,7 @@ def seed(directory: Path, n_docs: int, n_big: int, seed: int = 18) -> None:
     corpus = Corpus(random.Random(seed), _pseudo_words(random.Random(seed + 1), 3000))
     rng = random.Random(seed + 2)
     robots = list(GROUPS.values())
-    store = ProcessStore(open_index(directory), robot_id="bench")
+    store = ProcessService(storage_at(str(directory)).open().processes, robot_id="bench")
     try:
         for i in range(n_docs):
             shared = corpus.rng.random() < SHARED_FRACTION

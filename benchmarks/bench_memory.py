@@ -1,14 +1,14 @@
-"""ProcessStore.find latency next to the raw FTS5 query, save throughput, RSS, and find over SSE.
+"""ProcessService.find latency next to the raw FTS5 query, save throughput, RSS, and find over SSE.
 
     uv run python benchmarks/bench_memory.py [--sizes 1000,10000,100000] [--queries N]
                                              [--no-sse] [--sse-calls N]
 
 For each corpus size a fresh temp directory gets an ``index.db`` filled through
-``ProcessStore.save`` with synthetic, varied process documents (seeded, so every run builds
+``ProcessService.save`` with synthetic, varied process documents (seeded, so every run builds
 the same corpora). Then, on that same file and in the same run, interleaved query by query
 (who goes first alternates):
 
-- find: ``ProcessStore.find(query, k=3)`` in process — sanitizing, the join to the rows,
+- find: ``ProcessService.find(query, k=3)`` in process — sanitizing, the join to the rows,
   reliability ranking over all matches, and building the ``ProcessDoc`` results;
 - raw:  ``SELECT id, bm25(processes_fts) FROM processes_fts WHERE processes_fts MATCH ?
   ORDER BY bm25(processes_fts) LIMIT 3`` on a plain sqlite3 connection, given the same
@@ -65,13 +65,13 @@ from pathlib import Path
 from typing import Any
 
 from robot_mcp_kit.testing import ServiceProcess, free_port
-from robot_mcp_memory.db import open_index
-from robot_mcp_memory.documents import ProcessDoc
-from robot_mcp_memory.search import (
+from robot_mcp_memory.backends import storage_at
+from robot_mcp_memory.processes import (
+    ProcessDoc,
+    ProcessService,
     match_expression,
     search_terms,
 )
-from robot_mcp_memory.store import ProcessStore
 
 TARGET_FIND_VS_RAW = 3.0
 TARGET_SSE_VS_PING = 2.0
@@ -241,9 +241,9 @@ class SizeResult:
     sse_note: str = ""
 
 
-def build(directory: Path, size: int, seed: int) -> tuple[ProcessStore, float]:
+def build(directory: Path, size: int, seed: int) -> tuple[ProcessService, float]:
     corpus = Corpus(random.Random(seed), _pseudo_words(random.Random(seed + 1), 3000))
-    store = ProcessStore(open_index(directory), robot_id="bench")
+    store = ProcessService(storage_at(str(directory)).open().processes, robot_id="bench")
     docs = (corpus.doc(i) for i in range(size))
     started = time.perf_counter()
     for doc in docs:
@@ -252,9 +252,9 @@ def build(directory: Path, size: int, seed: int) -> tuple[ProcessStore, float]:
 
 
 def measure_local(
-    store: ProcessStore, queries: list[str]
+    store: ProcessService, queries: list[str]
 ) -> tuple[list[float], list[float], int, float]:
-    raw = sqlite3.connect(f"{store.store.path.as_uri()}?mode=ro", uri=True)
+    raw = sqlite3.connect(f"{store.repo.store.path.as_uri()}?mode=ro", uri=True)
     raw_sql = (
         "SELECT id, bm25(processes_fts) FROM processes_fts WHERE processes_fts MATCH ? "
         "ORDER BY bm25(processes_fts) LIMIT 3"
@@ -497,7 +497,7 @@ def seed_fleet_documents(directory: Path, n_docs: int, seed: int) -> dict[str, s
     corpus = Corpus(random.Random(seed), _pseudo_words(random.Random(seed + 1), 3000))
     robots = [robot for group in FLEET_GROUPS.values() for robot in group]
     owners: dict[str, str | None] = {}
-    store = ProcessStore(open_index(directory), robot_id="bench")
+    store = ProcessService(storage_at(str(directory)).open().processes, robot_id="bench")
     try:
         for i in range(n_docs):
             shared = corpus.rng.random() < FLEET_SHARED_FRACTION

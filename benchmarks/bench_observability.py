@@ -23,7 +23,7 @@ chunk of C events inside a tool call's SERVER span and a task's span (every POST
 carries a ``traceparent`` and, when sampled, is a CLIENT span), then ``flush()``; events/s
 over all chunks.
 
-Find: a lexical ``ProcessStore`` of D synthetic documents (bench_memory's corpus); each
+Find: a lexical ``ProcessService`` of D synthetic documents (bench_memory's corpus); each
 query runs in each mode inside ``telemetry.server_span("tools/call", "find_processes")``
 (the span a tool call adds; a no-op while off), so ``on`` pays the SERVER span, the
 ``memory.find`` span and its ``memory.search.lexical`` child, and two histograms. p50 ms.

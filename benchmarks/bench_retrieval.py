@@ -5,14 +5,14 @@
 
 On the labelled set of ``tests/data/retrieval`` (office-and-lab robot processes, queries
 tagged by style) plus 0, 1 000 and 10 000 near-miss distractors from its generator, one
-``index.db`` per size is built through ``ProcessStore.save`` with the default embedder
+``index.db`` per size is built through ``ProcessService.save`` with the default embedder
 (wordllama, offline), and on that same file, in the same run, each query is answered by:
 
 - plain bm25: a raw FTS5 query — every word of the query, quoted and OR-ed, ranked by
   ``bm25(processes_fts)`` with default weights, no stopwords, no reliability;
-- lexical: ``ProcessSearch`` without an embedder (robot-aware words, typo repair, column
+- lexical: ``ProcessService`` without an embedder (robot-aware words, typo repair, column
   weights; what ``MEMORY_SEARCH=lexical`` serves);
-- hybrid: ``ProcessStore.find`` with the embedder (the default).
+- hybrid: ``ProcessService.find`` with the embedder (the default).
 
 Printed: R@1, R@3 and MRR@10 per method and size; opposite-action queries ranked wrong;
 R@1 by style at the largest size; find p50 of hybrid and lexical at the largest size
@@ -38,18 +38,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from robot_mcp_memory.db import open_index
-from robot_mcp_memory.documents import ProcessDoc
-from robot_mcp_memory.search import (
+from robot_mcp_memory.backends import storage_at
+from robot_mcp_memory.processes import (
     Embedder,
-    ProcessSearch,
+    ProcessDoc,
+    ProcessService,
     load_default_embedder,
     match_expression,
 )
-from robot_mcp_memory.store import ProcessStore
 
-# The weight sweep sets the ranking module's knob in place: ProcessSearch reads it per query.
-_ranking = importlib.import_module("robot_mcp_memory.search._process_search")
+# The weight sweep sets the ranking module's knob in place: fuse() reads it per query.
+_ranking = importlib.import_module("robot_mcp_memory.processes.ranking")
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -83,14 +82,14 @@ def metrics(ranked: Sequence[Sequence[str]], expected: Sequence[str]) -> tuple[f
     return r1 / n, r3 / n, mrr / n
 
 
-def plain_bm25(store: ProcessStore) -> Callable[[str], list[str]]:
+def plain_bm25(store: ProcessService) -> Callable[[str], list[str]]:
     import re
 
     def run(query: str) -> list[str]:
         words = list(dict.fromkeys(re.findall(r"[^\W_]+", query.lower())))
         if not words:
             return []
-        rows = store.store.query(
+        rows = store.repo.store.query(
             "SELECT p.id FROM processes_fts JOIN processes AS p ON p.rowid = processes_fts.rowid "
             "WHERE processes_fts MATCH ? ORDER BY bm25(processes_fts) LIMIT 10",
             (match_expression(words),),
@@ -100,16 +99,16 @@ def plain_bm25(store: ProcessStore) -> Callable[[str], list[str]]:
     return run
 
 
-def rrf(store: ProcessStore, lexical: ProcessSearch, query: str) -> list[str]:
+def rrf(store: ProcessService, lexical: ProcessService, query: str) -> list[str]:
     """Reciprocal-rank fusion (k=60) of the lexical and semantic rankings, x nothing."""
     assert store.embedder is not None
-    assert store._vectors is not None
+    assert store.repo.vector_index is not None
     lex = [f.doc.id for f in lexical.find(query, 50)]
     vector = store.embedder.embed([query])[0]
-    rowids, _, _, _ = store._vectors.score(vector, None, 50)
+    rowids, _, _, _ = store.repo.vector_index.score(vector, None, 50)
     ids = {
         int(r["rowid"]): str(r["id"])
-        for r in store.store.query(
+        for r in store.repo.store.query(
             f"SELECT rowid, id FROM processes WHERE rowid IN ({','.join('?' * len(rowids))})",  # noqa: S608
             tuple(int(r) for r in rowids),
         )
@@ -122,8 +121,12 @@ def rrf(store: ProcessStore, lexical: ProcessSearch, query: str) -> list[str]:
     return sorted(score, key=lambda i: -score[i])[:10]
 
 
-def build(data_dir: Path, embedder: Embedder, docs: list[ProcessDoc]) -> tuple[ProcessStore, float]:
-    store = ProcessStore(open_index(data_dir), robot_id="bench", embedder=embedder)
+def build(
+    data_dir: Path, embedder: Embedder, docs: list[ProcessDoc]
+) -> tuple[ProcessService, float]:
+    store = ProcessService(
+        storage_at(str(data_dir)).open().processes, robot_id="bench", embedder=embedder
+    )
     started = time.perf_counter()
     for doc in docs:
         store.save(doc)
@@ -154,7 +157,7 @@ def main() -> int:
             # Distractors first, the labelled set last: a labelled document never wins a
             # tie by being older.
             store, build_s = build(Path(tmp), embedder, extra + labelled)
-            lexical = ProcessSearch(store.store)
+            lexical = ProcessService(store.repo)
             methods: dict[str, Callable[[str], list[str]]] = {
                 "bm25": plain_bm25(store),
                 "lexical": lambda q: [f.doc.id for f in lexical.find(q, 10)],  # noqa: B023

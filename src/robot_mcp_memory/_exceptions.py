@@ -71,7 +71,7 @@ class DocError(MemoryServerError, ValueError):
     Attributes:
         field: the frontmatter field at fault, or ``"frontmatter"`` / ``"body"`` /
             ``"document"`` for the document's structure (``"id"`` for a save conflict).
-        reason: a short code (see :mod:`robot_mcp_memory.documents.model`), e.g. ``"invalid_slug"``.
+        reason: a short code (see :mod:`robot_mcp_memory.processes.model`), e.g. ``"invalid_slug"``.
 
     ``str(error)`` is a sentence naming the field, quoting the bad value and saying what
     is valid.

@@ -32,8 +32,8 @@ An unscoped tenant (the admin token, stdio, an open server) may do everything; a
 argument on its reads narrows them to what that robot would see.
 
 The rules speak domain types — :class:`~robot_mcp_memory.tenant.Tenant`, the registry port
-(:class:`~robot_mcp_memory.ports.FleetPort`), :class:`~robot_mcp_memory.documents.Owner`,
-:class:`~robot_mcp_memory.documents.ProcessDoc` — and refuse by raising
+(:class:`~robot_mcp_memory.fleet.FleetService`), :class:`~robot_mcp_memory.processes.Owner`,
+:class:`~robot_mcp_memory.processes.ProcessDoc` — and refuse by raising
 :class:`~robot_mcp_memory.ToolFailure`; how a refusal becomes an answer is
 :func:`robot_mcp_memory.tools.answer_for`'s.
 """
@@ -46,13 +46,11 @@ from robot_mcp_memory._exceptions import (
     ToolFailure,
     quote,
 )
-from robot_mcp_memory.documents import (
+from robot_mcp_memory.fleet import FleetService
+from robot_mcp_memory.processes import (
     Owner,
     ProcessDoc,
-)
-from robot_mcp_memory.ports import (
-    FleetPort,
-    ProcessesPort,
+    ProcessService,
 )
 from robot_mcp_memory.tenant import Tenant
 
@@ -86,7 +84,7 @@ def check_text(field: str, text: str | None) -> None:
 
 
 def visible_robots(
-    fleet: FleetPort, robot: str | None, tenant: Tenant | None
+    fleet: FleetService, robot: str | None, tenant: Tenant | None
 ) -> frozenset[str] | None:
     """The ``robot`` values whose documents a call may see; None means every document.
 
@@ -127,7 +125,7 @@ def acting_robot(tenant: Tenant | None, robot: str | None) -> str | None:
     return robot
 
 
-def own_group(fleet: FleetPort, tenant: Tenant | None) -> tuple[bool, str | None]:
+def own_group(fleet: FleetService, tenant: Tenant | None) -> tuple[bool, str | None]:
     """``(scoped, group)``: for a scoped tenant, its group (None when ungrouped)."""
     if tenant is None or tenant.robot is None:
         return False, None
@@ -177,7 +175,7 @@ def pin_document(doc: ProcessDoc, tenant: Tenant) -> ProcessDoc:
     return doc
 
 
-def updatable(fleet: FleetPort, tenant: Tenant | None) -> Callable[[Owner], bool] | None:
+def updatable(fleet: FleetService, tenant: Tenant | None) -> Callable[[Owner], bool] | None:
     """Which existing documents a scoped save may update; None (any) for an unscoped one.
 
     Asked inside the save's transaction about each row the collision rule meets (the
@@ -198,7 +196,7 @@ def updatable(fleet: FleetPort, tenant: Tenant | None) -> Callable[[Owner], bool
 
 
 def visible_owner(
-    processes: ProcessesPort, fleet: FleetPort, id: str, tenant: Tenant | None
+    processes: ProcessService, fleet: FleetService, id: str, tenant: Tenant | None
 ) -> Owner:
     """Who owns ``id`` if it exists and ``tenant`` may see it; out of scope reads as absent
     (``not_found``, the same answer as a missing process)."""

@@ -1,9 +1,9 @@
 """The services behind the tools and their lifetime: :class:`Memory`, :func:`open_memory`,
 :class:`StoreHolder`.
 
-:class:`Memory` is the three services every tool works with — the process store, the fleet
-registry and the lessons — typed against their ports (:mod:`robot_mcp_memory.ports`), so a
-caller never depends on the adapters. :func:`open_memory` opens the storage of the
+:class:`Memory` is the three services every tool works with — the process documents, the
+fleet registry and the lessons — each holding its rules over the storage a backend
+offers, so a caller never depends on a backend. :func:`open_memory` opens the storage of the
 settings (:func:`robot_mcp_memory.backends.open_storage`) and builds the services over it
 (:func:`memory_over`).
 
@@ -25,13 +25,9 @@ from robot_mcp_memory.backends import Backend, open_storage
 from robot_mcp_memory.fleet import FleetService
 from robot_mcp_memory.limits import ROBOT_MAX_DOCUMENTS
 from robot_mcp_memory.params import ScopedParams
-from robot_mcp_memory.ports import (
-    FleetPort,
-    LessonsPort,
-    ProcessesPort,
-)
 from robot_mcp_memory.processes import (
     Embedder,
+    ProcessService,
     load_default_embedder,
 )
 from robot_mcp_memory.settings import (
@@ -60,9 +56,9 @@ class Memory:
     (``/healthz``; None for SQLite, whose file is open while the services are).
     """
 
-    processes: ProcessesPort
-    fleet: FleetPort
-    lessons: LessonsPort
+    processes: ProcessService
+    fleet: FleetService
+    lessons: ScopedParams
     robot_max_documents: int = ROBOT_MAX_DOCUMENTS
     ping: Callable[[], bool] | None = None
     release: Callable[[], None] | None = None
@@ -118,7 +114,8 @@ def memory_over(
     ``owns_backend`` (else its opener closes it, as a snapshot's does)."""
     fleet = FleetService(backend.fleet)
     return Memory(
-        processes=backend.open_processes(
+        processes=ProcessService(
+            backend.processes,
             robot_id=settings.robot_id,
             embedder=embedder,
             revisions_keep=settings.revisions_keep,
@@ -185,7 +182,7 @@ class StoreHolder:
 
         return cls(opener)
 
-    def acquire(self) -> ProcessesPort:
+    def acquire(self) -> ProcessService:
         """Take a reference, opening the services if this is the first one; returns the
         process store (the entry point's count and health check need only that)."""
         with self._lock:
@@ -210,6 +207,6 @@ class StoreHolder:
         return self._memory
 
     @property
-    def store(self) -> ProcessesPort | None:
+    def store(self) -> ProcessService | None:
         """The open process store, or None while nobody holds it."""
         return None if self._memory is None else self._memory.processes

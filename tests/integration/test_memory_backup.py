@@ -179,7 +179,7 @@ def test_restore_refuses_a_damaged_backup_and_an_existing_store(tmp_path):
     assert made.returncode == 2
     assert "no index.db" in made.stderr
     # A store made by a short server-less open: the lock is free.
-    from robot_mcp_memory.db import open_index
+    from robot_mcp_memory.backends.sqlite._schema import open_index
 
     open_index(data).close()
     dest = tmp_path / "b"

@@ -16,15 +16,14 @@ import psycopg
 import pytest
 
 from robot_mcp_kit.params import ParamStore, SqliteBackend
-from robot_mcp_memory import db
 from robot_mcp_memory.__main__ import EXIT_CONFIG, EXIT_MISMATCH
-from robot_mcp_memory.backends import sqlite as sqlite_backend
+from robot_mcp_memory.backends import storage_at
 from robot_mcp_memory.backends.postgres import PgBackend
-from robot_mcp_memory.documents import ProcessDoc
+from robot_mcp_memory.backends.postgres._database import PgDatabase
+from robot_mcp_memory.backends.postgres._lessons import PgParamBackend
+from robot_mcp_memory.backends.postgres._schema import SCHEMA
 from robot_mcp_memory.fleet import FleetService
-from robot_mcp_memory.postgres import SCHEMA, PgDatabase
-from robot_mcp_memory.postgres.lessons import PgParamBackend
-from robot_mcp_memory.store import ProcessStore
+from robot_mcp_memory.processes import ProcessDoc, ProcessService
 from robot_mcp_memory.transfer import EXIT_MISMATCH as TRANSFER_EXIT_MISMATCH
 from robot_mcp_memory.transfer import TABLES, Endpoint, table_sums
 
@@ -53,8 +52,8 @@ def _prepare_pg(url: str) -> None:
 def _fill_sqlite(data: Path) -> None:
     """A store with documents (counters, notes, a shared one, text beyond ASCII), a
     registry (groups with and without toggles, robots with meta) and lessons."""
-    index = db.open_index(data)
-    processes = ProcessStore(index, robot_id="rap-1")
+    backend = storage_at(str(data)).open()
+    processes = ProcessService(backend.processes, robot_id="rap-1")
     for i in range(12):
         processes.save(
             ProcessDoc(
@@ -70,7 +69,7 @@ def _fill_sqlite(data: Path) -> None:
         )
     for i in range(0, 12, 2):
         processes.record_outcome(f"doc-{i:02d}", success=i % 4 == 0, note=f"run {i}")
-    fleet = FleetService(sqlite_backend.SqliteBackend(Path(index.path).parent, index).fleet)
+    fleet = FleetService(backend.fleet)
     fleet.upsert_group("line-3", name="Line 3", customer="ACME", factory="Lyon")
     fleet.upsert_group("line-4")
     fleet.set_self_improve(True)
@@ -78,7 +77,7 @@ def _fill_sqlite(data: Path) -> None:
     fleet.register_robot("rap-1", name="Rap", group_id="line-3", meta={"arm": "ur5", "z": 1.5})
     fleet.register_robot("rap-2", group_id="line-4", meta={"é": [1, None, True]})
     fleet.register_robot("rap-0")
-    processes.close()
+    backend.close()
     lessons = SqliteBackend(data / "lessons.db")
     group = ParamStore(lessons, "group:line-3")
     group.record("grasp", {"dz": 0.01}, place="t1", robot="rap-1", success=True, note="ok")
@@ -143,18 +142,18 @@ def test_sqlite_to_postgres_and_back_is_exact(tmp_path: Path, pg_url: str) -> No
         assert "copied and verified: 20 rows in 5 tables" in out
     assert "search index rebuilt for 12 documents" in back.stdout
 
-    index = db.open_index(last)
-    copied = ProcessStore(index)
+    backend = storage_at(str(last)).open()
+    copied = ProcessService(backend.processes)
     try:
         found = copied.find("pick the grün cup", k=3)
         assert found
         assert found[0].doc.id in {"doc-02", "doc-05", "doc-08", "doc-11"}
         assert copied.get("doc-00").success_count == 1  # type: ignore[union-attr]
-        fleet = FleetService(sqlite_backend.SqliteBackend(Path(index.path).parent, index).fleet)
+        fleet = FleetService(backend.fleet)
         assert fleet.resolve("rap-2").where == "group:line-4"
         assert fleet.get_robot("rap-2").meta == {"é": [1, None, True]}  # type: ignore[union-attr]
     finally:
-        copied.close()
+        backend.close()
 
 
 def test_a_non_empty_destination_is_refused_untouched(tmp_path: Path, pg_url: str) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from robot_mcp_memory.documents import ProcessDoc
+from robot_mcp_memory.processes import ProcessDoc
 from robot_mcp_memory.services import open_memory
 from robot_mcp_memory.settings import Settings
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from robot_mcp_memory.backends.sqlite import SqliteBackend
-from robot_mcp_memory.db import open_index
+from robot_mcp_memory.backends.sqlite._schema import open_index
 from robot_mcp_memory.fleet import FleetService
 from robot_mcp_memory.params import ScopedParams
 
@@ -34,7 +34,7 @@ CHILD = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from robot_mcp_memory.db import open_index
+    from robot_mcp_memory.backends.sqlite._schema import open_index
     from robot_mcp_memory.backends.sqlite import SqliteBackend
     from robot_mcp_memory.fleet import FleetService
     from robot_mcp_memory.params import ScopedParams

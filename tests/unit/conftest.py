@@ -114,6 +114,11 @@ class BackendUnderTest:
             return storage_at(str(self.dir))
         return PgStorage(self.url, pool_size=4)
 
+    @property
+    def sqlite(self) -> bool:
+        """True for the SQLite backend."""
+        return self.name == "sqlite"
+
     def open_backend(self) -> Any:
         """Another opened backend on this storage."""
         backend = self.storage().open()
@@ -121,17 +126,11 @@ class BackendUnderTest:
         return backend
 
     def open(self, **kwargs: Any) -> Any:
-        """A process store (``robot_id``, ``clock``, ``embedder`` as the adapters take them)."""
-        backend = self.open_backend()
-        if self.name == "sqlite":
-            from robot_mcp_memory.store import ProcessStore
+        """The process service over another opened backend (``robot_id``, ``clock``,
+        ``embedder``, ``revisions_keep`` as it takes them)."""
+        from robot_mcp_memory.processes import ProcessService
 
-            store = ProcessStore(backend.index, **kwargs)
-            self._closers.append(store.close)
-            return store
-        from robot_mcp_memory.postgres.processes import PgProcessStore
-
-        return PgProcessStore(backend.db, **kwargs)
+        return ProcessService(self.open_backend().processes, **kwargs)
 
     def fleet(self, **kwargs: Any) -> Any:
         """The fleet registry over another opened backend (``clock`` as it takes it)."""
@@ -141,8 +140,7 @@ class BackendUnderTest:
 
     def settle(self, store: Any) -> None:
         """Wait for queued writes (SQLite's hot counters; PostgreSQL writes at once)."""
-        if self.name == "sqlite":
-            store.store.flush()
+        store.repo.flush()
 
     def close(self) -> None:
         for close in reversed(self._closers):
@@ -155,6 +153,26 @@ def backend(request: pytest.FixtureRequest) -> Iterator[BackendUnderTest]:
     under_test = BackendUnderTest(request.param, request)
     yield under_test
     under_test.close()
+
+
+@pytest.fixture
+def sqlite_processes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Any]]:
+    """``open(path=None, **kwargs)``: a process service over ``path/index.db`` (a new
+    directory by default), for what only SQLite has; closed after the test."""
+    from robot_mcp_memory.backends import storage_at
+    from robot_mcp_memory.processes import ProcessService
+
+    opened: list[Any] = []
+
+    def open_(path: Any = None, **kwargs: Any) -> Any:
+        where = path if path is not None else tmp_path_factory.mktemp("index")
+        backend = storage_at(str(where)).open()
+        opened.append(backend)
+        return ProcessService(backend.processes, **kwargs)
+
+    yield open_
+    for backend in reversed(opened):
+        backend.close()
 
 
 @pytest.fixture

@@ -17,12 +17,10 @@ from robot_mcp_kit.store import (
     StoreUnreadable,
     Table,
 )
-from robot_mcp_memory import db
 from robot_mcp_memory.backends.sqlite import SqliteBackend
-from robot_mcp_memory.documents import ProcessDoc
+from robot_mcp_memory.backends.sqlite import _schema as db
 from robot_mcp_memory.fleet import FleetService
-from robot_mcp_memory.search import HashingEmbedder
-from robot_mcp_memory.store import ProcessStore
+from robot_mcp_memory.processes import HashingEmbedder, ProcessDoc, ProcessService, legacy_lives
 
 
 @pytest.fixture
@@ -234,11 +232,11 @@ class TestLegacyLives:
     def test_a_delete_or_a_merge_ends_a_life(self) -> None:
         """Revisions numbered on across lives (schema 5) are split after each revision
         that ended a life; the row is in the life after the last one."""
-        lives, now = db.legacy_lives([(3, "save"), (1, "save"), (2, "delete"), (4, "save")])
+        lives, now = legacy_lives([(3, "save"), (1, "save"), (2, "delete"), (4, "save")])
         assert (lives, now) == ({1: 1, 2: 1, 3: 2, 4: 2}, 2)
-        assert db.legacy_lives([(1, "merged")]) == ({1: 1}, 2)
-        assert db.legacy_lives([(1, "revert"), (2, "merge:b:1")]) == ({1: 1, 2: 1}, 1)
-        assert db.legacy_lives([]) == ({}, 1)
+        assert legacy_lives([(1, "merged")]) == ({1: 1}, 2)
+        assert legacy_lives([(1, "revert"), (2, "merge:b:1")]) == ({1: 1, 2: 1}, 1)
+        assert legacy_lives([]) == ({}, 1)
 
 
 class TestMigration:
@@ -247,14 +245,19 @@ class TestMigration:
         exist, the documents, counters and search index are intact."""
         _make_v1(tmp_path)
         assert "fleet_robots" not in _tables(tmp_path / "index.db")
-        store = ProcessStore(db.open_index(tmp_path))
+        store = ProcessService(SqliteBackend(tmp_path, db.open_index(tmp_path)).processes)
         try:
-            row = store.store.query_one("SELECT value FROM store_meta WHERE key = 'schema_version'")
+            row = store.repo.store.query_one(
+                "SELECT value FROM store_meta WHERE key = 'schema_version'"
+            )
             assert row is not None
             assert row[0] == "6"
-            assert {"fleet_robots", "fleet_groups", "fleet_settings"} <= _tables(store.store.path)
+            assert {"fleet_robots", "fleet_groups", "fleet_settings"} <= _tables(
+                store.repo.store.path
+            )
             indexes = {
-                r[0] for r in store.store.query("SELECT name FROM sqlite_schema WHERE type='index'")
+                r[0]
+                for r in store.repo.store.query("SELECT name FROM sqlite_schema WHERE type='index'")
             }
             assert "fleet_robots_group" in indexes
             assert [d.id for d in store.list()] == ["fetch-parcel", "water-plants"]
@@ -262,10 +265,10 @@ class TestMigration:
             assert parcel is not None
             assert parcel.success_count == 1
             assert [f.doc.id for f in store.find("parcel from the mailroom")] == ["fetch-parcel"]
-            counts = store.store.counts()
+            counts = store.repo.store.counts()
             assert counts["fleet_robots"] == counts["fleet_groups"] == 0
             # The migrated tables are the declared ones: the fleet works on them.
-            fleet = FleetService(SqliteBackend(tmp_path, store.store).fleet)
+            fleet = FleetService(SqliteBackend(tmp_path, store.repo.store).fleet)
             fleet.upsert_group("line-3")
             fleet.register_robot("rap-1", group_id="line-3")
             assert fleet.scope_of("rap-1") == "group:line-3"
@@ -313,10 +316,12 @@ class TestMigration:
         with SqliteStore(tmp_path / "index.db", v2) as old:
             _insert_documents(old, ("fetch-parcel", "Fetch a parcel", "Go to the mailroom\n", 0))
         assert "processes_vectors" not in _tables(tmp_path / "index.db")
-        store = ProcessStore(db.open_index(tmp_path), embedder=HashingEmbedder())
+        store = ProcessService(
+            SqliteBackend(tmp_path, db.open_index(tmp_path)).processes, embedder=HashingEmbedder()
+        )
         try:
-            assert "processes_vectors" in _tables(store.store.path)
-            assert store.store.counts()["processes_vectors"] == 1
+            assert "processes_vectors" in _tables(store.repo.store.path)
+            assert store.repo.store.counts()["processes_vectors"] == 1
             assert store.search_mode == "hybrid"
             assert [f.doc.id for f in store.find("parcel")] == ["fetch-parcel"]
         finally:
@@ -351,16 +356,16 @@ class TestMigration:
                 ("water-plants", "Water the plants", "Fill the can\n", 0),
             )
             assert "processes_vocab" in _tables(old.path)
-        store = ProcessStore(db.open_index(tmp_path))
+        store = ProcessService(SqliteBackend(tmp_path, db.open_index(tmp_path)).processes)
         try:
-            tables = _tables(store.store.path)
+            tables = _tables(store.repo.store.path)
             assert "processes_vocab" not in tables
-            counts = store.store.counts()
+            counts = store.repo.store.counts()
             assert counts["processes_lengths"] == 2
             assert counts["processes_postings"] > 0
             assert [f.doc.id for f in store.find("parcel", robots=["rap-1"])] == ["fetch-parcel"]
             assert store.find("parcel", robots=["rap-2"]) == []
-            assert store.sync_terms() == 0  # nothing left to count
+            assert store.repo.sync_terms() == 0  # nothing left to count
         finally:
             store.close()
 
@@ -385,9 +390,9 @@ class TestMigration:
         with SqliteStore(tmp_path / "index.db", v4) as old:
             _insert_documents(old, ("fetch-parcel", "Fetch a parcel", "Go to the mailroom\n", 2))
         assert "processes_revisions" not in _tables(tmp_path / "index.db")
-        store = ProcessStore(db.open_index(tmp_path))
+        store = ProcessService(SqliteBackend(tmp_path, db.open_index(tmp_path)).processes)
         try:
-            assert "processes_revisions" in _tables(store.store.path)
+            assert "processes_revisions" in _tables(store.repo.store.path)
             state = store.states(["fetch-parcel"])["fetch-parcel"]
             assert (state.revision, state.recent, state.last_success) == (1, "", None)
             doc = store.get("fetch-parcel")
@@ -457,9 +462,9 @@ class TestMigration:
                     )
                 for id, revision in (("coil", 4), ("undone", 3), ("plain", 2), ("keep", 2)):
                     conn.execute("UPDATE processes SET revision = ? WHERE id = ?", (revision, id))
-        store = ProcessStore(db.open_index(tmp_path))
+        store = ProcessService(SqliteBackend(tmp_path, db.open_index(tmp_path)).processes)
         try:
-            assert store.store.counts()["processes_revisions"] == 8
+            assert store.repo.store.counts()["processes_revisions"] == 8
             assert store.lives("coil") == [1, 2]
             assert store.states(["coil"])["coil"].life == 2
             (now,) = store.revisions("coil")
@@ -490,7 +495,7 @@ class TestMigration:
             assert store.save(back).revision == 1
             assert store.lives("gone") == [1, 2]
             # The merge a v5 store made is undone as it was: the merged counts come off.
-            store.store.flush()
+            store.repo.store.flush()
             reverted = store.revert("keep", 1)
             assert reverted is not None
             assert reverted.doc.success_count == 2

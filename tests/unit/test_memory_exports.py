@@ -19,9 +19,9 @@ import pytest
 import robot_mcp_memory
 
 PUBLIC_MODULES = (
-    "db",
-    "documents.model",
-    "documents.rows",
+    "fleet.model",
+    "fleet.repo",
+    "fleet.service",
     "fleet.validation",
     "http.app",
     "http.auth",
@@ -29,8 +29,12 @@ PUBLIC_MODULES = (
     "logs",
     "params",
     "policy",
-    "ports",
+    "processes.model",
     "processes.ranking",
+    "processes.repo",
+    "processes.rows",
+    "processes.rules",
+    "processes.service",
     "server",
     "services",
     "settings",
@@ -38,6 +42,7 @@ PUBLIC_MODULES = (
     "tools.fleet",
     "tools.lessons",
     "tools.processes",
+    "transfer",
 )
 """Modules without a leading underscore: each ``__all__`` lists what the module defines."""
 
@@ -45,14 +50,11 @@ PACKAGES = (
     "backends",
     "backends.postgres",
     "backends.sqlite",
-    "documents",
     "fleet",
     "http",
     "operations",
     "processes",
-    "search",
     "shares",
-    "store",
     "tools",
 )
 """Subpackages: each ``__init__`` re-exports its private modules' public names."""

@@ -52,10 +52,8 @@ def settings(tmp_path, request):
 
 
 def flush(memory: Memory) -> None:
-    """Write SQLite's queued outcome counters (PostgreSQL counts them as it answers)."""
-    store = getattr(memory.processes, "store", None)
-    if store is not None:
-        store.flush()
+    """Write the queued outcome counters (SQLite's; PostgreSQL counts them as it answers)."""
+    memory.processes.repo.flush()
 
 
 @pytest.fixture
@@ -307,7 +305,7 @@ class TestImports:
         assert fleet.get_robot("rap-2") is None
 
     def test_a_document_is_stored_exactly_then_skipped_or_suffixed(self, memory):
-        from robot_mcp_memory.documents import ProcessDoc
+        from robot_mcp_memory.processes import ProcessDoc
 
         text = doc(
             "fetch",
@@ -557,7 +555,7 @@ class TestLivesThroughOperations:
             restored.close()
 
     def test_a_loaded_document_on_a_freed_id_starts_a_new_life(self, memory):
-        from robot_mcp_memory.documents import ProcessDoc
+        from robot_mcp_memory.processes import ProcessDoc
 
         memory.fleet.upsert_group("line-a")
         memory.fleet.upsert_group("line-b")

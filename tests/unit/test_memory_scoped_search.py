@@ -18,16 +18,17 @@ from typing import Any
 import pytest
 
 from robot_mcp_memory._exceptions import DocTooLarge
-from robot_mcp_memory.db import open_index
-from robot_mcp_memory.documents import Owner, ProcessDoc
+from robot_mcp_memory.backends import storage_at
+from robot_mcp_memory.backends.postgres._index import rebuild_index
+from robot_mcp_memory.backends.sqlite._terms import rebuild_term_index
 from robot_mcp_memory.limits import MAX_DOC_TERMS
-from robot_mcp_memory.postgres._process_index import rebuild_index
-from robot_mcp_memory.search import (
+from robot_mcp_memory.processes import (
     HashingEmbedder,
-    Tokenizer,
-    rebuild_term_index,
+    Owner,
+    ProcessDoc,
+    ProcessService,
+    TypoRepair,
 )
-from robot_mcp_memory.store import ProcessStore
 
 # A small seeded vocabulary: robot errands with shared and group-specific words.
 VERBS = ["fetch", "bring", "deliver", "inspect", "clean", "water", "carry", "load", "scan"]
@@ -65,13 +66,13 @@ QUERIES = [
 
 
 @pytest.fixture
-def store(processes_backend: Any) -> ProcessStore:
+def store(processes_backend: Any) -> ProcessService:
     """The store under test, on each backend (SQLite and PostgreSQL)."""
-    docs: ProcessStore = processes_backend.open()
+    docs: ProcessService = processes_backend.open()
     return docs
 
 
-def fill(store: ProcessStore, n: int, robots: list[str], seed: int = 7) -> None:
+def fill(store: ProcessService, n: int, robots: list[str], seed: int = 7) -> None:
     rng = random.Random(seed)
     for i in range(n):
         store.save(corpus_doc(rng, i, rng.choice(robots), shared=rng.random() < 0.1))
@@ -82,7 +83,7 @@ def answer(found: Any) -> list[tuple[str, float, float]]:
 
 
 class TestAgreesWithFts5:
-    def test_over_every_robot_the_scoped_bm25_is_fts5s(self, store: ProcessStore) -> None:
+    def test_over_every_robot_the_scoped_bm25_is_fts5s(self, store: ProcessService) -> None:
         """Narrowed to every robot there is, the per-owner bm25 ranks and scores exactly as
         FTS5's bm25 over the whole index (the unscoped path)."""
         robots = ["rap-1", "rap-2", "rap-3", "rap-4"]
@@ -95,7 +96,7 @@ class TestAgreesWithFts5:
                 assert a.bm25 == pytest.approx(b.bm25, rel=1e-9), (query, a.doc.id)
                 assert a.score == pytest.approx(b.score, rel=1e-9), (query, a.doc.id)
 
-    def test_a_narrowed_call_counts_only_its_documents(self, store: ProcessStore) -> None:
+    def test_a_narrowed_call_counts_only_its_documents(self, store: ProcessService) -> None:
         """With other robots' documents holding the query's words, a narrowed call's scores
         differ from FTS5's (the statistics are its own), and every result is visible."""
         fill(store, 200, ["rap-1", "rap-2", "rap-3"])
@@ -117,7 +118,7 @@ class TestTheCallerAloneDecides:
         "pakage malroom",
     )
 
-    def observe(self, store: ProcessStore) -> list[Any]:
+    def observe(self, store: ProcessService) -> list[Any]:
         return [answer(store.find(q, k=50, robots=["rap-1"])) for q in self.PROBES]
 
     @pytest.mark.parametrize("hybrid", [False, True])
@@ -142,14 +143,14 @@ class TestTheCallerAloneDecides:
         finally:
             store.close()
 
-    def test_a_word_only_another_robot_holds_is_not_repaired(self, store: ProcessStore) -> None:
+    def test_a_word_only_another_robot_holds_is_not_repaired(self, store: ProcessService) -> None:
         """Typo repair reads only the caller's vocabulary (finding 5)."""
         store.save(
             ProcessDoc(id="okapi-care", title="Feed the okapi", body="Hay.\n", robot="rap-9")
         )
         store.save(ProcessDoc(id="mug", title="Fetch a mug", body="Kitchen.\n", robot="rap-1"))
-        if isinstance(store, ProcessStore):
-            typos = store._search.typos  # the repair as a narrowed call runs it
+        with store.repo.reading() as reads:  # the repair as a narrowed call runs it
+            typos = TypoRepair(reads, reads)
             assert typos.repair(["okpai"], ["shared", "robot:rap-1"]) == []
             repaired = typos.repair(["okpai"], ["shared", "robot:rap-9"])
             assert [r.term for r in repaired] == ["okapi"]
@@ -159,13 +160,13 @@ class TestTheCallerAloneDecides:
 
 class TestStatisticsFollowWrites:
     def snapshot(self, store: Any) -> dict[str, list[tuple[Any, ...]]]:
-        if not isinstance(store, ProcessStore):  # PostgreSQL: its own three tables
+        if not hasattr(store.repo, "store"):  # PostgreSQL: its own three tables
             pg_tables = {
                 "processes_postings": "term, owner, rid, freq",
                 "processes_owner_terms": "term, owner, docs",
                 "processes_search": "rid, owner, tokens, tsv::text",
             }
-            with store.db.connection() as conn:
+            with store.repo.db.connection() as conn:
                 return {
                     t: sorted(tuple(r) for r in conn.execute(f"SELECT {cols} FROM {t}"))  # noqa: S608
                     for t, cols in pg_tables.items()
@@ -176,11 +177,11 @@ class TestStatisticsFollowWrites:
             "processes_lengths": "doc_rowid, owner, tokens, terms",
         }
         return {
-            t: sorted(tuple(r) for r in store.store.query(f"SELECT {cols} FROM {t}"))  # noqa: S608
+            t: sorted(tuple(r) for r in store.repo.store.query(f"SELECT {cols} FROM {t}"))  # noqa: S608
             for t, cols in tables.items()
         }
 
-    def test_any_sequence_of_writes_equals_a_recount(self, store: ProcessStore) -> None:
+    def test_any_sequence_of_writes_equals_a_recount(self, store: ProcessService) -> None:
         """Saves, updates that move a document between owners, notes and deletes leave the
         statistics exactly as a recount from the rows would."""
         rng = random.Random(5)
@@ -197,24 +198,24 @@ class TestStatisticsFollowWrites:
                 victim = ids.pop(rng.randrange(len(ids)))
                 store.delete(victim)
         kept = self.snapshot(store)
-        if isinstance(store, ProcessStore):
-            with store.store.transaction() as conn:
-                rebuild_term_index(conn, Tokenizer())
+        if hasattr(store.repo, "store"):
+            with store.repo.store.transaction() as conn:
+                rebuild_term_index(conn, store.repo.tokenizer)
         else:
-            with store.db.connection() as conn:
+            with store.repo.db.connection() as conn:
                 rebuild_index(conn)
         assert self.snapshot(store) == kept
         assert kept["processes_owner_terms"]  # the sequence left documents to compare
 
-    def test_reindex_rebuilds_them(self, store: ProcessStore) -> None:
+    def test_reindex_rebuilds_them(self, store: ProcessService) -> None:
         """reindex() recounts the statistics with the index."""
         fill(store, 30, ["rap-1"])
         kept = self.snapshot(store)
-        if isinstance(store, ProcessStore):
-            with store.store.transaction() as conn:
+        if hasattr(store.repo, "store"):
+            with store.repo.store.transaction() as conn:
                 conn.execute("DELETE FROM processes_postings")
         else:
-            with store.db.connection() as conn:
+            with store.repo.db.connection() as conn:
                 conn.execute("DELETE FROM processes_postings")
         assert store.find("parcel mailroom", robots=["rap-1"]) == []
         assert store.reindex() == 30
@@ -223,7 +224,7 @@ class TestStatisticsFollowWrites:
     def test_opening_a_file_counts_documents_it_lacks(self, tmp_path: Path) -> None:
         """A row without statistics (a file just migrated) is counted when the store opens;
         statistics of a row that is gone are dropped."""
-        store = ProcessStore(open_index(tmp_path))
+        store = ProcessService(storage_at(str(tmp_path)).open().processes)
         fill(store, 20, ["rap-1"])
         kept = self.snapshot(store)
         store.close()
@@ -240,7 +241,7 @@ class TestStatisticsFollowWrites:
         conn.execute("INSERT INTO processes_owner_terms VALUES ('ghost', 'robot:gone', 1)")
         conn.commit()
         conn.close()
-        store = ProcessStore(open_index(tmp_path))
+        store = ProcessService(storage_at(str(tmp_path)).open().processes)
         try:
             assert self.snapshot(store) == kept
         finally:
@@ -248,7 +249,7 @@ class TestStatisticsFollowWrites:
 
 
 class TestWhatOneRobotCanAdd:
-    def test_a_document_of_too_many_distinct_words_is_refused(self, store: ProcessStore) -> None:
+    def test_a_document_of_too_many_distinct_words_is_refused(self, store: ProcessService) -> None:
         """Past MAX_DOC_TERMS distinct words the save is too_large and writes nothing."""
         words = " ".join(f"w{i:05d}x" for i in range(MAX_DOC_TERMS + 1))
         with pytest.raises(DocTooLarge) as info:
@@ -257,13 +258,13 @@ class TestWhatOneRobotCanAdd:
         assert info.value.size > MAX_DOC_TERMS
         assert str(MAX_DOC_TERMS) in str(info.value)
         assert store.count() == 0
-        if isinstance(store, ProcessStore):
-            assert store.store.counts()["processes_owner_terms"] == 0
+        if hasattr(store.repo, "store"):
+            assert store.repo.store.counts()["processes_owner_terms"] == 0
         else:
-            with store.db.connection() as conn:
+            with store.repo.db.connection() as conn:
                 assert conn.execute("SELECT count(*) FROM processes_owner_terms").fetchone() == (0,)
 
-    def test_a_robot_owns_at_most_its_share_of_documents(self, store: ProcessStore) -> None:
+    def test_a_robot_owns_at_most_its_share_of_documents(self, store: ProcessService) -> None:
         """A new document past max_robot_documents is refused naming the setting; an update
         of an existing one and another robot's save still go through."""
         for i in range(3):
@@ -292,7 +293,7 @@ class TestIdsCannotBeSquatted:
 
     @pytest.mark.parametrize("incoming", ["m-1", "m-2", None])
     def test_an_id_another_group_holds_is_suffixed_whatever_its_mission(
-        self, store: ProcessStore, incoming: str | None
+        self, store: ProcessService, incoming: str | None
     ) -> None:
         """rap-2's answer is the same whether or not rap-1's document has the mission id it
         sends (so no guess of it can be tested), and rap-1's document is untouched."""
@@ -322,7 +323,7 @@ class TestIdsCannotBeSquatted:
                 assert (original.title, original.robot) == ("A", "rap-1")
         assert answers == [("fetch-x-2", "fetch-x", True)] * 2
 
-    def test_a_whole_family_of_ids_cannot_be_filled(self, store: ProcessStore) -> None:
+    def test_a_whole_family_of_ids_cannot_be_filled(self, store: ProcessService) -> None:
         """With id, id-2 … id-99 all held by another robot, the save still succeeds, under a
         random suffix."""
         for n in range(1, 100):

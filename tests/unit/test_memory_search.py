@@ -19,25 +19,22 @@ from mcp.shared.memory import create_connected_server_and_client_session
 from robot_mcp_kit import reliability
 from robot_mcp_memory import services
 from robot_mcp_memory._exceptions import EmbedderUnavailable, SettingsError
-from robot_mcp_memory.documents import ProcessDoc
-from robot_mcp_memory.postgres._process_index import PgTerms
-from robot_mcp_memory.search import (
+from robot_mcp_memory.backends._processes import RELIABILITY_SQL
+from robot_mcp_memory.backends.sqlite._vectors import VectorIndex, from_blob, to_blob
+from robot_mcp_memory.processes import (
     ACTION_WORDS,
     DEFAULT_MODEL,
     MAX_REPAIRED_WORDS,
-    RELIABILITY_SQL,
     STOPWORDS,
     FunctionEmbedder,
     HashingEmbedder,
-    ProcessSearch,
+    ProcessDoc,
+    ProcessService,
     Repair,
     TypoRepair,
-    VectorIndex,
-    from_blob,
     load_default_embedder,
     normalise,
     search_terms,
-    to_blob,
 )
 from robot_mcp_memory.server import build_server
 from robot_mcp_memory.settings import (
@@ -45,7 +42,6 @@ from robot_mcp_memory.settings import (
     Settings,
     load_settings,
 )
-from robot_mcp_memory.store import ProcessStore
 
 
 def make_doc(id: str, title: str, body: str = "## Steps\n1. do it\n", **fields) -> ProcessDoc:
@@ -53,27 +49,27 @@ def make_doc(id: str, title: str, body: str = "## Steps\n1. do it\n", **fields) 
 
 
 @pytest.fixture
-def lexical(processes_backend: Any) -> ProcessStore:
+def lexical(processes_backend: Any) -> ProcessService:
     """A lexical store on each backend."""
-    store: ProcessStore = processes_backend.open()
+    store: ProcessService = processes_backend.open()
     return store
 
 
 @pytest.fixture
-def hybrid(processes_backend: Any) -> ProcessStore:
+def hybrid(processes_backend: Any) -> ProcessService:
     """A hybrid store (the hashing embedder) on each backend."""
-    store: ProcessStore = processes_backend.open(embedder=HashingEmbedder())
+    store: ProcessService = processes_backend.open(embedder=HashingEmbedder())
     return store
 
 
 def vector_rows(store: Any) -> list[tuple[str, int, int, int, bytes | str]]:
     """``(model, dim, head length, doc length, doc)`` of each stored vector pair."""
-    if isinstance(store, ProcessStore):
+    if hasattr(store.repo, "store"):
         return [
             (r["model"], r["dim"], len(r["head"]) // 4, len(r["doc"]) // 4, r["doc"])
-            for r in store.store.query("SELECT model, dim, head, doc FROM processes_vectors")
+            for r in store.repo.store.query("SELECT model, dim, head, doc FROM processes_vectors")
         ]
-    with store.db.connection() as conn:
+    with store.repo.db.connection() as conn:
         rows = conn.execute(
             "SELECT model, dim, vector_dims(head::vector), vector_dims(doc::vector), doc::text "
             "FROM processes_vectors"
@@ -83,18 +79,15 @@ def vector_rows(store: Any) -> list[tuple[str, int, int, int, bytes | str]]:
 
 def repair(store: Any, words: list[str]) -> list[Repair]:
     """Typo repair of ``words`` over the whole vocabulary, as the store's search runs it."""
-    if isinstance(store, ProcessStore):
-        return ProcessSearch(store.store).typos.repair(words, None)
-    with store.db.connection() as conn:
-        terms = PgTerms(conn)
-        return TypoRepair(terms, terms).repair(words, None)
+    with store.repo.reading() as reads:
+        return TypoRepair(reads, reads).repair(words, None)
 
 
 def drop_vectors(store: Any) -> None:
-    if isinstance(store, ProcessStore):
-        store.store.execute("DELETE FROM processes_vectors")
+    if hasattr(store.repo, "store"):
+        store.repo.store.execute("DELETE FROM processes_vectors")
         return
-    with store.db.connection() as conn:
+    with store.repo.db.connection() as conn:
         conn.execute("DELETE FROM processes_vectors")
 
 
@@ -130,7 +123,7 @@ class TestRobotAwareWords:
         ],
     )
     def test_opposite_actions_rank_the_right_one_first(
-        self, lexical: ProcessStore, query: str, expected: str
+        self, lexical: ProcessService, query: str, expected: str
     ) -> None:
         """Issue 11's regression: the turn-off process no longer wins 'turn on'."""
         lexical.save(make_doc("light-on", "Turn on the light", "Flip the switch on.\n"))
@@ -144,7 +137,7 @@ class TestRobotAwareWords:
 
 class TestTypoRepair:
     @pytest.fixture
-    def docs(self, lexical: ProcessStore) -> ProcessStore:
+    def docs(self, lexical: ProcessService) -> ProcessService:
         lexical.save(
             make_doc(
                 "fetch-package-mailroom",
@@ -156,7 +149,7 @@ class TestTypoRepair:
         lexical.save(make_doc("deliver-coffee", "Deliver a coffee", "Brew and carry it.\n"))
         return lexical
 
-    def test_misspelt_words_find_the_process(self, docs: ProcessStore) -> None:
+    def test_misspelt_words_find_the_process(self, docs: ProcessService) -> None:
         """Issue 11's example: 'pakage waiting at mailrom - pick up'."""
         assert ids(docs.find("pakage waiting at mailrom - pick up"))[:1] == [
             "fetch-package-mailroom"
@@ -164,14 +157,16 @@ class TestTypoRepair:
         assert ids(docs.find("bring a cofee"))[:1] == ["deliver-coffee"]
         assert ids(docs.find("water the plnats"))[:1] == ["water-plants"]
 
-    def test_repaired_terms_weigh_less_than_exact_ones(self, docs: ProcessStore) -> None:
+    def test_repaired_terms_weigh_less_than_exact_ones(self, docs: ProcessService) -> None:
         """A repaired match scores below the same match spelt right."""
         exact = docs.find("mailroom")[0]
         repaired = docs.find("mailrom")[0]
         assert repaired.doc.id == exact.doc.id
         assert 0 < repaired.bm25 < exact.bm25
 
-    def test_words_in_the_index_and_short_words_are_not_repaired(self, docs: ProcessStore) -> None:
+    def test_words_in_the_index_and_short_words_are_not_repaired(
+        self, docs: ProcessService
+    ) -> None:
         """Known words (as stems too) and words under 4 letters are left alone."""
         assert repair(docs, ["packages", "mailroom", "zebra"]) == []  # 'zebra': no neighbour
         # The stem of 'package', searched as itself; 'coffe' spelt so that it stems back.
@@ -179,12 +174,12 @@ class TestTypoRepair:
         assert repair(docs, ["cofee"]) == [Repair("coffe", "coffee")]
         assert repair(docs, ["pak"]) == []
 
-    def test_repair_is_bounded_per_query(self, docs: ProcessStore) -> None:
+    def test_repair_is_bounded_per_query(self, docs: ProcessService) -> None:
         """At most MAX_REPAIRED_WORDS absent words are looked at."""
         words = [f"zzz{chr(97 + i)}xq" for i in range(MAX_REPAIRED_WORDS)] + ["pakage"]
         assert repair(docs, words) == []
 
-    def test_the_vocabulary_follows_writes(self, docs: ProcessStore) -> None:
+    def test_the_vocabulary_follows_writes(self, docs: ProcessService) -> None:
         """A word saved after the vocabulary was read is known at the next search."""
         assert docs.find("forklfit") == []
         docs.save(make_doc("forklift", "Park the forklift", "Drive it to bay 2.\n"))
@@ -217,14 +212,14 @@ class TestVectors:
             index.put(10 + i, east, east, "rap-1", False)
         assert len(index) == 102
 
-    def test_save_writes_vectors_in_the_row_transaction(self, hybrid: ProcessStore) -> None:
+    def test_save_writes_vectors_in_the_row_transaction(self, hybrid: ProcessService) -> None:
         """Each save stores both vectors with the model's name and dimension."""
         hybrid.save(make_doc("a", "Open the door"))
         [(model, dim, head, doc, _)] = vector_rows(hybrid)
         assert (model, dim) == ("hashing-64", 64)
         assert head == doc == 64
 
-    def test_delete_and_notes_keep_vectors_in_step(self, hybrid: ProcessStore) -> None:
+    def test_delete_and_notes_keep_vectors_in_step(self, hybrid: ProcessService) -> None:
         """delete drops the vectors; an outcome note re-embeds the whole document."""
         hybrid.save(make_doc("a", "Open the door"))
         [before] = vector_rows(hybrid)
@@ -262,7 +257,7 @@ class TestVectors:
         assert len(vector_rows(again)) == 1
         assert ids(again.find("window")) == ["a"]
 
-    def test_reindex_recomputes_the_vectors(self, hybrid: ProcessStore) -> None:
+    def test_reindex_recomputes_the_vectors(self, hybrid: ProcessService) -> None:
         """reindex() rebuilds the index and every document's vectors."""
         for i in range(3):
             hybrid.save(make_doc(f"p-{i}", f"Process {i}"))
@@ -272,7 +267,7 @@ class TestVectors:
 
 
 class TestHybrid:
-    def test_results_carry_the_components(self, hybrid: ProcessStore) -> None:
+    def test_results_carry_the_components(self, hybrid: ProcessService) -> None:
         """bm25, semantic, reliability; score = fused (<= 1) x reliability."""
         hybrid.save(make_doc("a", "Open the door", success_count=3, failure_count=1))
         hybrid.save(make_doc("b", "Close the window"))
@@ -300,13 +295,13 @@ class TestHybrid:
         assert ids(found) == ["coffee"]
         assert found[0].bm25 == 0
 
-    def test_nothing_relevant_finds_nothing(self, hybrid: ProcessStore) -> None:
+    def test_nothing_relevant_finds_nothing(self, hybrid: ProcessService) -> None:
         """Stopwords only, or words near nothing stored: no results, as lexical."""
         hybrid.save(make_doc("a", "Open the door"))
         assert hybrid.find("please the") == []
         assert hybrid.find("zebra quantum") == []
 
-    def test_semantic_path_never_widens_visibility(self, hybrid: ProcessStore) -> None:
+    def test_semantic_path_never_widens_visibility(self, hybrid: ProcessService) -> None:
         """A scoped search never returns another robot's document, even one the vector
         index holds under a stale (visible) robot."""
         hybrid.save(make_doc("mine", "Open the gate", robot="rap-1"))
@@ -314,19 +309,19 @@ class TestHybrid:
         hybrid.save(make_doc("fleet", "Open the gate please", robot="rap-3", shared=True))
         assert sorted(ids(hybrid.find("open gate", k=10, robots=["rap-1"]))) == ["fleet", "mine"]
         assert ids(hybrid.find("open gate", k=10, robots=[])) == ["fleet"]
-        if not isinstance(hybrid, ProcessStore):
+        if not hasattr(hybrid.repo, "store"):
             return  # PostgreSQL scores the vectors in SQL, behind the same filter
         # Corrupt the in-memory owner of 'theirs' as if a move had not reached it yet.
-        row = hybrid.store.query_one("SELECT rowid FROM processes WHERE id = 'theirs'")
+        row = hybrid.repo.store.query_one("SELECT rowid FROM processes WHERE id = 'theirs'")
         assert row is not None
-        vectors = hybrid._vectors
+        vectors = hybrid.repo.vector_index
         assert vectors is not None
         head = hybrid.embedder.embed(["Open the gate now"])[0]  # type: ignore[union-attr]
         vectors.put(int(row[0]), head, head, "rap-1", True)
         assert "theirs" not in ids(hybrid.find("gate now", k=10, robots=["rap-1"]))
 
     def test_hybrid_and_lexical_return_the_same_ids_when_all_match(
-        self, hybrid: ProcessStore
+        self, hybrid: ProcessService
     ) -> None:
         """The reliability and k rules hold: k clamped, damaged rows left out."""
         for i in range(60):
@@ -443,7 +438,7 @@ class TestReliabilityIsOneFormula:
         ("successes", "failures"), [(0, 0), (1, 0), (0, 1), (3, 1), (7, 19), (2**31 - 1, 5)]
     )
     def test_sql_agrees_with_the_kit_function(self, successes: int, failures: int) -> None:
-        """search.RELIABILITY_SQL computes what robot_mcp_kit.reliability does, and so does
+        """The SQL RELIABILITY_SQL computes what robot_mcp_kit.reliability does, and so does
         ProcessDoc.reliability."""
         conn = sqlite3.connect(":memory:")
         try:

@@ -11,10 +11,8 @@ from types import ModuleType
 
 import pytest
 
-from robot_mcp_memory.db import open_index
-from robot_mcp_memory.documents import ProcessDoc
-from robot_mcp_memory.search import ProcessSearch, load_default_embedder
-from robot_mcp_memory.store import ProcessStore
+from robot_mcp_memory.backends import storage_at
+from robot_mcp_memory.processes import ProcessDoc, ProcessService, load_default_embedder
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "retrieval"
 DISTRACTORS = 1000
@@ -36,16 +34,15 @@ QUERIES = RS.queries()
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessStore]:
-    store = ProcessStore(
-        open_index(tmp_path_factory.mktemp("retrieval")), embedder=load_default_embedder()
-    )
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcessService]:
+    backend = storage_at(str(tmp_path_factory.mktemp("retrieval"))).open()
+    store = ProcessService(backend.processes, embedder=load_default_embedder())
     for fields in RS.distractors(DISTRACTORS):
         store.save(ProcessDoc(**fields))
     for doc in RS.processes():
         store.save(ProcessDoc.parse(RS.markdown(doc)))
     yield store
-    store.close()
+    backend.close()
 
 
 def test_the_set_is_big_enough_and_labelled() -> None:
@@ -70,15 +67,15 @@ def test_distractors_never_serve_a_real_intent() -> None:
 @pytest.mark.parametrize(
     "query", [q for q in QUERIES if q.style == "opposite"], ids=lambda q: q.query
 )
-def test_opposite_actions_rank_the_right_one_first(corpus: ProcessStore, query) -> None:
+def test_opposite_actions_rank_the_right_one_first(corpus: ProcessService, query) -> None:
     """On/off, open/close, left/right, up/down, in/out, pick up/put down: exact."""
     found = corpus.find(query.query, k=3)
     assert [f.doc.id for f in found][:1] == [query.expected]
 
 
-def test_hybrid_beats_lexical_by_the_floor(corpus: ProcessStore) -> None:
+def test_hybrid_beats_lexical_by_the_floor(corpus: ProcessService) -> None:
     """Hybrid R@1 >= lexical-only R@1 + FLOOR over the whole labelled set."""
-    lexical = ProcessSearch(corpus.store)
+    lexical = ProcessService(corpus.repo)  # the same store, no embedder
 
     def r_at_1(find) -> float:
         hits = sum(1 for q in QUERIES if [f.doc.id for f in find(q.query, 1)] == [q.expected])

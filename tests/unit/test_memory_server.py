@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -11,6 +10,7 @@ import pytest
 import structlog
 from mcp.shared.memory import create_connected_server_and_client_session
 
+from robot_mcp_memory._exceptions import WriteConflict
 from robot_mcp_memory.limits import MAX_DOC_BYTES
 from robot_mcp_memory.server import (
     INSTRUCTIONS,
@@ -408,11 +408,11 @@ class TestErrors:
     async def test_store_integrity_error_is_conflict_and_bug_is_internal(
         self, settings, capture_logs
     ):
-        """A store IntegrityError maps to conflict; any other exception to internal, logged."""
+        """A store's WriteConflict maps to conflict; any other exception to internal, logged."""
 
         class ExplodingStore:
             def save(self, doc, may_update=None, max_robot_documents=None, expected_revision=None):
-                raise sqlite3.IntegrityError("UNIQUE constraint failed: processes.id")
+                raise WriteConflict("a write met a record the store keeps unique")
 
             def owner(self, id):
                 raise RuntimeError("disk on fire")

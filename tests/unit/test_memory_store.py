@@ -1,9 +1,8 @@
-"""ProcessStore: documents as rows, search, outcomes, collisions (memory spec §4, §5, §7)."""
+"""ProcessService: documents as rows, search, outcomes, collisions (memory spec §4, §5, §7)."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -13,18 +12,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from robot_mcp_memory._exceptions import DocTooLarge
-from robot_mcp_memory.db import open_index
-from robot_mcp_memory.documents import ProcessDoc
 from robot_mcp_memory.limits import MAX_K, MAX_QUERY_BYTES
-from robot_mcp_memory.search import (
+from robot_mcp_memory.processes import (
     MAX_TERMS,
+    ProcessDoc,
+    ProcessService,
     search_terms,
     truncate_query,
 )
-from robot_mcp_memory.store import (
-    ProcessStore,
-    append_outcome,
-)
+from robot_mcp_memory.processes.rules import append_outcome
 
 MAILROOM = (Path(__file__).resolve().parents[2] / "examples" / "mailroom.md").read_text(
     encoding="utf-8"
@@ -72,18 +68,17 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def store(processes_backend: Any, clock: Clock) -> ProcessStore:
+def store(processes_backend: Any, clock: Clock) -> ProcessService:
     """The store under test, on each backend (SQLite and PostgreSQL)."""
-    store: ProcessStore = processes_backend.open(robot_id="g1-test", clock=clock)
+    store: ProcessService = processes_backend.open(robot_id="g1-test", clock=clock)
     return store
 
 
 @pytest.fixture
-def sqlite_store(tmp_path: Path, clock: Clock) -> Iterator[ProcessStore]:
+def sqlite_store(tmp_path: Path, clock: Clock, sqlite_processes: Any) -> ProcessService:
     """For what only SQLite has: its files, its fts5 table, its hot-writer thread."""
-    processes = ProcessStore(open_index(tmp_path), robot_id="g1-test", clock=clock)
-    yield processes
-    processes.close()
+    processes: ProcessService = sqlite_processes(tmp_path, robot_id="g1-test", clock=clock)
+    return processes
 
 
 @pytest.fixture
@@ -93,14 +88,14 @@ def settle(processes_backend: Any) -> Any:
 
 
 @pytest.fixture
-def mailroom(store: ProcessStore) -> ProcessDoc:
+def mailroom(store: ProcessService) -> ProcessDoc:
     for id, title, body in DISTRACTORS:
         store.save(make_doc(id, title, body))
     return store.save(ProcessDoc.parse(MAILROOM)).doc
 
 
 class TestSave:
-    def test_save_then_get_returns_the_document(self, store: ProcessStore, clock: Clock) -> None:
+    def test_save_then_get_returns_the_document(self, store: ProcessService, clock: Clock) -> None:
         """A new document is stored with its counters and created; updated is now."""
         saved = store.save(ProcessDoc.parse(MAILROOM))
         assert saved.created is True
@@ -113,7 +108,7 @@ class TestSave:
         assert got.updated == clock.now
         assert got.body == ProcessDoc.parse(MAILROOM).body
 
-    def test_stored_row_renders_and_parses_back(self, store: ProcessStore) -> None:
+    def test_stored_row_renders_and_parses_back(self, store: ProcessService) -> None:
         """A stored row rendered as markdown parses back to the stored document."""
         saved = store.save(ProcessDoc.parse(MAILROOM))
         got = store.get("fetch-package-mailroom")
@@ -121,17 +116,19 @@ class TestSave:
         assert ProcessDoc.parse(got.render()) == saved.doc
         assert store.get("nope") is None
 
-    def test_unknown_robot_becomes_the_store_robot(self, store: ProcessStore) -> None:
+    def test_unknown_robot_becomes_the_store_robot(self, store: ProcessService) -> None:
         """robot: unknown is provenance-stamped with the store's robot_id; a named robot is kept."""
         assert store.save(make_doc("a")).doc.robot == "g1-test"
         assert store.save(make_doc("b", robot="rap-1")).doc.robot == "rap-1"
 
-    def test_new_document_without_created_gets_now(self, store: ProcessStore, clock: Clock) -> None:
+    def test_new_document_without_created_gets_now(
+        self, store: ProcessService, clock: Clock
+    ) -> None:
         """created defaults to the save time."""
         assert store.save(make_doc("a")).doc.created == clock.now
 
     def test_body_is_in_the_column_and_no_markdown_reaches_disk(
-        self, tmp_path: Path, sqlite_store: ProcessStore
+        self, tmp_path: Path, sqlite_store: ProcessService
     ) -> None:
         """The row holds the body; the data directory holds only the database and its WAL files."""
         store = sqlite_store
@@ -140,7 +137,7 @@ class TestSave:
         store.save(make_doc("other"))
         store.delete("other")
         store.reindex()
-        row = store.store.query_one(
+        row = store.repo.store.query_one(
             "SELECT body FROM processes WHERE id = 'fetch-package-mailroom'"
         )
         assert row is not None
@@ -151,7 +148,7 @@ class TestSave:
         assert not list(tmp_path.rglob("*.md"))
 
     def test_size_is_judged_on_what_was_sent_not_on_the_rendering(
-        self, store: ProcessStore
+        self, store: ProcessService
     ) -> None:
         """A body under 256 KiB is stored even if its rendering is a little longer (issue 9);
         a body over the limit is DocTooLarge quoting its own size, and nothing is stored."""
@@ -166,7 +163,7 @@ class TestSave:
 
 class TestCollisions:
     def test_same_mission_updates_and_keeps_counters(
-        self, store: ProcessStore, clock: Clock, settle: Any
+        self, store: ProcessService, clock: Clock, settle: Any
     ) -> None:
         """Same id and mission: content replaced, counters and created kept, updated bumped."""
         first = store.save(ProcessDoc.parse(MAILROOM)).doc
@@ -193,7 +190,7 @@ class TestCollisions:
         assert doc.updated > first.updated
         assert store.count() == 1
 
-    def test_missing_mission_on_either_side_updates(self, store: ProcessStore) -> None:
+    def test_missing_mission_on_either_side_updates(self, store: ProcessService) -> None:
         """A document without source_mission_id updates in place, keeping the stored one."""
         store.save(make_doc("a", source_mission_id="m-1"))
         saved = store.save(make_doc("a", title="New title"))
@@ -205,7 +202,7 @@ class TestCollisions:
         assert store.count() == 2
 
     def test_different_mission_suffixes_then_updates_the_suffixed(
-        self, store: ProcessStore
+        self, store: ProcessService
     ) -> None:
         """Other missions go to id-2, then id-3; a re-save from mission 2 updates id-2."""
         store.save(make_doc("a", source_mission_id="m-1"))
@@ -219,7 +216,7 @@ class TestCollisions:
         assert store.get("a").title == "A process"
         assert store.count() == 3
 
-    def test_suffix_keeps_the_id_within_its_length(self, store: ProcessStore) -> None:
+    def test_suffix_keeps_the_id_within_its_length(self, store: ProcessService) -> None:
         """A 100-character id is shortened to make room for its suffix."""
         long_id = "a" * 100
         store.save(make_doc(long_id, source_mission_id="m-1"))
@@ -227,7 +224,7 @@ class TestCollisions:
         assert saved.doc.id == "a" * 98 + "-2"
 
     def test_save_leaves_concurrent_counter_increments_alone(
-        self, store: ProcessStore, settle: Any
+        self, store: ProcessService, settle: Any
     ) -> None:
         """Saves interleaved with queued increments never overwrite the counters."""
         store.save(make_doc("a", source_mission_id="m-1"))
@@ -250,7 +247,7 @@ class TestFind:
         ],
     )
     def test_phrasing_variants_find_the_mailroom_process(
-        self, store: ProcessStore, mailroom: ProcessDoc, query: str
+        self, store: ProcessService, mailroom: ProcessDoc, query: str
     ) -> None:
         """Different phrasings of the same task rank fetch-package-mailroom first."""
         found = store.find(query, k=3)
@@ -259,7 +256,7 @@ class TestFind:
         assert found[0].doc == store.get("fetch-package-mailroom")
 
     def test_documents_sharing_only_stopwords_are_not_returned(
-        self, store: ProcessStore, mailroom: ProcessDoc
+        self, store: ProcessService, mailroom: ProcessDoc
     ) -> None:
         """'the', 'from', 'me', 'please' alone never make a match; k is not filled with them."""
         found = store.find("please bring me the parcel from the mail room", k=5)
@@ -267,19 +264,21 @@ class TestFind:
 
     @pytest.mark.parametrize("query", ["the", "please", "the please from me a", "", "   ", "?!"])
     def test_query_of_only_stopwords_finds_nothing(
-        self, store: ProcessStore, mailroom: ProcessDoc, query: str
+        self, store: ProcessService, mailroom: ProcessDoc, query: str
     ) -> None:
         """No words left after the stopwords: no results."""
         assert store.find(query) == []
 
-    def test_result_fields_are_consistent(self, store: ProcessStore, mailroom: ProcessDoc) -> None:
+    def test_result_fields_are_consistent(
+        self, store: ProcessService, mailroom: ProcessDoc
+    ) -> None:
         """bm25 is positive, reliability is Laplace-smoothed, score is their product."""
         (hit,) = store.find("mailroom parcel", k=1)
         assert hit.bm25 > 0
         assert hit.reliability == pytest.approx((3 + 1) / (3 + 1 + 2))
         assert hit.score == pytest.approx(hit.bm25 * hit.reliability)
 
-    def test_reliability_reranks_equal_text(self, store: ProcessStore) -> None:
+    def test_reliability_reranks_equal_text(self, store: ProcessService) -> None:
         """A 0/5 process ranks below a 5/0 one with the same text."""
         text = {"title": "Deliver mail to the office", "body": "Carry the letters to room 12.\n"}
         store.save(make_doc("flaky", success_count=0, failure_count=5, **text))
@@ -290,7 +289,7 @@ class TestFind:
         assert found[0].reliability == pytest.approx(6 / 7)
         assert found[1].reliability == pytest.approx(1 / 7)
 
-    def test_ranking_is_by_score_over_all_matches(self, store: ProcessStore) -> None:
+    def test_ranking_is_by_score_over_all_matches(self, store: ProcessService) -> None:
         """The top result is the best score among all matches, not among a bm25 top-k."""
         for i in range(30):
             store.save(
@@ -321,14 +320,14 @@ class TestFind:
         assert [f.score for f in everything] == sorted((f.score for f in everything), reverse=True)
         assert store.find("refill coffee machine", k=1)[0].doc.id == "weak-reliable"
 
-    def test_k_is_clamped(self, store: ProcessStore) -> None:
+    def test_k_is_clamped(self, store: ProcessService) -> None:
         """k below 1 returns one result; k above 50 returns at most 50."""
         for i in range(MAX_K + 5):
             store.save(make_doc(f"p-{i}", title="Stack boxes", body=f"Stack box {i}.\n"))
         assert len(store.find("stack boxes", k=0)) == 1
         assert len(store.find("stack boxes", k=10_000)) == MAX_K
 
-    def test_robots_scope_filters_in_sql(self, store: ProcessStore) -> None:
+    def test_robots_scope_filters_in_sql(self, store: ProcessService) -> None:
         """robots= limits results to those robots' documents plus shared ones."""
         store.save(make_doc("mine", title="Open the gate", robot="rap-1"))
         store.save(make_doc("theirs", title="Open the gate", robot="rap-2"))
@@ -341,7 +340,7 @@ class TestFind:
         assert store.count(robots=["rap-1"]) == 2
         assert store.count() == 3
 
-    def test_note_text_is_searchable(self, store: ProcessStore, mailroom: ProcessDoc) -> None:
+    def test_note_text_is_searchable(self, store: ProcessService, mailroom: ProcessDoc) -> None:
         """The Outcome log is part of the indexed body."""
         store.record_outcome(mailroom.id, False, "the forklift blocked the corridor")
         assert [f.doc.id for f in store.find("forklift", k=3)] == [mailroom.id]
@@ -380,17 +379,19 @@ NASTY_QUERIES = [
 class TestSanitization:
     @pytest.mark.parametrize("query", NASTY_QUERIES)
     def test_operator_laden_queries_never_raise(
-        self, store: ProcessStore, mailroom: ProcessDoc, query: str
+        self, store: ProcessService, mailroom: ProcessDoc, query: str
     ) -> None:
         """FTS5 syntax in a query is inert: no exception, at most results."""
         found = store.find(query, k=3)
         assert all(f.score > 0 for f in found)
 
-    def test_fullwidth_query_is_normalised(self, store: ProcessStore, mailroom: ProcessDoc) -> None:
+    def test_fullwidth_query_is_normalised(
+        self, store: ProcessService, mailroom: ProcessDoc
+    ) -> None:
         """NFKC maps fullwidth letters to ASCII, so the query still matches."""
         assert store.find("ｆｅｔｃｈ　ｐａｒｃｅｌ")[0].doc.id == mailroom.id
 
-    def test_two_kib_of_junk_is_accepted(self, store: ProcessStore, mailroom: ProcessDoc) -> None:
+    def test_two_kib_of_junk_is_accepted(self, store: ProcessService, mailroom: ProcessDoc) -> None:
         """Exactly 2 KiB of operators and words runs, and so does any longer query."""
         junk = ('"(NEAR* AND) OR -^: parcel ' * 100)[:MAX_QUERY_BYTES]
         assert len(junk.encode()) == MAX_QUERY_BYTES
@@ -398,7 +399,7 @@ class TestSanitization:
         assert store.find(junk * 50)[0].doc.id == mailroom.id
 
     def test_a_long_query_is_searched_by_its_first_2_kib(
-        self, store: ProcessStore, mailroom: ProcessDoc
+        self, store: ProcessService, mailroom: ProcessDoc
     ) -> None:
         """Words past the first 2 KiB are not searched; truncate_query says it cut."""
         filler = "x " * MAX_QUERY_BYTES
@@ -435,7 +436,7 @@ class TestSanitization:
     )
     @given(query=st.text(max_size=2100))
     def test_arbitrary_text_never_raises(
-        self, store: ProcessStore, mailroom: ProcessDoc, query: str
+        self, store: ProcessService, mailroom: ProcessDoc, query: str
     ) -> None:
         """Any text, of any length and with lone surrogates, finds a list of at most k."""
         assert len(store.find(query, k=3)) <= 3
@@ -443,7 +444,7 @@ class TestSanitization:
 
 class TestOutcomes:
     def test_record_outcome_updates_the_row_after_flush(
-        self, store: ProcessStore, mailroom: ProcessDoc, clock: Clock, settle: Any
+        self, store: ProcessService, mailroom: ProcessDoc, clock: Clock, settle: Any
     ) -> None:
         """A success and a failure bump their counters and last_used once written."""
         clock.advance(10)
@@ -458,15 +459,15 @@ class TestOutcomes:
         assert doc.last_used == clock.now
         assert doc.updated == mailroom.updated
 
-    def test_record_outcome_unknown_id_is_none(self, store: ProcessStore, settle: Any) -> None:
+    def test_record_outcome_unknown_id_is_none(self, store: ProcessService, settle: Any) -> None:
         """An unknown id records nothing."""
         assert store.record_outcome("nope", True, "note") is None
         settle(store)
         assert store.count() == 0
-        if isinstance(store, ProcessStore):
-            assert store.store.stats.enqueued == 0
+        if hasattr(store.repo, "store"):
+            assert store.repo.store.stats.enqueued == 0
 
-    def test_outcome_survives_reindex(self, store: ProcessStore, mailroom: ProcessDoc) -> None:
+    def test_outcome_survives_reindex(self, store: ProcessService, mailroom: ProcessDoc) -> None:
         """Counters and notes live on the row, so a rebuilt index changes nothing."""
         store.record_outcome(mailroom.id, True, "went fine")
         assert store.reindex() == store.count() == len(DISTRACTORS) + 1
@@ -476,7 +477,7 @@ class TestOutcomes:
         assert store.find("bring me the parcel")[0].doc == doc
 
     def test_note_lands_under_outcome_log(
-        self, store: ProcessStore, mailroom: ProcessDoc, clock: Clock
+        self, store: ProcessService, mailroom: ProcessDoc, clock: Clock
     ) -> None:
         """The first note creates '## Outcome log' at the end; later ones append to it."""
         store.record_outcome(mailroom.id, True, "door was open")
@@ -491,7 +492,7 @@ class TestOutcomes:
         )
         assert body.count("## Outcome log") == 1
 
-    def test_empty_note_changes_no_body(self, store: ProcessStore, mailroom: ProcessDoc) -> None:
+    def test_empty_note_changes_no_body(self, store: ProcessService, mailroom: ProcessDoc) -> None:
         """A blank note is not logged."""
         store.record_outcome(mailroom.id, True, "   ")
         assert store.get(mailroom.id).body == mailroom.body
@@ -506,18 +507,18 @@ class TestOutcomes:
             "## Steps\n1. x\n\n## Outcome log\n- new\n"
         )
 
-    def test_hot_counter_off_thread_and_save_on_thread(self, sqlite_store: ProcessStore) -> None:
+    def test_hot_counter_off_thread_and_save_on_thread(self, sqlite_store: ProcessService) -> None:
         """sqlite's trace shows the counter UPDATE on the writer thread, the save on ours."""
         store = sqlite_store
         store.save(make_doc("a"))
         seen: list[tuple[int, str]] = []
-        store.store.set_trace_callback(lambda sql: seen.append((threading.get_ident(), sql)))
+        store.repo.store.set_trace_callback(lambda sql: seen.append((threading.get_ident(), sql)))
         try:
             store.save(make_doc("a", title="again"))
             store.record_outcome("a", True)
-            store.store.flush()
+            store.repo.store.flush()
         finally:
-            store.store.set_trace_callback(None)
+            store.repo.store.set_trace_callback(None)
         me = threading.get_ident()
         saves = [
             tid
@@ -531,18 +532,20 @@ class TestOutcomes:
 
 
 class TestDeleteListReindex:
-    def test_delete_removes_row_and_index(self, store: ProcessStore, mailroom: ProcessDoc) -> None:
+    def test_delete_removes_row_and_index(
+        self, store: ProcessService, mailroom: ProcessDoc
+    ) -> None:
         """After delete the document is gone from get, find and the index table."""
         assert store.delete(mailroom.id) is True
         assert store.get(mailroom.id) is None
         assert all(f.doc.id != mailroom.id for f in store.find("parcel mailroom", k=10))
-        if isinstance(store, ProcessStore):
-            rows = store.store.query(
+        if hasattr(store.repo, "store"):
+            rows = store.repo.store.query(
                 "SELECT count(*) FROM processes_fts WHERE id = ?", (mailroom.id,)
             )
             assert rows[0][0] == 0
         else:
-            with store.db.connection() as conn:
+            with store.repo.db.connection() as conn:
                 entries = conn.execute("SELECT count(*) FROM processes_search").fetchone()
                 assert entries == (len(DISTRACTORS),)
                 counted = conn.execute(
@@ -551,20 +554,20 @@ class TestDeleteListReindex:
                 assert counted == (0,)
         assert store.delete(mailroom.id) is False
 
-    def test_reindex_counts_rows_and_rebuilds(self, sqlite_store: ProcessStore) -> None:
+    def test_reindex_counts_rows_and_rebuilds(self, sqlite_store: ProcessService) -> None:
         """reindex returns the row count and leaves one index entry per row."""
         store = sqlite_store
         for id, title, body in DISTRACTORS:
             store.save(make_doc(id, title, body))
         mailroom = store.save(ProcessDoc.parse(MAILROOM)).doc
-        store.store.execute("DELETE FROM processes_fts")
+        store.repo.store.execute("DELETE FROM processes_fts")
         assert store.find("parcel") == []
         n = store.reindex()
         assert n == store.count() == len(DISTRACTORS) + 1
-        assert store.store.query_one("SELECT count(*) FROM processes_fts")[0] == n
+        assert store.repo.store.query_one("SELECT count(*) FROM processes_fts")[0] == n
         assert store.find("parcel")[0].doc.id == mailroom.id
 
-    def test_list_pages_by_id(self, store: ProcessStore) -> None:
+    def test_list_pages_by_id(self, store: ProcessService) -> None:
         """list orders by id and honours limit and offset; limit is clamped."""
         for i in range(5):
             store.save(make_doc(f"p-{i}"))
@@ -572,17 +575,17 @@ class TestDeleteListReindex:
         assert [d.id for d in store.list(limit=0)] == ["p-0"]
         assert len(store.list(limit=10_000, offset=-3)) == 5
 
-    def test_index_entry_follows_its_row_by_rowid(self, sqlite_store: ProcessStore) -> None:
+    def test_index_entry_follows_its_row_by_rowid(self, sqlite_store: ProcessService) -> None:
         """Each index entry has its row's rowid; an orphan entry is never returned and
         reindex drops it."""
         store = sqlite_store
         store.save(make_doc("a", title="Old words"))
         store.save(make_doc("b", title="Other"))
-        pairs = store.store.query(
+        pairs = store.repo.store.query(
             "SELECT p.id, f.id FROM processes AS p JOIN processes_fts AS f ON f.rowid = p.rowid"
         )
         assert sorted(tuple(r) for r in pairs) == [("a", "a"), ("b", "b")]
-        with store.store.transaction() as conn:
+        with store.repo.store.transaction() as conn:
             conn.execute(
                 "INSERT INTO processes_fts (rowid, id, title, task_pattern, tags, body) "
                 "VALUES (999, 'ghost', 'Old ghost words', '', '[]', 'x')"
@@ -591,4 +594,4 @@ class TestDeleteListReindex:
         assert [f.doc.id for f in store.find("words", k=5)] == ["a"]
         assert store.find("ghost") == []
         assert store.reindex() == 2
-        assert store.store.query_one("SELECT count(*) FROM processes_fts")[0] == 2
+        assert store.repo.store.query_one("SELECT count(*) FROM processes_fts")[0] == 2

@@ -11,17 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from robot_mcp_memory.db import open_index
-from robot_mcp_memory.store import ProcessStore
+from robot_mcp_memory.backends import storage_at
+from robot_mcp_memory.processes import ProcessService
 
 CHILD = textwrap.dedent(
     """
     import sys
-    from robot_mcp_memory.db import open_index
-    from robot_mcp_memory.documents import ProcessDoc
-    from robot_mcp_memory.store import ProcessStore
+    from robot_mcp_memory.backends import storage_at
+    from robot_mcp_memory.processes import ProcessDoc, ProcessService
 
-    store = ProcessStore(open_index(sys.argv[1]))
+    store = ProcessService(storage_at(sys.argv[1]).open().processes)
     rev = 0
     while True:
         rev += 1
@@ -58,10 +57,10 @@ def test_sigkill_mid_save_leaves_rows_and_index_agreeing(tmp_path: Path) -> None
             proc.stdout.close()
     assert proc.returncode == -signal.SIGKILL
 
-    store = ProcessStore(open_index(tmp_path))
+    store = ProcessService(storage_at(str(tmp_path)).open().processes)
     try:
-        assert store.store.query_one("PRAGMA integrity_check")[0] == "ok"
-        rows = store.store.query(
+        assert store.repo.store.query_one("PRAGMA integrity_check")[0] == "ok"
+        rows = store.repo.store.query(
             "SELECT p.id, p.title, p.body, f.id AS fid, f.title AS ftitle, f.body AS fbody "
             "FROM processes AS p LEFT JOIN processes_fts AS f ON f.rowid = p.rowid"
         )
@@ -72,7 +71,7 @@ def test_sigkill_mid_save_leaves_rows_and_index_agreeing(tmp_path: Path) -> None
                 row["title"],
                 row["body"],
             )
-        assert store.store.query_one("SELECT count(*) FROM processes_fts")[0] == 5
+        assert store.repo.store.query_one("SELECT count(*) FROM processes_fts")[0] == 5
         for row in rows:
             token = row["title"].split()[-1]
             assert [f.doc.id for f in store.find(token, k=5)] == [row["id"]]

@@ -31,8 +31,9 @@ from robot_mcp_memory import (
     build_server,
     open_memory,
 )
-from robot_mcp_memory.documents import Owner
+from robot_mcp_memory._exceptions import WriteConflict
 from robot_mcp_memory.policy import updatable, visible_owner
+from robot_mcp_memory.processes import Owner
 from robot_mcp_memory.tenant import ADMIN, Tenant
 from robot_mcp_memory.tools import ANSWER_SCHEMA, ToolRunner, answer_for
 from robot_mcp_memory.tools import fleet as fleet_tools
@@ -211,10 +212,18 @@ class TestAnswerFor:
     ) -> None:
         assert answer_for(exc, "t") == (outcome, answer)
 
-    def test_integrity_error_is_a_retryable_conflict(self) -> None:
-        outcome, answer = answer_for(sqlite3.IntegrityError("UNIQUE constraint"), "t")
+    def test_a_write_conflict_is_a_retryable_conflict(self) -> None:
+        """The backends' neutral WriteConflict (never a driver's error) is ``conflict``,
+        without its text."""
+        outcome, answer = answer_for(WriteConflict("UNIQUE constraint on processes"), "t")
         assert outcome == "conflict"
         assert "UNIQUE" not in answer["detail"]
+
+    def test_a_driver_error_is_not_mapped(self) -> None:
+        """answer_for knows no driver: an integrity error that escaped a backend is a bug,
+        answered internal."""
+        outcome, _ = answer_for(sqlite3.IntegrityError("UNIQUE constraint"), "t")
+        assert outcome == "internal"
 
     def test_damaged_row_names_the_id(self) -> None:
         outcome, answer = answer_for(DamagedRow("bad"), "t")

@@ -25,8 +25,9 @@ def backend(request, tmp_path):
         yield b
         b.close()
         return
-    from robot_mcp_memory.postgres import SCHEMA, PgDatabase
-    from robot_mcp_memory.postgres.lessons import PgParamBackend
+    from robot_mcp_memory.backends.postgres._database import PgDatabase
+    from robot_mcp_memory.backends.postgres._lessons import PgParamBackend
+    from robot_mcp_memory.backends.postgres._schema import SCHEMA
 
     db = PgDatabase(request.getfixturevalue("pg_url"))
     db.open(SCHEMA)

@@ -17,7 +17,7 @@ from robot_mcp_kit.store import (
     StoreUnavailable,
     Table,
 )
-from robot_mcp_memory.postgres._database import PgDatabase, PgSchema, describe_url
+from robot_mcp_memory.backends.postgres._database import PgDatabase, PgSchema, describe_url
 
 NOTES = Table(
     "notes", Kind.DEFINITION, "CREATE TABLE notes (id TEXT PRIMARY KEY, body TEXT NOT NULL)"

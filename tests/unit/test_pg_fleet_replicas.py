@@ -20,10 +20,11 @@ from robot_mcp_kit.params import Lesson, ParamStore
 from robot_mcp_kit.store import StoreUnavailable
 from robot_mcp_memory._exceptions import FleetError
 from robot_mcp_memory.backends.postgres import PgBackend
+from robot_mcp_memory.backends.postgres._database import PgDatabase
+from robot_mcp_memory.backends.postgres._lessons import PgParamBackend
+from robot_mcp_memory.backends.postgres._schema import SCHEMA
 from robot_mcp_memory.fleet import FleetService
 from robot_mcp_memory.params import ScopedParams
-from robot_mcp_memory.postgres import SCHEMA, PgDatabase
-from robot_mcp_memory.postgres.lessons import PgParamBackend
 
 THREADS_PER_REPLICA = 4
 

@@ -1,7 +1,7 @@
 """What only the PostgreSQL process store has: several replicas on one database.
 
 Two replicas are two :class:`PgDatabase` pools on one ``pg_url`` (each with its own
-:class:`PgProcessStore`), hammered from threads. The database settles every race: the
+:class:`ProcessService`), hammered from threads. The database settles every race: the
 counters, the id collisions, the per-robot document limit. Faults are the real server's:
 a backend terminated with ``pg_terminate_backend`` from another connection.
 """
@@ -19,13 +19,13 @@ import pytest
 
 from robot_mcp_kit.store import StoreUnavailable
 from robot_mcp_memory._exceptions import DocError, DocTooLarge, RevisionConflict
-from robot_mcp_memory.documents import ProcessDoc
-from robot_mcp_memory.postgres import SCHEMA, PgDatabase, PgSchema
-from robot_mcp_memory.postgres._process_index import rebuild_index
-from robot_mcp_memory.postgres.processes import PgProcessStore
-from robot_mcp_memory.search import HashingEmbedder
+from robot_mcp_memory.backends.postgres import PgBackend
+from robot_mcp_memory.backends.postgres._database import PgDatabase, PgSchema
+from robot_mcp_memory.backends.postgres._index import rebuild_index
+from robot_mcp_memory.backends.postgres._schema import SCHEMA
+from robot_mcp_memory.processes import HashingEmbedder, ProcessDoc, ProcessService
 
-Replicas = Callable[..., PgProcessStore]
+Replicas = Callable[..., ProcessService]
 
 
 @pytest.fixture
@@ -33,11 +33,11 @@ def replica(pg_url: str) -> Iterator[Replicas]:
     """``replica(**store_kwargs)``: one more replica (its own pool) on the test's database."""
     dbs: list[PgDatabase] = []
 
-    def open_replica(**kwargs: Any) -> PgProcessStore:
+    def open_replica(**kwargs: Any) -> ProcessService:
         db = PgDatabase(pg_url, pool_size=6)
         db.open(SCHEMA)
         dbs.append(db)
-        return PgProcessStore(db, **kwargs)
+        return ProcessService(PgBackend(db).processes, **kwargs)
 
     yield open_replica
     for db in dbs:
@@ -68,22 +68,22 @@ def hammer(workers: list[Callable[[], None]]) -> list[BaseException]:
     return errors
 
 
-def index_snapshot(store: PgProcessStore) -> dict[str, list[tuple[Any, ...]]]:
+def index_snapshot(store: ProcessService) -> dict[str, list[tuple[Any, ...]]]:
     tables = {
         "processes_postings": "term, owner, rid, freq",
         "processes_owner_terms": "term, owner, docs",
         "processes_search": "rid, owner, tokens, tsv::text",
     }
-    with store.db.connection() as conn:
+    with store.repo.db.connection() as conn:
         return {
             t: sorted(tuple(r) for r in conn.execute(f"SELECT {c} FROM {t}"))  # noqa: S608
             for t, c in tables.items()
         }
 
 
-def assert_index_is_a_recount(store: PgProcessStore) -> None:
+def assert_index_is_a_recount(store: ProcessService) -> None:
     kept = index_snapshot(store)
-    with store.db.connection() as conn:
+    with store.repo.db.connection() as conn:
         rebuild_index(conn)
     assert index_snapshot(store) == kept
 
@@ -98,7 +98,7 @@ class TestTwoReplicas:
         a.save(doc("gate"))
         per_thread = 25
 
-        def worker(store: PgProcessStore, tag: str) -> Callable[[], None]:
+        def worker(store: ProcessService, tag: str) -> Callable[[], None]:
             def work() -> None:
                 for i in range(per_thread):
                     store.record_outcome("gate", i % 3 != 0, f"{tag} run {i}")
@@ -126,7 +126,7 @@ class TestTwoReplicas:
         saved: list[str] = []
         lock = threading.Lock()
 
-        def worker(store: PgProcessStore, mission: str) -> Callable[[], None]:
+        def worker(store: ProcessService, mission: str) -> Callable[[], None]:
             def work() -> None:
                 result = store.save(
                     doc("fetch-x", title=f"by {mission}", source_mission_id=mission)
@@ -168,7 +168,7 @@ class TestTwoReplicas:
         a, b = replica(), replica()
         refused: list[BaseException] = []
 
-        def worker(store: PgProcessStore, i: int) -> Callable[[], None]:
+        def worker(store: ProcessService, i: int) -> Callable[[], None]:
             def work() -> None:
                 try:
                     store.save(doc(f"d{i}", robot="rap-1"), max_robot_documents=5)
@@ -215,7 +215,7 @@ class TestRevisionsAcrossReplicas:
         gate = psycopg.connect(pg_url)
         gate.execute("LOCK TABLE processes_revisions IN SHARE ROW EXCLUSIVE MODE")
 
-        def edit(store: PgProcessStore, name: str) -> Callable[[], None]:
+        def edit(store: ProcessService, name: str) -> Callable[[], None]:
             def work() -> None:
                 try:
                     outcomes[name] = store.save(
@@ -261,7 +261,7 @@ class TestRevisionsAcrossReplicas:
         a, b = replica(), replica()
         results: list[Any] = []
 
-        def create(store: PgProcessStore) -> Callable[[], None]:
+        def create(store: ProcessService) -> Callable[[], None]:
             def work() -> None:
                 try:
                     results.append(store.save(doc("fresh"), expected_revision=0))
@@ -295,9 +295,10 @@ class TestLivesMigration:
     frontmatter."""
 
     def test_a_version_1_database_keeps_every_revision_in_its_life(self, pg_url: str) -> None:
-        from robot_mcp_memory.postgres._fleet_tables import FLEET_TABLES
-        from robot_mcp_memory.postgres._lesson_tables import LESSON_TABLES
-        from robot_mcp_memory.postgres._process_tables import (
+        from robot_mcp_memory.backends.postgres._schema import IDENTITY
+        from robot_mcp_memory.backends.postgres._tables import (
+            FLEET_TABLES,
+            LESSON_TABLES,
             NEEDS,
             PROCESSES_OWNER_TERMS,
             PROCESSES_POSTINGS,
@@ -306,7 +307,6 @@ class TestLivesMigration:
             PROCESSES_V1,
             PROCESSES_VECTORS,
         )
-        from robot_mcp_memory.postgres._schema import IDENTITY
 
         v1 = PgSchema(
             IDENTITY,
@@ -358,7 +358,7 @@ class TestLivesMigration:
         db = PgDatabase(pg_url)
         db.open(SCHEMA)
         try:
-            store = PgProcessStore(db)
+            store = ProcessService(PgBackend(db).processes)
             with db.connection() as conn:
                 version = conn.execute("SELECT value FROM store_meta WHERE key='schema_version'")
                 assert version.fetchone() == ("2",)
@@ -503,7 +503,7 @@ class TestWithoutPgvector:
         db.open(replace(SCHEMA, extensions=()))
         try:
             with capture_logs() as logs:
-                store = PgProcessStore(db, embedder=HashingEmbedder())
+                store = ProcessService(PgBackend(db).processes, embedder=HashingEmbedder())
             assert store.search_mode == "lexical"
             warning = [e for e in logs if e["event"] == "pgvector_missing"]
             assert warning

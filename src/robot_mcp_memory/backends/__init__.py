@@ -29,10 +29,12 @@ from robot_mcp_memory.backends._ports import (
     RegistryRows,
     Storage,
 )
+from robot_mcp_memory.backends.sqlite import SCHEMA_VERSION as INDEX_SCHEMA_VERSION
 from robot_mcp_memory.backends.sqlite import SqliteStorage
 from robot_mcp_memory.settings import Settings
 
 __all__ = [
+    "INDEX_SCHEMA_VERSION",
     "Backend",
     "BackupReport",
     "CopyRows",

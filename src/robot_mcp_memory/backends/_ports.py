@@ -10,14 +10,11 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from robot_mcp_kit.params import Lesson, ParamBackend
 from robot_mcp_memory.fleet import FleetRepo, FleetRows
-from robot_mcp_memory.ports import ProcessesPort
-
-if TYPE_CHECKING:
-    from robot_mcp_memory.processes import Embedder
+from robot_mcp_memory.processes import ProcessRepo
 
 __all__ = [
     "Backend",
@@ -50,7 +47,7 @@ class BackupReport:
 
 class ProcessRows(Protocol):
     """The process documents' definition rows read and written whole (the copy command):
-    :data:`~robot_mcp_memory.db.PROCESS_COLUMNS`, ``shared`` a bool, out by id, and in,
+    :data:`~robot_mcp_memory.processes.COLUMNS`, ``shared`` a bool, out by id, and in,
     into an empty store in one transaction, after which the store recomputes what is
     derived (its ``reindex``) and says how many documents it indexed (None: nothing is
     derived)."""
@@ -87,7 +84,8 @@ class CopyRows(NamedTuple):
 
 
 class Backend(Protocol):
-    """An opened store: what the services stand on.
+    """An opened store: what the services stand on — the process documents' and the
+    registry's repositories and the lessons' kit backend.
 
     ``ping`` asks a database server whether it answers (``/healthz``); None where the store
     is a file the process holds open. :meth:`close` closes what the backend opened;
@@ -98,6 +96,9 @@ class Backend(Protocol):
     def where(self) -> str: ...
 
     @property
+    def processes(self) -> ProcessRepo: ...
+
+    @property
     def fleet(self) -> FleetRepo: ...
 
     @property
@@ -105,10 +106,6 @@ class Backend(Protocol):
 
     @property
     def ping(self) -> Callable[[], bool] | None: ...
-
-    def open_processes(
-        self, *, robot_id: str, embedder: Embedder | None, revisions_keep: int
-    ) -> ProcessesPort: ...
 
     def copy_rows(self) -> CopyRows: ...
 

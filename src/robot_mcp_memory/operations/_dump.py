@@ -47,11 +47,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from robot_mcp_memory._exceptions import DocError, FleetError, OperationRefused
-from robot_mcp_memory.backends import open_storage
-from robot_mcp_memory.db import SCHEMA_VERSION
-from robot_mcp_memory.documents import ProcessDoc
+from robot_mcp_memory.backends import INDEX_SCHEMA_VERSION, open_storage
 from robot_mcp_memory.fleet import Group, Robot
 from robot_mcp_memory.limits import MAX_LIMIT
+from robot_mcp_memory.processes import ProcessDoc
 from robot_mcp_memory.services import Memory, memory_over, open_memory
 from robot_mcp_memory.settings import SearchMode, Settings
 
@@ -167,7 +166,7 @@ def dump_memory(memory: Memory, dest: Path, *, progress: Progress = _silent) -> 
         }
         manifest = {
             "format": _FORMAT,
-            "schema_version": SCHEMA_VERSION,
+            "schema_version": INDEX_SCHEMA_VERSION,
             "counts": report.counts,
             "files": files,
         }

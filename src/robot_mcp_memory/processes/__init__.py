@@ -1,9 +1,13 @@
-"""Process documents: the rules every backend follows, written once.
+"""Process documents: what a document is, and every rule of storing and finding one,
+written once above the storage.
 
-:mod:`.ranking` says how documents are ranked (bm25 over the statistics a call may read,
-fused with the cosine, times reliability); the words a query is searched by, the repair of
-misspelt words, the tokenizer the statistics count with and the embedders are this
-package's too.
+:class:`ProcessService` holds the rules (save and the collision rule, revisions and lives,
+revert, merge, import, outcomes, near-copies, stale marks, find) over a
+:class:`ProcessRepo`, the port each backend implements (:mod:`robot_mcp_memory.backends`).
+:class:`ProcessDoc` parses, validates and renders a document (:mod:`.model`); :mod:`.rows`
+reads a stored row back as one; :mod:`.ranking` says how documents are ranked and
+:mod:`.rules` what the other rules are; the words a query is searched by, the repair of
+misspelt words and the embedders are this package's too.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from robot_mcp_memory.processes._embedding import (
     load_default_embedder,
     normalise,
 )
-from robot_mcp_memory.processes._tokens import Tokenizer
+from robot_mcp_memory.processes._frontmatter import FIELDS
 from robot_mcp_memory.processes._typos import (
     MAX_REPAIRED_WORDS,
     MAX_REPAIRS_PER_WORD,
@@ -40,6 +44,7 @@ from robot_mcp_memory.processes._words import (
     search_terms,
     truncate_query,
 )
+from robot_mcp_memory.processes.model import SLUG_PATTERN, Owner, ProcessDoc
 from robot_mcp_memory.processes.ranking import (
     BM25_B,
     BM25_K1,
@@ -47,7 +52,6 @@ from robot_mcp_memory.processes.ranking import (
     COLUMN_WEIGHTS,
     IDF_FLOOR,
     LEXICAL_POOL,
-    RELIABILITY_SQL,
     SEMANTIC_FLOOR,
     SEMANTIC_POOL,
     SEMANTIC_WEIGHT,
@@ -61,37 +65,76 @@ from robot_mcp_memory.processes.ranking import (
     rank,
     visible_owners,
 )
+from robot_mcp_memory.processes.repo import (
+    Counted,
+    Lexical,
+    ProcessReads,
+    ProcessRepo,
+    ProcessTx,
+    Scored,
+)
+from robot_mcp_memory.processes.rows import COLUMNS, Row, readable, row_to_doc, tags_json
+from robot_mcp_memory.processes.rules import (
+    LIFE_ENDING_REASONS,
+    DocState,
+    Imported,
+    Merged,
+    NearDuplicate,
+    Revision,
+    Saved,
+    legacy_lives,
+    revision_owner,
+)
+from robot_mcp_memory.processes.service import ProcessService
 
 __all__ = [
     "ACTION_WORDS",
     "BM25_B",
     "BM25_K1",
     "BM25_WEIGHTS",
+    "COLUMNS",
     "COLUMN_WEIGHTS",
     "DEFAULT_MODEL",
+    "FIELDS",
     "IDF_FLOOR",
     "LEXICAL_POOL",
+    "LIFE_ENDING_REASONS",
     "MAX_EMBED_CHARS",
     "MAX_REPAIRED_WORDS",
     "MAX_REPAIRS_PER_WORD",
     "MAX_TERMS",
-    "RELIABILITY_SQL",
     "REPAIR_WEIGHT",
     "SEMANTIC_FLOOR",
     "SEMANTIC_POOL",
     "SEMANTIC_WEIGHT",
     "SHARED_OWNER",
+    "SLUG_PATTERN",
     "STOPWORDS",
+    "Counted",
+    "DocState",
     "DocTerms",
     "Embedder",
     "Found",
     "FunctionEmbedder",
     "HashingEmbedder",
+    "Imported",
+    "Lexical",
+    "Merged",
+    "NearDuplicate",
+    "Owner",
     "Pairs",
     "Phrase",
+    "ProcessDoc",
+    "ProcessReads",
+    "ProcessRepo",
+    "ProcessService",
+    "ProcessTx",
     "Repair",
+    "Revision",
+    "Row",
+    "Saved",
+    "Scored",
     "Stemmer",
-    "Tokenizer",
     "TypoRepair",
     "Vectors",
     "Vocabulary",
@@ -100,12 +143,17 @@ __all__ = [
     "document_texts",
     "fuse",
     "idf",
+    "legacy_lives",
     "load_default_embedder",
     "match_expression",
     "normalise",
     "owner_key",
     "rank",
+    "readable",
+    "revision_owner",
+    "row_to_doc",
     "search_terms",
+    "tags_json",
     "truncate_query",
     "visible_owners",
 ]

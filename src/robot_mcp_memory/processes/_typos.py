@@ -60,7 +60,7 @@ def _edits1(word: str) -> set[str]:
 
 class Vocabulary(Protocol):
     """What typo repair reads of the index: how many of some owners' documents hold each
-    term (:class:`~robot_mcp_memory.search.TermIndex` on SQLite)."""
+    term (the backend's :class:`~robot_mcp_memory.processes.ProcessReads`)."""
 
     def document_frequency(
         self, terms: Collection[str], owners: Sequence[str] | None
@@ -68,7 +68,8 @@ class Vocabulary(Protocol):
 
 
 class Stemmer(Protocol):
-    """The index's tokens of words (:class:`~robot_mcp_memory.search.Tokenizer` on SQLite)."""
+    """The index's tokens of words (the backend's
+    :class:`~robot_mcp_memory.processes.ProcessReads`)."""
 
     def stems(self, words: Sequence[str]) -> list[tuple[str, ...]]: ...
 

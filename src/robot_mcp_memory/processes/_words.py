@@ -10,7 +10,7 @@ joined ("mail room" → "mailroom"); each term is double-quoted (FTS5 operators 
 and the terms are OR-ed, at most :data:`MAX_TERMS`. A query with no words left finds
 nothing.
 
-Pure functions; used by :mod:`robot_mcp_memory.search` and its typo repair.
+Pure functions; used by the process service's find and its typo repair.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ _WORD = re.compile(r"[^\W_]+")
 
 
 def search_terms(query: str) -> list[str]:
-    """The words :meth:`ProcessSearch.find` searches for, in order, deduplicated.
+    """The words a find searches for, in order, deduplicated.
 
     Single words first (lowercased, stopwords dropped), then each pair of adjacent words
     joined into one, at most :data:`MAX_TERMS` in all. Pure.

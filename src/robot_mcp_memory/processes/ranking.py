@@ -39,7 +39,7 @@ import math
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from robot_mcp_memory.documents import ProcessDoc
+from robot_mcp_memory.processes.model import ProcessDoc
 
 __all__ = [
     "BM25_B",
@@ -48,7 +48,6 @@ __all__ = [
     "COLUMN_WEIGHTS",
     "IDF_FLOOR",
     "LEXICAL_POOL",
-    "RELIABILITY_SQL",
     "SEMANTIC_FLOOR",
     "SEMANTIC_POOL",
     "SEMANTIC_WEIGHT",
@@ -92,11 +91,6 @@ LEXICAL_POOL = 100
 
 SEMANTIC_POOL = 100
 """How many documents by cosine the hybrid fuses (the best, visible ones)."""
-
-RELIABILITY_SQL = "(p.success_count + 1.0) / (p.success_count + p.failure_count + 2.0)"
-""":func:`robot_mcp_kit.reliability` as SQL over ``processes AS p``: the same Laplace-smoothed
-success rate, computed in the query so the top-k cut happens in the database. The one SQL
-copy of the formula; a test checks it against the function."""
 
 SHARED_OWNER = "shared"
 """The owner of every fleet-wide (``shared: true``) document."""

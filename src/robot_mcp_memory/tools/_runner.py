@@ -48,7 +48,6 @@ from __future__ import annotations
 import functools
 import json
 import secrets
-import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, cast
@@ -373,7 +372,7 @@ def answer_for(exc: Exception, tool: str) -> tuple[str, dict[str, Any]]:
     if isinstance(exc, DocError):
         code = "conflict" if exc.reason == "conflict" else "invalid"
         return code, {"error": code, "detail": str(exc), "field": exc.field, "reason": exc.reason}
-    if isinstance(exc, WriteConflict | sqlite3.IntegrityError):
+    if isinstance(exc, WriteConflict):
         _log.warning("tool_conflict", tool=tool, exc_info=exc)
         return "conflict", {
             "error": "conflict",

@@ -2,7 +2,7 @@
 reindex) and the admin's two of issue 22 (revert_process, merge_processes).
 
 Every document in an answer carries its ``revision``, and the summaries of find and list
-its ``stale`` mark and ``last_success`` (:class:`~robot_mcp_memory.store.DocState`);
+its ``stale`` mark and ``last_success`` (:class:`~robot_mcp_memory.processes.DocState`);
 ``get_process`` returns a kept revision on request, ``save_process`` checks an
 ``expected_revision`` and names the caller-visible ``near_duplicates`` of what it saved.
 Revisions are read within one life of an id (decision 0029): a robot reads those of the
@@ -33,7 +33,6 @@ from mcp.server.fastmcp import FastMCP
 from mcp.types import CallToolResult
 
 from robot_mcp_memory._exceptions import ToolFailure, quote
-from robot_mcp_memory.documents import ProcessDoc
 from robot_mcp_memory.limits import (
     MAX_ANSWER_BYTES,
     MAX_DOC_BYTES,
@@ -52,7 +51,7 @@ from robot_mcp_memory.policy import (
     visible_owner,
     visible_robots,
 )
-from robot_mcp_memory.processes import truncate_query
+from robot_mcp_memory.processes import ProcessDoc, truncate_query
 from robot_mcp_memory.shares import Lane
 from robot_mcp_memory.tools._runner import (
     Answer,

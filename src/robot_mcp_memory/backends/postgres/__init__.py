@@ -3,7 +3,7 @@ several replicas share. Importing it needs the ``postgres`` extra (psycopg 3 and
 psycopg_pool).
 
 :class:`PgStorage` is the database before anything is opened; :class:`PgBackend` the
-opened store over one pool (:class:`~robot_mcp_memory.postgres.PgDatabase`).
+opened store over one pool (:class:`~._database.PgDatabase`).
 """
 
 from __future__ import annotations

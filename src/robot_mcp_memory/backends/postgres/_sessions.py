@@ -1,5 +1,5 @@
 """Sessions over one PostgreSQL database: each session is one transaction of a pooled
-connection (:meth:`PgDatabase.connection <robot_mcp_memory.postgres.PgDatabase.connection>`),
+connection (:meth:`PgDatabase.connection <._database.PgDatabase.connection>`),
 its rows read by column name.
 
 psycopg's integrity errors become the memory server's here: a foreign key violation is
@@ -19,7 +19,7 @@ from psycopg.rows import dict_row
 
 from robot_mcp_memory._exceptions import MissingReference, WriteConflict
 from robot_mcp_memory.backends._sql import POSTGRES, Dialect, Row
-from robot_mcp_memory.postgres import PgDatabase
+from robot_mcp_memory.backends.postgres._database import PgDatabase
 
 __all__ = ["PgSessions", "integrity_error"]
 

@@ -3,7 +3,7 @@
 :class:`PgStorage` is the database before anything is opened: no lock (replicas share it,
 and no directory holds it), no files to copy (its ``backup`` is the dump format), and
 the snapshot ``dump`` reads is one exported ``REPEATABLE READ READ ONLY`` snapshot
-(:meth:`PgDatabase.snapshot <robot_mcp_memory.postgres.PgDatabase.snapshot>`).
+(:meth:`PgDatabase.snapshot <._database.PgDatabase.snapshot>`).
 :class:`PgBackend` is the opened store: the pool and the adapters over it.
 """
 
@@ -11,21 +11,19 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
 
 import psycopg
 
 from robot_mcp_kit.store import StoreUnavailable
 from robot_mcp_memory.backends._fleet import SqlFleetRepo
 from robot_mcp_memory.backends._ports import CopyRows
+from robot_mcp_memory.backends._tokens import Tokenizer
+from robot_mcp_memory.backends.postgres._database import META_TABLE, PgDatabase, describe_url
+from robot_mcp_memory.backends.postgres._lessons import PgParamBackend
+from robot_mcp_memory.backends.postgres._processes import PgProcessRepo
+from robot_mcp_memory.backends.postgres._rows import PgProcessRows
+from robot_mcp_memory.backends.postgres._schema import SCHEMA
 from robot_mcp_memory.backends.postgres._sessions import PgSessions
-from robot_mcp_memory.postgres import META_TABLE, SCHEMA, PgDatabase, describe_url
-from robot_mcp_memory.postgres.lessons import PgParamBackend
-from robot_mcp_memory.postgres.process_rows import PgProcessRows
-from robot_mcp_memory.postgres.processes import PgProcessStore
-
-if TYPE_CHECKING:
-    from robot_mcp_memory.processes import Embedder
 
 __all__ = ["PgBackend", "PgStorage"]
 
@@ -41,6 +39,7 @@ class PgBackend:
 
     def __init__(self, db: PgDatabase) -> None:
         self.db = db
+        self.processes = PgProcessRepo(db, Tokenizer())
         self.fleet = SqlFleetRepo(PgSessions(db), db.where)
         self.lessons = PgParamBackend(db)
         self.ping: Callable[[], bool] | None = db.ping
@@ -50,18 +49,10 @@ class PgBackend:
         """``user@host:port/db``, for messages."""
         return self.db.where
 
-    def open_processes(
-        self, *, robot_id: str, embedder: Embedder | None, revisions_keep: int
-    ) -> PgProcessStore:
-        """The process store over the pool (closing it leaves the pool open)."""
-        return PgProcessStore(
-            self.db, robot_id=robot_id, embedder=embedder, revisions_keep=revisions_keep
-        )
-
     def copy_rows(self) -> CopyRows:
         """The rows the copy command reads and writes."""
         return CopyRows(
-            PgProcessRows(self.db, reindex=PgProcessStore(self.db).reindex),
+            PgProcessRows(self.db, reindex=self.processes.rebuild_index),
             self.fleet,
             self.lessons,
         )

@@ -6,6 +6,7 @@ reads); :class:`SqliteBackend` the opened store.
 
 from __future__ import annotations
 
+from robot_mcp_memory.backends.sqlite._schema import SCHEMA_VERSION
 from robot_mcp_memory.backends.sqlite._storage import SqliteBackend, SqliteStorage
 
-__all__ = ["SqliteBackend", "SqliteStorage"]
+__all__ = ["SCHEMA_VERSION", "SqliteBackend", "SqliteStorage"]

@@ -44,7 +44,7 @@ from robot_mcp_kit.models import format_ts, utc_now
 from robot_mcp_memory._exceptions import OperationRefused
 from robot_mcp_memory.backends._ports import BackupReport
 from robot_mcp_memory.backends.sqlite._lock import DataDirLock
-from robot_mcp_memory.db import INDEX_FILENAME, open_index
+from robot_mcp_memory.backends.sqlite._schema import INDEX_FILENAME, open_index
 
 __all__ = [
     "BACKUP_MANIFEST",

@@ -2,8 +2,8 @@
 
 :class:`SqliteProcessRows` reads the definition rows of ``processes`` and writes rows into
 an empty ``index.db`` in one transaction, then rebuilds what is derived from them (the
-process store's ``reindex``: the full-text index and the term statistics; vectors are
-computed when a server with an embedder opens the file). :class:`SqliteLessonRows` reads
+full-text index and the term statistics; vectors are computed when a server with an
+embedder opens the file). :class:`SqliteLessonRows` reads
 ``lessons.db`` through the kit's backend (a missing file is no lessons) and writes the
 kit's rows in one transaction, creating the file only when there is a lesson to write.
 """
@@ -17,12 +17,13 @@ from typing import Any
 
 from robot_mcp_kit.params import PARAMS_SCHEMA, Lesson, SqliteBackend, lesson_key
 from robot_mcp_kit.store import SqliteStore
-from robot_mcp_memory.db import PROCESS_COLUMNS
-from robot_mcp_memory.store import ProcessStore
+from robot_mcp_memory.backends.sqlite._processes import SqliteProcessRepo
+from robot_mcp_memory.processes import COLUMNS
 
 __all__ = ["SqliteLessonRows", "SqliteProcessRows"]
 
-_COLS = ", ".join(PROCESS_COLUMNS)
+PROCESS_COLUMNS = COLUMNS.split(", ")
+_COLS = COLUMNS
 _MARKS = ", ".join("?" for _ in PROCESS_COLUMNS)
 _SELECT_PROCESSES = f"SELECT {_COLS} FROM processes ORDER BY id"  # noqa: S608 - constants
 _INSERT_PROCESSES = f"INSERT INTO processes ({_COLS}) VALUES ({_MARKS})"  # noqa: S608
@@ -33,10 +34,10 @@ class SqliteProcessRows:
 
     Args:
         store: the kit store of ``index.db``.
-        processes: the process store over it (its ``reindex`` rebuilds the index).
+        processes: the process repository over it (it rebuilds the index).
     """
 
-    def __init__(self, store: SqliteStore, processes: ProcessStore) -> None:
+    def __init__(self, store: SqliteStore, processes: SqliteProcessRepo) -> None:
         self.store = store
         self.processes = processes
 
@@ -61,7 +62,7 @@ class SqliteProcessRows:
                     for r in rows
                 ],
             )
-        return self.processes.reindex()
+        return self.processes.rebuild_index()
 
 
 class SqliteLessonRows:

@@ -4,8 +4,9 @@
 (``memory.lock``, held by a serving server, ``restore`` and ``load``), its consistent copy
 (:mod:`._backup`) and the snapshot ``dump`` reads (a copy into a temporary directory,
 never the live file). :class:`SqliteBackend` is the opened store: ``index.db`` holds the
-process documents, their index and the fleet registry; ``lessons.db`` beside it the
-lessons, created by the first recorded lesson.
+process documents, their index and the fleet registry (:mod:`._processes`, and the SQL
+both backends share); ``lessons.db`` beside it the lessons, created by the first recorded
+lesson.
 """
 
 from __future__ import annotations
@@ -14,25 +15,22 @@ import contextlib
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from robot_mcp_kit.params import SqliteBackend as SqliteLessons
 from robot_mcp_kit.store import SqliteStore
 from robot_mcp_memory.backends._fleet import SqlFleetRepo
 from robot_mcp_memory.backends._ports import BackupReport, CopyRows
+from robot_mcp_memory.backends._tokens import Tokenizer
 from robot_mcp_memory.backends.sqlite._backup import (
     LESSONS_FILENAME,
     backup_store,
     restore_store,
 )
 from robot_mcp_memory.backends.sqlite._lock import DataDirLock
+from robot_mcp_memory.backends.sqlite._processes import SqliteProcessRepo
 from robot_mcp_memory.backends.sqlite._rows import SqliteLessonRows, SqliteProcessRows
+from robot_mcp_memory.backends.sqlite._schema import INDEX_FILENAME, open_index
 from robot_mcp_memory.backends.sqlite._sessions import SqliteSessions
-from robot_mcp_memory.db import INDEX_FILENAME, open_index
-from robot_mcp_memory.store import ProcessStore
-
-if TYPE_CHECKING:
-    from robot_mcp_memory.processes import Embedder
 
 __all__ = ["SqliteBackend", "SqliteFiles", "SqliteStorage"]
 
@@ -71,6 +69,7 @@ class SqliteBackend:
     def __init__(self, data_dir: Path, index: SqliteStore) -> None:
         self.data_dir = data_dir
         self.index = index
+        self.processes = SqliteProcessRepo(index, Tokenizer())
         self.fleet = SqlFleetRepo(SqliteSessions(index), str(data_dir))
         self.lessons = SqliteLessons(data_dir / LESSONS_FILENAME)
 
@@ -79,18 +78,10 @@ class SqliteBackend:
         """The directory, for messages."""
         return str(self.data_dir)
 
-    def open_processes(
-        self, *, robot_id: str, embedder: Embedder | None, revisions_keep: int
-    ) -> ProcessStore:
-        """The process store over ``index.db`` (closing it closes the file)."""
-        return ProcessStore(
-            self.index, robot_id=robot_id, embedder=embedder, revisions_keep=revisions_keep
-        )
-
     def copy_rows(self) -> CopyRows:
         """The rows the copy command reads and writes."""
         return CopyRows(
-            SqliteProcessRows(self.index, ProcessStore(self.index)),
+            SqliteProcessRows(self.index, self.processes),
             self.fleet,
             SqliteLessonRows(self.data_dir / LESSONS_FILENAME),
         )

@@ -1,12 +1,11 @@
-"""Rows of ``processes`` read back as documents, and the visibility filter every read shares.
+"""A document's stored row, read back as a document.
 
-Shared by the write path (:mod:`robot_mcp_memory.store`) and the search path
-(:mod:`robot_mcp_memory.search`), so that both read a row the same way and filter by the
-same scope SQL.
+Every backend stores a document in the columns :data:`COLUMNS` names and reads it back
+here, so both read a row the same way.
 
-Reads are tolerant of a damaged row: a counter or timestamp the document model
-would refuse (a REAL counter left by an overflow, a hand-edited date) is repaired on the
-way out and logged as ``process_row_repaired``; a row that cannot be read at all raises
+Reads are tolerant of a damaged row: a counter or timestamp the document model would
+refuse (a REAL counter left by an overflow, a hand-edited date) is repaired on the way out
+and logged as ``process_row_repaired``; a row that cannot be read at all raises
 :class:`DamagedRow` from :func:`row_to_doc`, and :func:`readable` turns that into None
 (logged as ``process_row_damaged``) for searches and lists.
 """
@@ -14,17 +13,17 @@ way out and logged as ``process_row_repaired``; a row that cannot be read at all
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from pydantic import ValidationError
 
 from robot_mcp_kit.log import get_logger
 from robot_mcp_memory._exceptions import DamagedRow
-from robot_mcp_memory.documents.model import ProcessDoc
 from robot_mcp_memory.limits import MAX_COUNT
+from robot_mcp_memory.processes.model import ProcessDoc
 
-__all__ = ["COLUMNS", "Row", "readable", "row_to_doc", "scope_sql", "tags_json"]
+__all__ = ["COLUMNS", "Row", "readable", "row_to_doc", "tags_json"]
 
 _log = get_logger("robot_mcp_memory.store")
 
@@ -122,20 +121,3 @@ def readable(row: Row) -> ProcessDoc | None:
     except DamagedRow:
         _log.error("process_row_damaged", id=row["id"])
         return None
-
-
-def scope_sql(robots: Collection[str] | None, prefix: str) -> tuple[str, list[Any]]:
-    """The WHERE fragment (and its parameters) of the visibility filter, "" for everything.
-
-    ``robots`` None: every document; otherwise documents whose ``robot`` is one of these,
-    plus the ``shared`` ones (an empty collection: shared only). ``prefix`` qualifies the
-    columns (``"p."``). Every read path — lists, counts, lexical and semantic search —
-    filters with this one fragment (the semantic path must never widen it).
-    """
-    if robots is None:
-        return "", []
-    names = sorted(set(robots))
-    if not names:
-        return f"{prefix}shared = 1", []
-    marks = ", ".join("?" for _ in names)
-    return f"({prefix}shared = 1 OR {prefix}robot IN ({marks}))", list(names)

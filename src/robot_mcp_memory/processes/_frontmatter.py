@@ -1,13 +1,13 @@
 """Process documents as text: ``---``, YAML frontmatter, ``---``, a markdown body (spec §3).
 
-The wire format of :class:`~robot_mcp_memory.documents.model.ProcessDoc`: :func:`split_document`
+The wire format of :class:`~robot_mcp_memory.processes.model.ProcessDoc`: :func:`split_document`
 checks a text's size, fences and frontmatter and returns the raw fields and the body, for
 the model to validate; :func:`render_document` writes a document's fields back. Every
 check here happens *before* a YAML parser or a validator sees the text: the size
 (:data:`~robot_mcp_memory.limits.MAX_DOC_BYTES`), lone surrogates, and the nesting depth
 (:func:`check_nesting`, so PyYAML's recursive composer only ever sees a shallow document).
 
-Pure functions; thread-safe. Errors are :class:`~robot_mcp_memory.documents.model.DocError`.
+Pure functions; thread-safe. Errors are :class:`~robot_mcp_memory.processes.model.DocError`.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The PostgreSQL implementation of the kit's :class:`robot_mcp_kit.params.ParamBackend`,
 under :class:`~robot_mcp_memory.params.ScopedParams` exactly where the kit's
 :class:`~robot_mcp_kit.params.SqliteBackend` sits for ``lessons.db``. The table is
-:data:`~robot_mcp_memory.postgres._lesson_tables.LESSONS` (created with the rest of the
+:data:`~._tables.LESSONS` (created with the rest of the
 schema, so unlike ``lessons.db`` it exists before the first lesson).
 
 :meth:`PgParamBackend.update` is the one write, atomic across replicas: in one transaction
@@ -24,7 +24,7 @@ from typing import Any
 from psycopg.rows import dict_row
 
 from robot_mcp_kit.params import Lesson, lesson_key
-from robot_mcp_memory.postgres._database import PgDatabase
+from robot_mcp_memory.backends.postgres._database import PgDatabase
 
 __all__ = ["UPDATE_ATTEMPTS", "PgParamBackend"]
 
@@ -83,7 +83,7 @@ class PgParamBackend:
     """All scopes' lessons in the ``lessons`` table of one PostgreSQL database.
 
     Args:
-        db: the opened database (:data:`robot_mcp_memory.postgres.SCHEMA`). Not closed
+        db: the opened database (:data:`~._schema.SCHEMA`). Not closed
             here: :meth:`close` is a no-op, the database's owner closes it.
 
     Thread-safe (the pool is).

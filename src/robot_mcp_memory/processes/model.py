@@ -69,17 +69,17 @@ from robot_mcp_memory._exceptions import (
     DocError,
     DocTooLarge,
 )
-from robot_mcp_memory.documents._frontmatter import (
+from robot_mcp_memory.limits import (
+    MAX_COUNT,
+    MAX_DOC_BYTES,
+    MAX_ID_LENGTH,
+)
+from robot_mcp_memory.processes._frontmatter import (
     FIELDS,
     render_document,
     short,
     split_document,
     type_name,
-)
-from robot_mcp_memory.limits import (
-    MAX_COUNT,
-    MAX_DOC_BYTES,
-    MAX_ID_LENGTH,
 )
 
 __all__ = ["SLUG_PATTERN", "Owner", "ProcessDoc"]

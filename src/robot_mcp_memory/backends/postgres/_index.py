@@ -2,7 +2,7 @@
 
 Each write (inside the caller's transaction, after the ``processes`` row is written)
 recomputes the document's weighted ``tsvector`` from its row in the server
-(:data:`~robot_mcp_memory.postgres._process_tables.TSVECTOR_SQL`), replaces its postings
+(:data:`~._tables.TSVECTOR_SQL`), replaces its postings
 (each lexeme with its column-weighted frequency, read from the ``tsvector``'s positions
 and weight labels) and moves the per-owner document frequencies by the difference: one
 upsert whose rows are sorted by ``(term, owner)``, so two replicas saving documents that
@@ -22,7 +22,7 @@ from typing import Any
 
 import psycopg
 
-from robot_mcp_memory.postgres._process_tables import (
+from robot_mcp_memory.backends.postgres._tables import (
     OWNER_SQL,
     TS_CONFIG,
     TSVECTOR_SQL,
@@ -131,7 +131,7 @@ def rebuild_index(conn: Conn) -> int:
 
 
 class PgTerms:
-    """The index's reads on one connection (what :class:`~robot_mcp_memory.search.TypoRepair`
+    """The index's reads on one connection (what :class:`~robot_mcp_memory.processes.TypoRepair`
     and ranking need).
 
     Args:
@@ -192,7 +192,8 @@ class PgTerms:
         self, phrases: Sequence[Phrase], owners: Sequence[str] | None
     ) -> tuple[str, list[Any]] | None:
         """A subquery ``(rid, relevance)`` of every document of ``owners`` holding a phrase,
-        by bm25 over their statistics; None when none does.
+        by bm25 over their statistics, in the shared SQL's spelling (``?``); None when none
+        does.
 
         Each document's contributions are summed in the order of the phrases (``ORDER BY``
         inside the aggregate): a plan that reads the postings in another order — which
@@ -204,16 +205,17 @@ class PgTerms:
         if n == 0 or not used:
             return None
         idfs = [p.weight * idf(n, df[p.term]) for p in used]
-        scope = "" if owners is None else "AND po.owner = ANY(%s)"
+        scope = "" if owners is None else "AND po.owner = ANY(?)"
         # The terms filter the postings by their index (term = ANY); the phrases join
-        # back for their idf, one contribution each.
+        # back for their idf, one contribution each. Written with ``?``: it is a subquery
+        # of the shared ranking SQL (:mod:`robot_mcp_memory.backends._processes`).
         sql = (
             f"SELECT po.rid, sum(q.idf * po.freq * {BM25_K1 + 1!r} / "  # noqa: S608
-            f"(po.freq + {BM25_K1!r} * ({1 - BM25_B!r} + {BM25_B!r} * po.tokens / %s)) "
+            f"(po.freq + {BM25_K1!r} * ({1 - BM25_B!r} + {BM25_B!r} * po.tokens / ?)) "
             "ORDER BY q.n) AS relevance "
-            "FROM unnest(%s::text[], %s::float8[]) WITH ORDINALITY AS q(term, idf, n) "
+            "FROM unnest(?::text[], ?::float8[]) WITH ORDINALITY AS q(term, idf, n) "
             "JOIN processes_postings AS po ON po.term = q.term "
-            f"WHERE po.term = ANY(%s) {scope} GROUP BY po.rid"
+            f"WHERE po.term = ANY(?) {scope} GROUP BY po.rid"
         )
         terms = [p.term for p in used]
         params: list[Any] = [float(avgdl or 1.0), terms, idfs, sorted(set(terms))]

@@ -11,7 +11,7 @@ table                   kind         why
 ``processes``           definition   a human (or a distillation they armed) authored it; the
                                      outcome counters are records *about* it and sit on its row
 ``processes_fts``       derived      the search index, a projection of ``processes``: rebuilt by
-                                     ``ProcessStore.reindex()``, never pruned on its own; its five
+                                     ``reindex``, never pruned on its own; its five
                                      fts5 shadow tables are sqlite's and named by the kit
 ``processes_postings``  derived      per owner (``shared`` or ``robot:<id>``), each term's
                                      column-weighted frequency in each document: the
@@ -50,7 +50,7 @@ transaction with the version bump); 3 adds ``processes_vocab`` and ``processes_v
 embedder opens the file; 4 replaces ``processes_vocab`` (an ``fts5vocab`` view of the
 whole index, which let typo repair read every group's words) by the three per-owner
 statistics tables (:func:`_to_v4`), also empty at first: the store counts every document
-into them when it opens the file (:meth:`robot_mcp_memory.store.ProcessStore.sync_terms`);
+into them when it opens the file (:meth:`~._processes.SqliteProcessRepo.sync_terms`);
 5 adds ``processes_revisions`` and three columns of ``processes`` (:func:`_to_v5`): its
 ``revision`` (1 for every existing document), ``recent_outcomes`` (the last
 :data:`~robot_mcp_memory.limits.STALE_WINDOW` outcomes, oldest first, ``s``/``f``) and
@@ -63,7 +63,7 @@ rebuilds ``processes_revisions`` with ``life``, ``robot`` and ``shared`` (primar
 revisions on across lives, so the step tells the lives apart by the revisions that ended
 one (:func:`legacy_lives`). ``robot`` and ``shared`` stay NULL there: the store reads a
 revision's owner from its own frontmatter when it lists it
-(:func:`robot_mcp_memory.store.revision_owner`).
+(:func:`robot_mcp_memory.processes.revision_owner`).
 ``fleet_robots.group_id`` references ``fleet_groups`` (the kit turns ``foreign_keys`` on),
 so a robot can never name a group that does not exist. :mod:`robot_mcp_memory.fleet` is
 the only writer of the fleet tables.
@@ -71,7 +71,7 @@ the only writer of the fleet tables.
 The columns of ``processes`` are spec §4's, plus ``shared``; the fleet tables' are spec §4's
 ``...`` filled in (timestamps, ``meta``, the group's ``customer`` and ``factory`` tags). NOT
 NULL and defaults are added where the store always writes a value. Row conventions
-``ProcessStore`` relies on:
+the process repository (:mod:`._processes`) relies on:
 
 - timestamps are text as :func:`robot_mcp_kit.models.format_ts` writes them;
 - ``tags`` is a JSON array; ``processes_fts.tags`` holds the same text (the tokenizer
@@ -85,7 +85,7 @@ NULL and defaults are added where the store always writes a value. Row conventio
   made it, and a row of another model is recomputed rather than compared;
 - ``processes_postings``, ``processes_owner_terms`` and ``processes_lengths`` are written
   in the same transaction as the row, with :data:`TOKENIZE`'s tokens
-  (:mod:`robot_mcp_memory.search._term_index`);
+  (:mod:`._terms`);
 - the rowid of a ``processes_fts`` row equals the rowid of its ``processes`` row: search
   joins the two on it and a document's index entry is found without scanning the index
   (its ``id`` column is kept, as the spec's DDL has it, for humans and for ``reindex``
@@ -96,10 +96,12 @@ NULL and defaults are added where the store always writes a value. Row conventio
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 from robot_mcp_kit.store import Kind, MigrationStep, Schema, SqliteStore, Table
+from robot_mcp_memory.backends._tokens import TOKENIZE
+from robot_mcp_memory.processes import legacy_lives
 
 __all__ = [
     "CHECKPOINT_PAGES",
@@ -107,7 +109,6 @@ __all__ = [
     "FLEET_ROBOTS",
     "FLEET_SETTINGS",
     "INDEX_FILENAME",
-    "LIFE_ENDING_REASONS",
     "MIGRATIONS",
     "PROCESSES",
     "PROCESSES_FTS",
@@ -118,12 +119,9 @@ __all__ = [
     "PROCESSES_REVISIONS_V5",
     "PROCESSES_V1",
     "PROCESSES_VECTORS",
-    "PROCESS_COLUMNS",
     "SCHEMA",
     "SCHEMA_VERSION",
-    "TOKENIZE",
     "WRITE_CACHE_KIB",
-    "legacy_lives",
     "open_index",
 ]
 
@@ -184,27 +182,6 @@ PROCESSES = Table(
     """,
     indexes=(_PROCESSES_ROBOT_INDEX,),
 )
-
-PROCESS_COLUMNS: tuple[str, ...] = (
-    "id",
-    "title",
-    "task_pattern",
-    "tags",
-    "robot",
-    "created",
-    "updated",
-    "success_count",
-    "failure_count",
-    "last_used",
-    "source_mission_id",
-    "body",
-    "shared",
-)
-"""The definition columns of ``processes``, in order: a document as the copy command moves
-it between backends (everything else about a document is derived from these)."""
-
-TOKENIZE = "porter unicode61"
-"""The FTS5 ``tokenize`` option of the index; the per-owner statistics use the same tokens."""
 
 PROCESSES_FTS = Table(
     "processes_fts",
@@ -396,31 +373,6 @@ _PROCESSES_LIFE_V6 = "ALTER TABLE processes ADD COLUMN life INTEGER NOT NULL DEF
 PROCESSES_REVISIONS = Table(
     "processes_revisions", Kind.RECORD, _PROCESSES_REVISIONS_V6, time_column="replaced"
 )
-
-LIFE_ENDING_REASONS = frozenset({"delete", "merged"})
-"""The ``reason`` of a revision that was the last version of its life: the document was
-deleted (by its robot or the admin), or merged away into another."""
-
-
-def legacy_lives(
-    kept: Sequence[tuple[int, str]],
-) -> tuple[dict[int, int], int]:
-    """The lives of an id's revisions as a version-5 store kept them, which numbered an
-    id's revisions on across its lives: ``kept`` is its ``(revision, reason)`` pairs.
-    Returns each revision's life and the life a row of the id is in now.
-
-    A life ends with a revision of :data:`LIFE_ENDING_REASONS`; the next revision, or the
-    row, is in the next life (a deleted id that the admin brought back by a revert counts
-    as a new life too: it cannot be told from a re-created one, and the stricter reading
-    keeps the earlier versions to the admin). Pure; both backends' migrations use it.
-    """
-    lives: dict[int, int] = {}
-    life = 1
-    for revision, reason in sorted(kept):
-        lives[revision] = life
-        if reason in LIFE_ENDING_REASONS:
-            life += 1
-    return lives, life
 
 
 def _to_v6(conn: sqlite3.Connection) -> None:

@@ -6,7 +6,7 @@ many groups share, that lets a robot read other groups' documents from its own s
 from which of its misspellings are repaired. Everything a scoped call observes must depend
 only on documents it may read, so the index also keeps, per *owner*, the statistics bm25
 needs — three DERIVED tables written in the same transaction as the document row
-(:mod:`robot_mcp_memory.db`):
+(:mod:`._schema`):
 
 =========================  ===============================================================
 ``processes_postings``     (owner, term, doc) -> the term's column-weighted frequency in
@@ -36,12 +36,12 @@ import sqlite3
 from collections.abc import Collection, Sequence
 
 from robot_mcp_kit.store import SqliteStore
+from robot_mcp_memory.backends._tokens import Tokenizer
 from robot_mcp_memory.processes import (
     BM25_B,
     BM25_K1,
     DocTerms,
     Phrase,
-    Tokenizer,
     idf,
     owner_key,
 )

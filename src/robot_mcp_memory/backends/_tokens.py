@@ -1,13 +1,15 @@
-"""Words as the search index holds them: FTS5's own tokenizer, run on a scratch table.
+"""The tokenizer both backends count a document's terms with: FTS5's own, run on a scratch
+table.
 
-The index stores porter stems of unicode61 tokens (``tokenize='porter unicode61'``,
-:data:`robot_mcp_memory.db.TOKENIZE`). Scoped ranking and typo repair need those very
-stems outside a MATCH — the stems of a query's terms, the terms of a document and how
-often each occurs — and Python has no porter stemmer that is guaranteed to agree with
-sqlite's. So :class:`Tokenizer` asks sqlite: it inserts the text into an in-memory FTS5
-table with the same ``tokenize`` option, reads the tokens back through an ``fts5vocab``
-``instance`` view and rolls the insert back. The answers are therefore exactly what
-``processes_fts`` holds for the same text.
+SQLite's index stores porter stems of unicode61 tokens (:data:`TOKENIZE`). Scoped ranking
+and typo repair there need those very stems outside a MATCH — the stems of a query's
+terms, the terms of a document and how often each occurs — and Python has no porter
+stemmer that is guaranteed to agree with sqlite's. Both backends count a document's
+distinct words (the limit) and its near-copies' similarity with the same tokens, so the
+two answer alike. So :class:`Tokenizer` asks sqlite, as a library (no store is opened):
+it inserts the text into an in-memory FTS5 table with the same ``tokenize`` option, reads
+the tokens back through an ``fts5vocab`` ``instance`` view and rolls the insert back. The
+answers are therefore exactly what ``processes_fts`` holds for the same text.
 
 Cost: one in-memory insert and read per call (about 0.1 ms for a query, 0.3 ms for a
 2 KiB document, 20 ms for a 256 KiB one). Each thread gets its own scratch connection.
@@ -20,14 +22,16 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from robot_mcp_memory.db import TOKENIZE
-from robot_mcp_memory.processes.ranking import COLUMN_WEIGHTS, DocTerms
+from robot_mcp_memory.processes import COLUMN_WEIGHTS, DocTerms
 
-__all__ = ["Tokenizer"]
+__all__ = ["TOKENIZE", "Tokenizer"]
+
+TOKENIZE = "porter unicode61"
+"""The FTS5 ``tokenize`` option of SQLite's index; the shared count uses the same tokens."""
 
 
 class Tokenizer:
-    """FTS5's tokenizer (:data:`~robot_mcp_memory.db.TOKENIZE`) as a function. Thread-safe:
+    """FTS5's tokenizer (:data:`TOKENIZE`) as a function. Thread-safe:
     each thread uses its own in-memory scratch database."""
 
     def __init__(self) -> None:

@@ -1,8 +1,8 @@
 """PgProcessRows: the process documents' definition rows, read and written whole.
 
 The narrow "bulk" interface the copy command (:mod:`robot_mcp_memory.transfer`) needs of a
-process store beyond :class:`~robot_mcp_memory.ports.ProcessesPort`: count, export every
-document's definition row (:data:`robot_mcp_memory.db.PROCESS_COLUMNS`: id, counters and
+process store beyond its service: count, export every document's definition row
+(:data:`robot_mcp_memory.processes.COLUMNS`: id, counters and
 timestamps exactly as stored) and import rows into an empty store in one transaction,
 then recompute what is derived from them (the search columns and vectors) through the
 process store's ``reindex``.
@@ -20,12 +20,13 @@ from typing import Any
 
 from psycopg.rows import dict_row
 
-from robot_mcp_memory.db import PROCESS_COLUMNS
-from robot_mcp_memory.postgres._database import PgDatabase
+from robot_mcp_memory.backends.postgres._database import PgDatabase
+from robot_mcp_memory.processes import COLUMNS
 
 __all__ = ["PgProcessRows"]
 
-_COLS = ", ".join(PROCESS_COLUMNS)
+PROCESS_COLUMNS = COLUMNS.split(", ")
+_COLS = COLUMNS
 
 
 class PgProcessRows:

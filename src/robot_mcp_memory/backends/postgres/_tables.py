@@ -1,4 +1,4 @@
-"""The process documents' tables on PostgreSQL, each with its declared kind.
+"""The memory server's tables on PostgreSQL, each with its declared kind.
 
 =========================  ==========  ========================================================
 table                      kind        why
@@ -31,10 +31,19 @@ table                      kind        why
 :data:`TS_CONFIG` is the ``english`` configuration with the English snowball stemmer and
 *no* stop words: PostgreSQL's English stop list drops "on", "off", "up", "down", "not"…,
 the small words a robot's action turns on (the query side drops its own stop words,
-:data:`robot_mcp_memory.search.STOPWORDS`, and keeps those). Its dictionary and
+:data:`robot_mcp_memory.processes.STOPWORDS`, and keeps those). Its dictionary and
 configuration are created with the search table (the first statements of its
 ``indexes``: the kit's :class:`~robot_mcp_kit.store.Table` takes one ``CREATE TABLE`` as
 its ``ddl``).
+
+The registry's three DEFINITION tables (:data:`FLEET_TABLES`) and the lessons
+(:data:`LESSONS`, the kit's ``params`` table) have SQLite's columns, so a store copied
+between the backends answers the same: ids, scopes and keys are ``TEXT COLLATE "C"``
+(ordered by code point like SQLite's ``BINARY``, whatever the database's default
+collation); timestamps are the text :func:`robot_mcp_kit.models.format_ts` writes; a
+robot's ``meta`` is the JSON text the validation produced (not ``jsonb``, which would
+reorder keys and respell numbers); ``fleet_groups.self_improve`` is a ``BOOLEAN`` (NULL:
+inherit); ``fleet_robots.group_id`` references ``fleet_groups`` (no cascade).
 """
 
 from __future__ import annotations
@@ -43,6 +52,12 @@ from robot_mcp_kit.store import Kind, Table
 from robot_mcp_memory.processes import BM25_WEIGHTS
 
 __all__ = [
+    "FLEET_GROUPS",
+    "FLEET_ROBOTS",
+    "FLEET_SETTINGS",
+    "FLEET_TABLES",
+    "LESSONS",
+    "LESSON_TABLES",
     "NEEDS",
     "OWNER_SQL",
     "PROCESSES",
@@ -63,7 +78,7 @@ TS_CONFIG = "robot_english"
 """The text search configuration of every document and query word."""
 
 OWNER_SQL = "CASE WHEN p.shared THEN 'shared' ELSE 'robot:' || p.robot END"
-""":func:`robot_mcp_memory.search.owner_key` over ``processes AS p``."""
+""":func:`robot_mcp_memory.processes.owner_key` over ``processes AS p``."""
 
 TSVECTOR_SQL = " || ".join(
     f"setweight(to_tsvector('{TS_CONFIG}', p.{column}), '{label}')"
@@ -251,3 +266,65 @@ PROCESS_TABLES: tuple[Table, ...] = (
 )
 NEEDS: dict[str, str] = {"processes_vectors": "vector"}
 """Table name -> the extension it needs (``vector``): created only where it is installed."""
+
+FLEET_GROUPS = Table(
+    "fleet_groups",
+    Kind.DEFINITION,
+    """
+    CREATE TABLE fleet_groups (
+      group_id TEXT COLLATE "C" PRIMARY KEY,
+      name TEXT,
+      customer TEXT,
+      factory TEXT,
+      self_improve BOOLEAN,
+      created TEXT NOT NULL,
+      updated TEXT NOT NULL
+    )
+    """,
+)
+
+FLEET_ROBOTS = Table(
+    "fleet_robots",
+    Kind.DEFINITION,
+    """
+    CREATE TABLE fleet_robots (
+      robot_id TEXT COLLATE "C" PRIMARY KEY,
+      group_id TEXT COLLATE "C" REFERENCES fleet_groups (group_id),
+      name TEXT,
+      meta TEXT NOT NULL DEFAULT '{}',
+      registered TEXT NOT NULL,
+      updated TEXT NOT NULL
+    )
+    """,
+    indexes=("CREATE INDEX fleet_robots_group ON fleet_robots (group_id, robot_id)",),
+)
+
+FLEET_SETTINGS = Table(
+    "fleet_settings",
+    Kind.DEFINITION,
+    'CREATE TABLE fleet_settings (key TEXT COLLATE "C" PRIMARY KEY, value TEXT)',
+)
+
+FLEET_TABLES: tuple[Table, ...] = (FLEET_GROUPS, FLEET_ROBOTS, FLEET_SETTINGS)
+
+LESSONS = Table(
+    "lessons",
+    Kind.DEFINITION,
+    """
+    CREATE TABLE lessons (
+      scope TEXT COLLATE "C" NOT NULL,
+      key TEXT COLLATE "C" NOT NULL,
+      value_json TEXT NOT NULL,
+      success_count BIGINT NOT NULL DEFAULT 0,
+      failure_count BIGINT NOT NULL DEFAULT 0,
+      place TEXT,
+      robot TEXT,
+      created TEXT NOT NULL,
+      updated TEXT NOT NULL,
+      note TEXT,
+      PRIMARY KEY (scope, key)
+    )
+    """,
+)
+
+LESSON_TABLES: tuple[Table, ...] = (LESSONS,)

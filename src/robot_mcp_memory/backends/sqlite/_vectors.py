@@ -8,7 +8,7 @@ flag, so one query is two matrix-vector products over every document (about a mi
 for 10 000 documents) and a mask.
 
 The mask only *preselects*: the visibility filter that decides is the SQL one
-(:func:`robot_mcp_memory.documents.rows.scope_sql`), applied again when the chosen rows
+(:func:`robot_mcp_memory.backends._processes.visible`), applied again when the chosen rows
 are read, so a stale robot here can never hand a document to a robot that may not see it.
 
 Thread-safe: every method takes the index's lock. Updates are O(1) (slots are reused; the
@@ -160,7 +160,7 @@ class VectorIndex:
         Returns ``(rowids, cosines, low, high)``: the candidates best first, each one's
         better cosine of its head and whole-document vectors, and the lowest and highest
         such cosine over *every* visible document (what min-max normalisation needs).
-        ``robots`` preselects as :func:`robot_mcp_memory.documents.rows.scope_sql` filters.
+        ``robots`` preselects as :func:`robot_mcp_memory.processes.rows.scope_sql` filters.
         """
         with self._lock:
             n = self._used
