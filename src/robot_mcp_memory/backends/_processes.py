@@ -14,7 +14,7 @@ row read for a find all filter alike.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from robot_mcp_memory.backends._sql import Dialect, Row, Session
 from robot_mcp_memory.limits import (
@@ -24,11 +24,24 @@ from robot_mcp_memory.limits import (
     STALE_MIN_OUTCOMES,
     STALE_WINDOW,
 )
-from robot_mcp_memory.processes.rows import COLUMNS
+from robot_mcp_memory.processes import (
+    COLUMNS,
+    DocTerms,
+    Embedder,
+    Lexical,
+    Pairs,
+    Scored,
+    Semantic,
+    Vectors,
+)
 
 __all__ = [
     "CONTENT",
     "RELIABILITY_SQL",
+    "IndexReads",
+    "IndexWrites",
+    "Reads",
+    "Tx",
     "count",
     "current_at",
     "delete_row",
@@ -54,6 +67,7 @@ __all__ = [
     "set_columns",
     "stale_sql",
     "states",
+    "stored_vectors",
     "visible",
 ]
 
@@ -323,6 +337,18 @@ def holding_sql(d: Dialect, postings: str, key: str, owners: Sequence[str] | Non
 # --- writes ---------------------------------------------------------------------------
 
 
+def stored_vectors(
+    vectors: Pairs | None, model: Embedder | None
+) -> tuple[Embedder, Vectors, Vectors] | None:
+    """What a write stores of a document's vectors: the model in use and the (head, whole)
+    pair; None to drop the document's vectors (no model in use, or none computed), which
+    the next sync with a model recomputes."""
+    if vectors is None or model is None:
+        return None
+    head, whole = vectors[0]
+    return model, head, whole
+
+
 def outcome_sql(d: Dialect, success: bool) -> str:
     """The one statement that counts an outcome of the document ``id = ?`` at the time
     ``?``: the saturating counter (it stops at ``MAX_COUNT``), ``last_used``, the recent
@@ -417,3 +443,215 @@ def keep_revision(s: Session, row: Row, markdown: str, reason: str, replaced: st
             bool(row["shared"]),
         ],
     )
+
+
+# --- the reads and the transaction, over a backend's index -----------------------------
+
+
+class IndexReads(Protocol):
+    """What a backend's lexical index and vectors answer a find (see
+    :class:`~robot_mcp_memory.processes.ProcessReads` for each)."""
+
+    postings: tuple[str, str]
+    """The near-copy candidates' postings: their FROM (``o.term``, ``o.owner``) and the
+    document's key column in it (:func:`holding_sql`)."""
+
+    def stems(self, words: Sequence[str]) -> list[tuple[str, ...]]: ...
+
+    def document_frequency(
+        self, terms: Collection[str], owners: Sequence[str] | None
+    ) -> dict[str, int]: ...
+
+    def matches(self, query: Lexical) -> tuple[str, list[Any]] | None:
+        """The subquery ``(rid, relevance)`` of every document matching the query (bm25 by
+        the ranking's rules) and its parameters; None when nothing can match."""
+        ...
+
+    def semantic_pool(
+        self, s: Session, query: Semantic
+    ) -> tuple[dict[int, float], float, float]: ...
+
+    def index_terms(self, s: Session, id: str) -> list[str]: ...
+
+    def term_frequencies(self, s: Session, ids: Collection[str]) -> dict[str, dict[str, float]]: ...
+
+
+class IndexWrites(Protocol):
+    """What a backend's index, vectors and revision bound do inside a write (see
+    :class:`~robot_mcp_memory.processes.ProcessTx` for each)."""
+
+    def delete(self, s: Session, key: int) -> None: ...
+
+    def index(self, s: Session, key: int, terms: DocTerms, vectors: Pairs | None) -> Row: ...
+
+    def owned(self, s: Session, robot: str) -> int:
+        """How many documents ``robot`` owns, counted so that a concurrent write adding one
+        of its documents waits for this transaction."""
+        ...
+
+    def prune_revisions(self, s: Session, id: str, keep: int) -> None: ...
+
+
+def _holds(d: Dialect, id: str) -> bool:
+    """Whether the store can hold ``id`` (an id it cannot hold is never found)."""
+    return d.holds_nul or "\x00" not in id
+
+
+class Reads:
+    """The process documents' reads on one backend (a
+    :class:`~robot_mcp_memory.processes.ProcessReads`): the shared SQL of this module over
+    ``s``, the lexical index and the vectors ``index``'s.
+
+    Args:
+        s: the session every read runs in.
+        index: the backend's index.
+    """
+
+    def __init__(self, s: Session, index: IndexReads) -> None:
+        self._s = s
+        self._index = index
+
+    def row(self, id: str) -> Row | None:
+        if not _holds(self._s.dialect, id):
+            return None
+        return self._s.one(f"SELECT {COLUMNS} FROM processes WHERE id = ?", [id])  # noqa: S608
+
+    def owner(self, id: str) -> tuple[str, bool] | None:
+        return owner(self._s, id) if _holds(self._s.dialect, id) else None
+
+    def rows(
+        self, *, robots: Collection[str] | None, stale: bool | None, limit: int, offset: int
+    ) -> list[Row]:
+        return page(self._s, robots, stale, limit, offset)
+
+    def count(self, *, robots: Collection[str] | None) -> int:
+        return count(self._s, robots)
+
+    def states(self, ids: Collection[str]) -> list[Row]:
+        wanted = [i for i in ids if _holds(self._s.dialect, i)]
+        return states(self._s, wanted) if wanted else []
+
+    def lives(self, id: str) -> list[int]:
+        return lives(self._s, id) if _holds(self._s.dialect, id) else []
+
+    def revisions(self, id: str, life: int | None) -> list[Row]:
+        return revisions(self._s, id, life) if _holds(self._s.dialect, id) else []
+
+    def revision_markdown(self, id: str, revision: int, life: int | None) -> str | None:
+        if not _holds(self._s.dialect, id):
+            return None
+        return revision_markdown(self._s, id, revision, life)
+
+    def current_at(self, id: str, revision: int, life: int | None) -> Row | None:
+        return current_at(self._s, id, revision, life) if _holds(self._s.dialect, id) else None
+
+    def stems(self, words: Sequence[str]) -> list[tuple[str, ...]]:
+        return self._index.stems(words)
+
+    def document_frequency(
+        self, terms: Collection[str], owners: Sequence[str] | None
+    ) -> dict[str, int]:
+        return self._index.document_frequency(terms, owners)
+
+    def lexical_top(self, query: Lexical, k: int) -> list[Scored]:
+        matches = self._index.matches(query)
+        if matches is None:
+            return []
+        return [
+            Scored(r, float(r["relevance"]), float(r["reliability"]), float(r["score"]))
+            for r in lexical_top(self._s, matches[0], matches[1], query.robots, k)
+        ]
+
+    def lexical_pool(self, query: Lexical, limit: int) -> dict[int, tuple[float, float]]:
+        matches = self._index.matches(query)
+        if matches is None:
+            return {}
+        return lexical_pool(self._s, matches[0], matches[1], query.robots, limit)
+
+    def semantic_pool(self, query: Semantic) -> tuple[dict[int, float], float, float]:
+        return self._index.semantic_pool(self._s, query)
+
+    def reliabilities(
+        self, keys: Collection[int], robots: Collection[str] | None
+    ) -> dict[int, float]:
+        return reliabilities(self._s, keys, robots)
+
+    def rows_of(self, keys: Collection[int], robots: Collection[str] | None) -> dict[int, Row]:
+        return rows_of(self._s, keys, robots)
+
+    def index_terms(self, id: str) -> list[str]:
+        return self._index.index_terms(self._s, id) if _holds(self._s.dialect, id) else []
+
+    def holding(
+        self, terms: Sequence[str], owners: Sequence[str] | None, at_least: int, other_than: str
+    ) -> list[tuple[str, str]]:
+        d = self._s.dialect
+        source, key = self._index.postings
+        params: list[Any] = [d.values(terms)]
+        if owners is not None:
+            params.append(d.values(owners))
+        rows = self._s.all(holding_sql(d, source, key, owners), [*params, at_least, other_than])
+        return [(str(r["id"]), str(r["title"])) for r in rows]
+
+    def term_frequencies(self, ids: Collection[str]) -> dict[str, dict[str, float]]:
+        wanted = [i for i in ids if _holds(self._s.dialect, i)]
+        return self._index.term_frequencies(self._s, wanted) if wanted else {}
+
+
+class Tx:
+    """One write transaction of the process documents on one backend (a
+    :class:`~robot_mcp_memory.processes.ProcessTx`): the shared SQL of this module over
+    ``s``; the index, the vectors, the robot's count and the revision bound ``index``'s.
+
+    Args:
+        s: the session of the transaction.
+        index: the backend's writes.
+    """
+
+    def __init__(self, s: Session, index: IndexWrites) -> None:
+        self.session = s
+        self._index = index
+
+    def row(self, id: str) -> Row | None:
+        if not _holds(self.session.dialect, id):
+            return None
+        return read_row(self.session, id, lock=True)
+
+    def rows(self, ids: Collection[str]) -> dict[str, Row]:
+        wanted = [i for i in ids if _holds(self.session.dialect, i)]
+        return read_rows(self.session, wanted) if wanted else {}
+
+    def insert(self, values: dict[str, Any], *, resume_life: bool) -> int | None:
+        return insert_row(self.session, values, resume_life=resume_life)
+
+    def update(self, key: int, values: dict[str, Any], *, bump: bool) -> None:
+        set_columns(self.session, key, values, bump=bump)
+
+    def set_counters(self, key: int, values: dict[str, Any]) -> None:
+        set_columns(self.session, key, values)
+
+    def delete(self, key: int) -> None:
+        self._index.delete(self.session, key)
+
+    def index(self, key: int, terms: DocTerms, vectors: Pairs | None) -> Row:
+        return self._index.index(self.session, key, terms, vectors)
+
+    def owned(self, robot: str) -> int:
+        return self._index.owned(self.session, robot)
+
+    def latest_life(self, id: str) -> int:
+        return latest_life(self.session, id)
+
+    def kept(self, id: str, revision: int, life: int) -> Row | None:
+        if not _holds(self.session.dialect, id):
+            return None
+        return kept(self.session, id, revision, life)
+
+    def merged_markdown(self, id: str, revision: int, replaced: str) -> str | None:
+        return merged_markdown(self.session, id, revision, replaced)
+
+    def keep_revision(self, row: Row, markdown: str, reason: str, replaced: str) -> None:
+        keep_revision(self.session, row, markdown, reason, replaced)
+
+    def prune_revisions(self, id: str, keep: int) -> None:
+        self._index.prune_revisions(self.session, id, keep)

@@ -41,6 +41,7 @@ class Dialect:
         any_of: ``column`` is one of the values bound to the one placeholder it holds
             (:meth:`values` spells the parameter).
         tail: the last ``{n}`` characters of ``{text}``.
+        holds_nul: whether its text can hold a NUL character.
     """
 
     name: str
@@ -53,6 +54,7 @@ class Dialect:
     largest: str
     any_of: str
     tail: str
+    holds_nul: bool
 
     def one_of(self, column: str, values: Collection[Any]) -> tuple[str, Any]:
         """``column`` is one of ``values``: the SQL (one ``?``) and its parameter."""
@@ -91,6 +93,7 @@ SQLITE = Dialect(
     largest="max",
     any_of="{column} IN (SELECT value FROM json_each(?))",
     tail="substr({text}, -{n})",
+    holds_nul=True,
 )
 """SQLite: every write transaction holds the whole file (``BEGIN IMMEDIATE``)."""
 
@@ -105,6 +108,7 @@ POSTGRES = Dialect(
     largest="GREATEST",
     any_of="{column} = ANY(?)",
     tail="right({text}, {n})",
+    holds_nul=False,
 )
 """PostgreSQL: rows are locked one by one (``SELECT ... FOR UPDATE``)."""
 

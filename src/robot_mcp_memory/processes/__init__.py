@@ -72,6 +72,7 @@ from robot_mcp_memory.processes.repo import (
     ProcessRepo,
     ProcessTx,
     Scored,
+    Semantic,
 )
 from robot_mcp_memory.processes.rows import COLUMNS, Row, readable, row_to_doc, tags_json
 from robot_mcp_memory.processes.rules import (
@@ -134,6 +135,7 @@ __all__ = [
     "Row",
     "Saved",
     "Scored",
+    "Semantic",
     "Stemmer",
     "TypoRepair",
     "Vectors",

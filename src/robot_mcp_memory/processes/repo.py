@@ -46,6 +46,7 @@ __all__ = [
     "ProcessRepo",
     "ProcessTx",
     "Scored",
+    "Semantic",
 ]
 
 T = TypeVar("T")
@@ -75,6 +76,19 @@ class Lexical:
         :data:`~robot_mcp_memory.processes.REPAIR_WEIGHT`."""
         phrases = [Phrase(token) for tokens in stems for token in tokens]
         return phrases + [Phrase(r.term, REPAIR_WEIGHT) for r in self.repairs]
+
+
+@dataclass(frozen=True)
+class Semantic:
+    """What a find asks the vectors: the ``top`` visible documents (``robots``) by the
+    better cosine of their two vectors with ``vector`` (made by ``model``), and the cosine
+    of each of ``also`` (the lexical pool)."""
+
+    model: Embedder
+    vector: Vectors
+    robots: tuple[str, ...] | None
+    top: int
+    also: tuple[int, ...]
 
 
 class Scored(NamedTuple):
@@ -162,12 +176,9 @@ class ProcessReads(Protocol):
         reliability)."""
         ...
 
-    def semantic_pool(
-        self, model: Embedder, vector: Vectors, robots: Robots, top: int, also: Sequence[int]
-    ) -> tuple[dict[int, float], float, float]:
-        """The ``top`` visible documents by the better cosine of their two vectors with
-        ``vector``, and the cosine of each of ``also`` (the lexical pool); with the least
-        and greatest cosine over every visible document (0, 0 when there are none)."""
+    def semantic_pool(self, query: Semantic) -> tuple[dict[int, float], float, float]:
+        """The query's documents by cosine (:class:`Semantic`), with the least and greatest
+        cosine over every visible document (0, 0 when there are none)."""
         ...
 
     def reliabilities(self, keys: Collection[int], robots: Robots) -> dict[int, float]:

@@ -61,7 +61,7 @@ from robot_mcp_memory.processes.ranking import (
     rank,
     visible_owners,
 )
-from robot_mcp_memory.processes.repo import Lexical, ProcessRepo, ProcessTx
+from robot_mcp_memory.processes.repo import Lexical, ProcessRepo, ProcessTx, Semantic
 from robot_mcp_memory.processes.rows import Row, readable, row_to_doc, tags_json
 from robot_mcp_memory.processes.rules import (
     DocState,
@@ -356,7 +356,7 @@ class ProcessService:
             reliability = {key: rel for key, (_, rel) in pool.items()}
             with telemetry.span("memory.search.vector") as vector_span:
                 cosine, low, high = reads.semantic_pool(
-                    embedder, vector, scope, SEMANTIC_POOL, list(relevance)
+                    Semantic(embedder, vector, scope, SEMANTIC_POOL, tuple(relevance))
                 )
                 telemetry.set_attributes(
                     vector_span, **{"robot_mcp.memory.candidates": len(cosine)}

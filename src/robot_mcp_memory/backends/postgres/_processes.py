@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 
@@ -42,20 +42,20 @@ from robot_mcp_memory.backends.postgres._index import (
     rebuild_index,
     unindex_document,
 )
-from robot_mcp_memory.backends.postgres._sessions import PgSessions
+from robot_mcp_memory.backends.postgres._sessions import PgSession, PgSessions
 from robot_mcp_memory.backends.postgres._vectors import PgVectors
-from robot_mcp_memory.processes import (
-    Counted,
-    DocTerms,
-    Embedder,
-    Lexical,
-    Pairs,
-    ProcessDoc,
-    ProcessTx,
-    Scored,
-    Vectors,
-)
-from robot_mcp_memory.processes.rows import COLUMNS
+from robot_mcp_memory.processes import COLUMNS, Counted
+
+if TYPE_CHECKING:
+    from robot_mcp_memory.processes import (
+        DocTerms,
+        Embedder,
+        Lexical,
+        Pairs,
+        ProcessDoc,
+        ProcessTx,
+        Semantic,
+    )
 
 __all__ = ["WRITE_RETRIES", "PgProcessRepo"]
 
@@ -73,73 +73,40 @@ class _Retry(Exception):
     """A write's transaction met a deadlock or serialization failure (rolled back)."""
 
 
-def _nul(id: str) -> bool:
-    """Whether ``id`` holds a NUL, which no row can (such an id is never found)."""
-    return "\x00" in id
+class _Writes:
+    """What PostgreSQL's index, vectors, robot count and revision bound do inside one
+    write transaction (a :class:`~.._processes.IndexWrites`)."""
 
-
-class _Tx:
-    """One write transaction of the database (a :class:`ProcessTx`)."""
-
-    def __init__(self, repo: PgProcessRepo, s: Session, conn: psycopg.Connection[Any]) -> None:
+    def __init__(self, repo: PgProcessRepo) -> None:
         self._repo = repo
-        self._s = s
-        self._conn = conn
 
-    def row(self, id: str) -> Row | None:
-        return None if _nul(id) else sql.read_row(self._s, id, lock=True)
+    def delete(self, s: Session, key: int) -> None:
+        unindex_document(_conn(s), key)
+        sql.delete_row(s, key)  # its search entry and vectors go with it (cascade)
 
-    def rows(self, ids: Collection[str]) -> dict[str, Row]:
-        wanted = [i for i in ids if not _nul(i)]
-        return sql.read_rows(self._s, wanted) if wanted else {}
-
-    def insert(self, values: dict[str, Any], *, resume_life: bool) -> int | None:
-        return sql.insert_row(self._s, values, resume_life=resume_life)
-
-    def update(self, key: int, values: dict[str, Any], *, bump: bool) -> None:
-        sql.set_columns(self._s, key, values, bump=bump)
-
-    def set_counters(self, key: int, values: dict[str, Any]) -> None:
-        sql.set_columns(self._s, key, values)
-
-    def delete(self, key: int) -> None:
-        unindex_document(self._conn, key)
-        sql.delete_row(self._s, key)  # its search entry and vectors go with it (cascade)
-
-    def index(self, key: int, terms: DocTerms, vectors: Pairs | None) -> Row:
-        index_document(self._conn, key)
-        self._repo.vectors.write(self._conn, key, vectors)
-        stored = self._s.one(
+    def index(self, s: Session, key: int, terms: DocTerms, vectors: Pairs | None) -> Row:
+        conn = _conn(s)
+        index_document(conn, key)  # computed from the row in the server
+        self._repo.vectors.write(conn, key, vectors)
+        stored = s.one(
             f"SELECT {sql.row_columns(POSTGRES)} FROM processes AS p WHERE p.rid = ?",  # noqa: S608
             [key],
         )
         assert stored is not None
         return stored
 
-    def owned(self, robot: str) -> int:
+    def owned(self, s: Session, robot: str) -> int:
         # Counted under an advisory lock on the robot held to the end of the transaction:
         # concurrent saves on any replica cannot both pass the last free place.
-        self._s.one(
+        s.one(
             "SELECT pg_advisory_xact_lock(hashtextextended('robot-documents:' || ?, 0)) AS l",
             [robot],
         )
-        row = self._s.one("SELECT count(*) AS n FROM processes WHERE robot = ?", [robot])
+        row = s.one("SELECT count(*) AS n FROM processes WHERE robot = ?", [robot])
         return 0 if row is None else int(row["n"])
 
-    def latest_life(self, id: str) -> int:
-        return sql.latest_life(self._s, id)
-
-    def kept(self, id: str, revision: int, life: int) -> Row | None:
-        return None if _nul(id) else sql.kept(self._s, id, revision, life)
-
-    def merged_markdown(self, id: str, revision: int, replaced: str) -> str | None:
-        return sql.merged_markdown(self._s, id, revision, replaced)
-
-    def keep_revision(self, row: Row, markdown: str, reason: str, replaced: str) -> None:
-        sql.keep_revision(self._s, row, markdown, reason, replaced)
-
-    def prune_revisions(self, id: str, keep: int) -> None:
-        self._s.run(
+    def prune_revisions(self, s: Session, id: str, keep: int) -> None:
+        s.run(
             "DELETE FROM processes_revisions WHERE doc_id = ? AND (life, revision) NOT IN "
             "(SELECT life, revision FROM processes_revisions WHERE doc_id = ? "
             "ORDER BY replaced DESC, life DESC, revision DESC LIMIT ?)",
@@ -147,45 +114,21 @@ class _Tx:
         )
 
 
-class _Reads:
-    """Reads on one connection, in one snapshot (a :class:`ProcessReads`)."""
+def _conn(s: Session) -> psycopg.Connection[Any]:
+    """The connection under a transaction's session."""
+    assert isinstance(s, PgSession)
+    return s.conn
 
-    def __init__(self, repo: PgProcessRepo, s: Session, conn: psycopg.Connection[Any]) -> None:
+
+class _Index:
+    """What PostgreSQL's full text and pgvector answer a find on one connection (a
+    :class:`~.._processes.IndexReads`)."""
+
+    postings = ("processes_postings AS o", "o.rid")
+
+    def __init__(self, repo: PgProcessRepo, conn: psycopg.Connection[Any]) -> None:
         self._repo = repo
-        self._s = s
         self._terms = PgTerms(conn)
-
-    def row(self, id: str) -> Row | None:
-        if _nul(id):
-            return None
-        return self._s.one(f"SELECT {COLUMNS} FROM processes WHERE id = ?", [id])  # noqa: S608
-
-    def owner(self, id: str) -> tuple[str, bool] | None:
-        return None if _nul(id) else sql.owner(self._s, id)
-
-    def rows(
-        self, *, robots: Collection[str] | None, stale: bool | None, limit: int, offset: int
-    ) -> list[Row]:
-        return sql.page(self._s, robots, stale, limit, offset)
-
-    def count(self, *, robots: Collection[str] | None) -> int:
-        return sql.count(self._s, robots)
-
-    def states(self, ids: Collection[str]) -> list[Row]:
-        wanted = [i for i in ids if not _nul(i)]
-        return sql.states(self._s, wanted) if wanted else []
-
-    def lives(self, id: str) -> list[int]:
-        return [] if _nul(id) else sql.lives(self._s, id)
-
-    def revisions(self, id: str, life: int | None) -> list[Row]:
-        return [] if _nul(id) else sql.revisions(self._s, id, life)
-
-    def revision_markdown(self, id: str, revision: int, life: int | None) -> str | None:
-        return None if _nul(id) else sql.revision_markdown(self._s, id, revision, life)
-
-    def current_at(self, id: str, revision: int, life: int | None) -> Row | None:
-        return None if _nul(id) else sql.current_at(self._s, id, revision, life)
 
     def stems(self, words: Sequence[str]) -> list[tuple[str, ...]]:
         return self._terms.stems(words)
@@ -195,76 +138,33 @@ class _Reads:
     ) -> dict[str, int]:
         return self._terms.document_frequency(terms, owners)
 
-    def _matches(self, query: Lexical) -> tuple[str, list[Any]] | None:
+    def matches(self, query: Lexical) -> tuple[str, list[Any]] | None:
+        """bm25 over the statistics of the query's owners (every owner when unscoped)."""
         phrases = query.phrases(self.stems(query.terms))
         return self._terms.matches_sql(phrases, query.owners) if phrases else None
 
-    def lexical_top(self, query: Lexical, k: int) -> list[Scored]:
-        matches = self._matches(query)
-        if matches is None:
-            return []
-        rows = sql.lexical_top(self._s, matches[0], matches[1], query.robots, k)
-        return [
-            Scored(r, float(r["relevance"]), float(r["reliability"]), float(r["score"]))
-            for r in rows
-        ]
+    def semantic_pool(self, s: Session, query: Semantic) -> tuple[dict[int, float], float, float]:
+        """One exact scan in the server, behind the visibility filter."""
+        return self._repo.vectors.score(s, query)
 
-    def lexical_pool(self, query: Lexical, limit: int) -> dict[int, tuple[float, float]]:
-        matches = self._matches(query)
-        if matches is None:
-            return {}
-        return sql.lexical_pool(self._s, matches[0], matches[1], query.robots, limit)
-
-    def semantic_pool(
-        self,
-        model: Embedder,
-        vector: Vectors,
-        robots: Collection[str] | None,
-        top: int,
-        also: Sequence[int],
-    ) -> tuple[dict[int, float], float, float]:
-        return self._repo.vectors.score(self._s, model, vector, robots, top, also)
-
-    def reliabilities(
-        self, keys: Collection[int], robots: Collection[str] | None
-    ) -> dict[int, float]:
-        return sql.reliabilities(self._s, keys, robots)
-
-    def rows_of(self, keys: Collection[int], robots: Collection[str] | None) -> dict[int, Row]:
-        return sql.rows_of(self._s, keys, robots)
-
-    def index_terms(self, id: str) -> list[str]:
-        if _nul(id):
-            return []
-        rows = self._s.all(
+    def index_terms(self, s: Session, id: str) -> list[str]:
+        rows = s.all(
             "SELECT o.term FROM processes_postings AS o JOIN processes AS p ON p.rid = o.rid "
             "WHERE p.id = ?",
             [id],
         )
         return [str(r["term"]) for r in rows]
 
-    def holding(
-        self, terms: Sequence[str], owners: Sequence[str] | None, at_least: int, other_than: str
-    ) -> list[tuple[str, str]]:
-        query = sql.holding_sql(POSTGRES, "processes_postings AS o", "o.rid", owners)
-        params: list[Any] = [list(terms)]
-        if owners is not None:
-            params.append(list(owners))
-        rows = self._s.all(query, [*params, at_least, other_than])
-        return [(str(r["id"]), str(r["title"])) for r in rows]
-
-    def term_frequencies(self, ids: Collection[str]) -> dict[str, dict[str, float]]:
-        wanted = [i for i in ids if not _nul(i)]
-        if not wanted:
-            return {}
-        among, param = POSTGRES.one_of("id", sorted(set(wanted)))
-        rows = self._s.all(
+    def term_frequencies(self, s: Session, ids: Collection[str]) -> dict[str, dict[str, float]]:
+        """The shared tokenizer's count of each row (the index holds lexemes of its own)."""
+        among, param = POSTGRES.one_of("id", sorted(set(ids)))
+        rows = s.all(
             f"SELECT id, title, task_pattern, tags, body FROM processes WHERE {among}",  # noqa: S608
             [param],
         )
-        tokenizer = self._repo.tokenizer
+        count = self._repo.count_terms
         return {
-            str(r["id"]): tokenizer.document(
+            str(r["id"]): count(
                 str(r["title"]), str(r["task_pattern"] or ""), str(r["tags"]), str(r["body"])
             ).freq
             for r in rows
@@ -318,10 +218,10 @@ class PgProcessRepo:
         return "tags" if any("\x00" in t for t in doc.tags) else None
 
     @contextmanager
-    def reading(self) -> Iterator[_Reads]:
+    def reading(self) -> Iterator[sql.Reads]:
         """Reads on one connection, in one snapshot."""
         with self._sessions.read() as s:
-            yield _Reads(self, s, s.conn)
+            yield sql.Reads(s, _Index(self, s.conn))
 
     def write(self, script: Callable[[ProcessTx], T]) -> T:
         """Run ``script`` in one transaction, again (whole) after a deadlock or a
@@ -330,7 +230,7 @@ class PgProcessRepo:
             try:
                 with self._sessions.write() as s:
                     try:
-                        return script(_Tx(self, s, s.conn))
+                        return script(sql.Tx(s, _Writes(self)))
                     except _RETRIED:
                         # Rolled back: say so before the database takes it for a lost
                         # connection.
@@ -338,7 +238,7 @@ class PgProcessRepo:
             except _Retry:
                 _log.warning("process_write_retried", attempt=attempt + 1)
         with self._sessions.write() as s:  # the last try reports what it meets
-            return script(_Tx(self, s, s.conn))
+            return script(sql.Tx(s, _Writes(self)))
 
     def count_outcome(
         self,
@@ -349,12 +249,12 @@ class PgProcessRepo:
     ) -> Counted | None:
         """One ``UPDATE ... RETURNING`` (the row as counted), and ``note`` on that locked
         row in the same transaction."""
-        if _nul(id):
+        if "\x00" in id:
             return None
 
         def count(tx: ProcessTx) -> Counted | None:
-            assert isinstance(tx, _Tx)
-            row = tx._s.one(
+            assert isinstance(tx, sql.Tx)
+            row = tx.session.one(
                 f"{sql.outcome_sql(POSTGRES, success)} "
                 f"RETURNING rid AS key, {COLUMNS}, revision, life, last_success",
                 [stamp, "s" if success else "f", success, stamp, id],

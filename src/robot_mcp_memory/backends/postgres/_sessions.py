@@ -21,7 +21,7 @@ from robot_mcp_memory._exceptions import MissingReference, WriteConflict
 from robot_mcp_memory.backends._sql import POSTGRES, Dialect, Row
 from robot_mcp_memory.backends.postgres._database import PgDatabase
 
-__all__ = ["PgSessions", "integrity_error"]
+__all__ = ["PgSession", "PgSessions", "integrity_error"]
 
 
 def integrity_error(exc: psycopg.errors.IntegrityError) -> WriteConflict:
@@ -32,7 +32,7 @@ def integrity_error(exc: psycopg.errors.IntegrityError) -> WriteConflict:
     return WriteConflict(f"a write to {table} met a record the store keeps unique")
 
 
-class _Session:
+class PgSession:
     """Statements inside one transaction of ``conn``."""
 
     dialect: Dialect = POSTGRES
@@ -81,20 +81,20 @@ class PgSessions:
         self._db = db
 
     @contextmanager
-    def read(self) -> Iterator[_Session]:
+    def read(self) -> Iterator[PgSession]:
         """One read-committed transaction."""
         with self._db.connection() as conn:
-            yield _Session(conn)
+            yield PgSession(conn)
 
     @contextmanager
-    def write(self) -> Iterator[_Session]:
+    def write(self) -> Iterator[PgSession]:
         """One transaction, committed at the end of the block."""
         with self._db.connection() as conn:
-            yield _Session(conn)
+            yield PgSession(conn)
 
     @contextmanager
-    def consistent(self) -> Iterator[_Session]:
+    def consistent(self) -> Iterator[PgSession]:
         """One ``REPEATABLE READ`` transaction: every read sees one moment."""
         with self._db.connection() as conn:
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            yield _Session(conn)
+            yield PgSession(conn)

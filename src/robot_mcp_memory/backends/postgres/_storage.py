@@ -89,16 +89,8 @@ class PgStorage:
         self._statement_timeout_s = statement_timeout_s
         self._connect_timeout_s = connect_timeout_s
         self.where = describe_url(url)
-
-    @property
-    def described(self) -> str:
-        """``user@host:port/db`` and the backend, for messages."""
-        return f"{self.where} (PostgreSQL)"
-
-    @property
-    def identity(self) -> str:
-        """The URL (two URLs naming one database differently are two storages)."""
-        return self._url
+        self.described = f"{self.where} (PostgreSQL)"
+        self.identity = url  # two URLs naming one database differently are two storages
 
     def log_fields(self) -> dict[str, str | None]:
         """What the startup line says of the storage."""

@@ -13,18 +13,18 @@ replica reads what any replica wrote.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import psycopg
 
-from robot_mcp_memory.backends._processes import visible
+from robot_mcp_memory.backends._processes import stored_vectors, visible
 from robot_mcp_memory.backends._sql import POSTGRES, Row, Session
 from robot_mcp_memory.backends.postgres._database import PgDatabase
 from robot_mcp_memory.backends.postgres._sessions import PgSessions
-from robot_mcp_memory.processes import Embedder, Pairs
+from robot_mcp_memory.processes import Embedder, Pairs, Semantic
 from robot_mcp_memory.processes.rows import COLUMNS
 
 __all__ = ["EMBED_BATCH", "PgVectors", "vector_text"]
@@ -56,11 +56,11 @@ class PgVectors:
         is dropped, and recomputed when a model is next used)."""
         if not self.has_table:
             return
-        model = self.model
-        if vectors is None or model is None:
+        stored = stored_vectors(vectors, self.model)
+        if stored is None:
             conn.execute("DELETE FROM processes_vectors WHERE rid = %s", (rid,))
             return
-        head, whole = vectors[0]
+        model, head, whole = stored
         conn.execute(
             "INSERT INTO processes_vectors (rid, model, dim, head, doc) "
             "VALUES (%s, %s, %s, %s::halfvec, %s::halfvec) ON CONFLICT (rid) DO UPDATE SET "
@@ -68,18 +68,11 @@ class PgVectors:
             (rid, model.name, model.dim, vector_text(head), vector_text(whole)),
         )
 
-    def score(
-        self,
-        s: Session,
-        model: Embedder,
-        query: Vectors,
-        robots: Collection[str] | None,
-        top: int,
-        also: Sequence[int],
-    ) -> tuple[dict[int, float], float, float]:
-        """The ``top`` best visible documents by cosine, and each of ``also`` (the lexical
-        pool), with the least and greatest cosine over every visible document."""
-        where, params = visible(POSTGRES, robots)
+    def score(self, s: Session, query: Semantic) -> tuple[dict[int, float], float, float]:
+        """The query's ``top`` best visible documents by cosine, and each of its ``also``
+        (the lexical pool), with the least and greatest cosine over every visible
+        document."""
+        where, params = visible(POSTGRES, query.robots)
         # The query vector is parsed once (an InitPlan), not once per row; the rows are
         # joined only when a filter needs them.
         join = "JOIN processes AS p ON p.rid = v.rid" if where else ""
@@ -91,7 +84,14 @@ class PgVectors:
             "SELECT rid, cos, (SELECT min(cos) FROM c) AS low, (SELECT max(cos) FROM c) AS high "
             "FROM c WHERE rid = ANY(?) OR rid IN "
             "(SELECT rid FROM c ORDER BY cos DESC, rid LIMIT ?)",
-            [vector_text(query), model.name, model.dim, *params, list(also), top],
+            [
+                vector_text(query.vector),
+                query.model.name,
+                query.model.dim,
+                *params,
+                list(query.also),
+                query.top,
+            ],
         )
         if not rows:
             return {}, 0.0, 0.0

@@ -31,9 +31,13 @@ from typing import Any, TypeVar
 from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.store import SqliteStore
 from robot_mcp_memory.backends import _processes as sql
-from robot_mcp_memory.backends._sql import SQLITE, Row
+from robot_mcp_memory.backends._sql import SQLITE, Row, Session
 from robot_mcp_memory.backends._tokens import Tokenizer
-from robot_mcp_memory.backends.sqlite._sessions import SqliteSessions, integrity_error
+from robot_mcp_memory.backends.sqlite._sessions import (
+    SqliteSessions,
+    SqliteTransaction,
+    integrity_error,
+)
 from robot_mcp_memory.backends.sqlite._terms import (
     TermIndex,
     index_document,
@@ -51,8 +55,7 @@ from robot_mcp_memory.processes import (
     Pairs,
     ProcessDoc,
     ProcessTx,
-    Scored,
-    Vectors,
+    Semantic,
     match_expression,
     owner_key,
 )
@@ -89,42 +92,26 @@ def _fts_matches(repaired: bool) -> str:
     )
 
 
-class _Tx:
-    """One write transaction of ``index.db`` (a :class:`ProcessTx`); what the in-memory
-    vectors must do once it commits is collected in ``after``."""
+class _Writes:
+    """What SQLite's index, vectors and revision bound do inside one write transaction
+    (a :class:`~.._processes.IndexWrites`); what the in-memory vectors must do once it
+    commits is collected in ``after``."""
 
-    def __init__(self, repo: SqliteProcessRepo, conn: sqlite3.Connection) -> None:
+    def __init__(self, repo: SqliteProcessRepo) -> None:
         self._repo = repo
-        self._conn = conn
-        self._s = SqliteSessions.on(conn)
         self.after: list[tuple[int, Pairs | None, str, bool]] = []
 
-    def row(self, id: str) -> Row | None:
-        return sql.read_row(self._s, id)
-
-    def rows(self, ids: Collection[str]) -> dict[str, Row]:
-        return sql.read_rows(self._s, ids)
-
-    def insert(self, values: dict[str, Any], *, resume_life: bool) -> int | None:
-        return sql.insert_row(self._s, values, resume_life=resume_life)
-
-    def update(self, key: int, values: dict[str, Any], *, bump: bool) -> None:
-        sql.set_columns(self._s, key, values, bump=bump)
-
-    def set_counters(self, key: int, values: dict[str, Any]) -> None:
-        sql.set_columns(self._s, key, values)
-
-    def delete(self, key: int) -> None:
-        conn = self._conn
-        sql.delete_row(self._s, key)
+    def delete(self, s: Session, key: int) -> None:
+        conn = _conn(s)
+        sql.delete_row(s, key)
         conn.execute("DELETE FROM processes_fts WHERE rowid = ?", (key,))
         unindex_document(conn, key)
         self._repo.write_vectors(conn, key, None)
         self.after.append((key, None, "", False))
 
-    def index(self, key: int, terms: DocTerms, vectors: Pairs | None) -> Row:
-        conn = self._conn
-        stored = self._s.one(
+    def index(self, s: Session, key: int, terms: DocTerms, vectors: Pairs | None) -> Row:
+        conn = _conn(s)
+        stored = s.one(
             f"SELECT {sql.row_columns(SQLITE)} FROM processes AS p WHERE p.rowid = ?",  # noqa: S608
             [key],
         )
@@ -134,15 +121,8 @@ class _Tx:
         conn.execute("DELETE FROM processes_fts WHERE rowid = ?", (key,))
         conn.execute(
             "INSERT INTO processes_fts (rowid, id, title, task_pattern, tags, body) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            (
-                key,
-                stored["id"],
-                stored["title"],
-                stored["task_pattern"],
-                stored["tags"],
-                stored["body"],
-            ),
+            "SELECT rowid, id, title, task_pattern, tags, body FROM processes WHERE rowid = ?",
+            (key,),
         )
         robot, shared = str(stored["robot"]), bool(stored["shared"])
         index_document(conn, key, owner_key(robot, shared), terms)
@@ -150,65 +130,36 @@ class _Tx:
         self.after.append((key, vectors, robot, shared))
         return stored
 
-    def owned(self, robot: str) -> int:
-        row = self._s.one("SELECT count(*) AS n FROM processes WHERE robot = ?", [robot])
+    def owned(self, s: Session, robot: str) -> int:
+        # The write transaction holds the whole file: no other save can add one meanwhile.
+        row = s.one("SELECT count(*) AS n FROM processes WHERE robot = ?", [robot])
         return 0 if row is None else int(row["n"])
 
-    def latest_life(self, id: str) -> int:
-        return sql.latest_life(self._s, id)
-
-    def kept(self, id: str, revision: int, life: int) -> Row | None:
-        return sql.kept(self._s, id, revision, life)
-
-    def merged_markdown(self, id: str, revision: int, replaced: str) -> str | None:
-        return sql.merged_markdown(self._s, id, revision, replaced)
-
-    def keep_revision(self, row: Row, markdown: str, reason: str, replaced: str) -> None:
-        sql.keep_revision(self._s, row, markdown, reason, replaced)
-
-    def prune_revisions(self, id: str, keep: int) -> None:
+    def prune_revisions(self, s: Session, id: str, keep: int) -> None:
         # The kit's chokepoint, nested in this transaction (a savepoint), confined to this
         # id's revisions (the primary key's prefix serves it: no table scan).
         self._repo.store.prune("processes_revisions", keep_last=keep, within={"doc_id": id})
 
 
-class _Reads:
-    """Reads of ``index.db`` (a :class:`ProcessReads`): each statement on one of the kit
-    store's readers."""
+def _conn(s: Session) -> sqlite3.Connection:
+    """The write connection under a transaction's session."""
+    assert isinstance(s, SqliteTransaction)
+    return s.conn
+
+
+class _Index:
+    """What SQLite's lexical index and vectors answer a find (a
+    :class:`~.._processes.IndexReads`)."""
+
+    # The vocabulary's key (term, owner) leads to the postings' (owner, term, ...).
+    postings = (
+        "processes_owner_terms AS o JOIN processes_postings AS x "
+        "ON x.owner = o.owner AND x.term = o.term",
+        "x.doc_rowid",
+    )
 
     def __init__(self, repo: SqliteProcessRepo) -> None:
         self._repo = repo
-        self._store = repo.store
-        self._s = SqliteSessions.reads(repo.store)
-
-    def row(self, id: str) -> Row | None:
-        return self._s.one(f"SELECT {COLUMNS} FROM processes WHERE id = ?", [id])  # noqa: S608
-
-    def owner(self, id: str) -> tuple[str, bool] | None:
-        return sql.owner(self._s, id)
-
-    def rows(
-        self, *, robots: Collection[str] | None, stale: bool | None, limit: int, offset: int
-    ) -> list[Row]:
-        return sql.page(self._s, robots, stale, limit, offset)
-
-    def count(self, *, robots: Collection[str] | None) -> int:
-        return sql.count(self._s, robots)
-
-    def states(self, ids: Collection[str]) -> list[Row]:
-        return sql.states(self._s, ids)
-
-    def lives(self, id: str) -> list[int]:
-        return sql.lives(self._s, id)
-
-    def revisions(self, id: str, life: int | None) -> list[Row]:
-        return sql.revisions(self._s, id, life)
-
-    def revision_markdown(self, id: str, revision: int, life: int | None) -> str | None:
-        return sql.revision_markdown(self._s, id, revision, life)
-
-    def current_at(self, id: str, revision: int, life: int | None) -> Row | None:
-        return sql.current_at(self._s, id, revision, life)
 
     def stems(self, words: Sequence[str]) -> list[tuple[str, ...]]:
         return self._repo.tokenizer.stems(words)
@@ -218,10 +169,9 @@ class _Reads:
     ) -> dict[str, int]:
         return self._repo.term_index.document_frequency(terms, owners)
 
-    def _matches(self, query: Lexical) -> tuple[str, list[Any]] | None:
-        """The subquery ``(rid, relevance)`` of every document matching a term: FTS5's
-        bm25 for an unscoped call, the owners' bm25 for a narrowed one; None when nothing
-        can match."""
+    def matches(self, query: Lexical) -> tuple[str, list[Any]] | None:
+        """FTS5's bm25 for an unscoped call (it counts the whole index, which the call may
+        read), the owners' bm25 for a narrowed one."""
         if query.owners is None:
             params: list[Any] = [match_expression(query.terms)]
             if query.repairs:
@@ -233,69 +183,23 @@ class _Reads:
         found = self._repo.term_index.matches_sql(phrases, query.owners)
         return None if found is None else (found[0], list(found[1]))
 
-    def lexical_top(self, query: Lexical, k: int) -> list[Scored]:
-        matches = self._matches(query)
-        if matches is None:
-            return []
-        rows = sql.lexical_top(self._s, matches[0], matches[1], query.robots, k)
-        return [
-            Scored(r, float(r["relevance"]), float(r["reliability"]), float(r["score"]))
-            for r in rows
-        ]
-
-    def lexical_pool(self, query: Lexical, limit: int) -> dict[int, tuple[float, float]]:
-        matches = self._matches(query)
-        if matches is None:
-            return {}
-        return sql.lexical_pool(self._s, matches[0], matches[1], query.robots, limit)
-
-    def semantic_pool(
-        self,
-        model: Embedder,
-        vector: Vectors,
-        robots: Collection[str] | None,
-        top: int,
-        also: Sequence[int],
-    ) -> tuple[dict[int, float], float, float]:
+    def semantic_pool(self, s: Session, query: Semantic) -> tuple[dict[int, float], float, float]:
+        """The vectors in memory preselect (the rows a find reads are filtered again)."""
         index = self._repo.vector_index
         if index is None:
             return {}, 0.0, 0.0
-        keys, cosines, low, high = index.score(vector, robots, top)
+        keys, cosines, low, high = index.score(query.vector, query.robots, query.top)
         cosine = dict(zip(keys.tolist(), cosines.tolist(), strict=True))
-        cosine.update(index.cosines([k for k in also if k not in cosine], vector))
+        cosine.update(index.cosines([k for k in query.also if k not in cosine], query.vector))
         return cosine, low, high
 
-    def reliabilities(
-        self, keys: Collection[int], robots: Collection[str] | None
-    ) -> dict[int, float]:
-        return sql.reliabilities(self._s, keys, robots)
+    def index_terms(self, s: Session, id: str) -> list[str]:
+        return list(self.term_frequencies(s, [id]).get(id, {}))
 
-    def rows_of(self, keys: Collection[int], robots: Collection[str] | None) -> dict[int, Row]:
-        return sql.rows_of(self._s, keys, robots)
-
-    def index_terms(self, id: str) -> list[str]:
-        return list(self.term_frequencies([id]).get(id, {}))
-
-    def holding(
-        self, terms: Sequence[str], owners: Sequence[str] | None, at_least: int, other_than: str
-    ) -> list[tuple[str, str]]:
-        query = sql.holding_sql(
-            SQLITE,
-            # The vocabulary's key (term, owner) leads to the postings' (owner, term, ...).
-            "processes_owner_terms AS o JOIN processes_postings AS x "
-            "ON x.owner = o.owner AND x.term = o.term",
-            "x.doc_rowid",
-            owners,
-        )
-        params: list[Any] = [SQLITE.values(terms)]
-        if owners is not None:
-            params.append(SQLITE.values(owners))
-        rows = self._s.all(query, [*params, at_least, other_than])
-        return [(str(r["id"]), str(r["title"])) for r in rows]
-
-    def term_frequencies(self, ids: Collection[str]) -> dict[str, dict[str, float]]:
+    def term_frequencies(self, s: Session, ids: Collection[str]) -> dict[str, dict[str, float]]:
+        """The frequencies the statistics hold (counted at the write)."""
         among, param = SQLITE.one_of("p.id", sorted(set(ids)))
-        rows = self._s.all(
+        rows = s.all(
             "SELECT p.id, l.terms FROM processes AS p JOIN processes_lengths AS l "  # noqa: S608
             f"ON l.doc_rowid = p.rowid WHERE {among}",
             [param],
@@ -327,6 +231,7 @@ class SqliteProcessRepo:
         self.vector_index: VectorIndex | None = None
         self._model: Embedder | None = None
         self._vectors_lock = threading.Lock()
+        self._index = _Index(self)
         self.sync_terms()
 
     @property
@@ -352,21 +257,21 @@ class SqliteProcessRepo:
         return None
 
     @contextmanager
-    def reading(self) -> Iterator[_Reads]:
+    def reading(self) -> Iterator[sql.Reads]:
         """Reads; each statement sees the file as committed (WAL readers never wait)."""
-        yield _Reads(self)
+        yield sql.Reads(SqliteSessions.reads(self.store), self._index)
 
     def write(self, script: Callable[[ProcessTx], T]) -> T:
         """Run ``script`` in one cold transaction; then bring the in-memory vectors in step."""
+        writes = _Writes(self)
         try:
             with self.store.transaction() as conn:
-                tx = _Tx(self, conn)
-                result = script(tx)
+                result = script(sql.Tx(SqliteSessions.on(conn), writes))
         except sqlite3.IntegrityError as exc:
             raise integrity_error(exc) from None
         index = self.vector_index
         if index is not None:
-            for key, vectors, robot, shared in tx.after:
+            for key, vectors, robot, shared in writes.after:
                 if vectors is None:
                     index.remove(key)
                 else:
@@ -376,18 +281,16 @@ class SqliteProcessRepo:
     def write_vectors(self, conn: sqlite3.Connection, key: int, vectors: Pairs | None) -> None:
         """Inside a write's transaction: the document's vectors, or none (dropped, to be
         recomputed when a model is next used)."""
-        if not self.has_vector_table:
-            return
-        model = self._model
-        if vectors is None or model is None:
+        stored = sql.stored_vectors(vectors, self._model) if self.has_vector_table else None
+        if stored is not None:
+            model, head, whole = stored
+            conn.execute(
+                "INSERT OR REPLACE INTO processes_vectors (doc_rowid, model, dim, head, doc) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (key, model.name, model.dim, to_blob(head), to_blob(whole)),
+            )
+        elif self.has_vector_table:
             conn.execute("DELETE FROM processes_vectors WHERE doc_rowid = ?", (key,))
-            return
-        head, whole = vectors[0]
-        conn.execute(
-            "INSERT OR REPLACE INTO processes_vectors (doc_rowid, model, dim, head, doc) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (key, model.name, model.dim, to_blob(head), to_blob(whole)),
-        )
 
     def count_outcome(
         self,

@@ -17,7 +17,7 @@ from robot_mcp_kit.store import SqliteStore
 from robot_mcp_memory._exceptions import MissingReference, WriteConflict
 from robot_mcp_memory.backends._sql import SQLITE, Dialect, Row
 
-__all__ = ["SqliteSessions", "integrity_error"]
+__all__ = ["SqliteSessions", "SqliteTransaction", "integrity_error"]
 
 
 def integrity_error(exc: sqlite3.IntegrityError) -> WriteConflict:
@@ -26,6 +26,15 @@ def integrity_error(exc: sqlite3.IntegrityError) -> WriteConflict:
     if "FOREIGN KEY" in text:
         return MissingReference(f"a write named a record that does not exist ({text})")
     return WriteConflict(f"a write met a record the store keeps unique ({text})")
+
+
+@contextmanager
+def _ours() -> Iterator[None]:
+    """SQLite's integrity errors raised inside, as the memory server's."""
+    try:
+        yield
+    except sqlite3.IntegrityError as exc:
+        raise integrity_error(exc) from None
 
 
 class _Reads:
@@ -49,7 +58,7 @@ class _Reads:
         raise TypeError("a read session does not write; use Sessions.write()")
 
 
-class _Transaction:
+class SqliteTransaction:
     """Statements inside one open transaction of the write connection."""
 
     dialect: Dialect = SQLITE
@@ -57,30 +66,27 @@ class _Transaction:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
 
+    @property
+    def conn(self) -> sqlite3.Connection:
+        """The write connection (for this backend's own statements)."""
+        return self._conn
+
     def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
-        try:
+        with _ours():
             row: Row | None = self._conn.execute(sql, tuple(params)).fetchone()
-        except sqlite3.IntegrityError as exc:
-            raise integrity_error(exc) from None
         return row
 
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        try:
+        with _ours():
             return list(self._conn.execute(sql, tuple(params)).fetchall())
-        except sqlite3.IntegrityError as exc:
-            raise integrity_error(exc) from None
 
     def run(self, sql: str, params: Sequence[Any] = ()) -> int:
-        try:
+        with _ours():
             return int(self._conn.execute(sql, tuple(params)).rowcount)
-        except sqlite3.IntegrityError as exc:
-            raise integrity_error(exc) from None
 
     def many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        try:
+        with _ours():
             self._conn.executemany(sql, [tuple(r) for r in rows])
-        except sqlite3.IntegrityError as exc:
-            raise integrity_error(exc) from None
 
 
 class SqliteSessions:
@@ -95,9 +101,9 @@ class SqliteSessions:
         self._reads = _Reads(store)
 
     @staticmethod
-    def on(conn: sqlite3.Connection) -> _Transaction:
+    def on(conn: sqlite3.Connection) -> SqliteTransaction:
         """A session inside the write transaction open on ``conn``."""
-        return _Transaction(conn)
+        return SqliteTransaction(conn)
 
     @staticmethod
     def reads(store: SqliteStore) -> _Reads:
@@ -110,13 +116,13 @@ class SqliteSessions:
         yield self._reads
 
     @contextmanager
-    def write(self) -> Iterator[_Transaction]:
+    def write(self) -> Iterator[SqliteTransaction]:
         """One write transaction (joining an open one on this thread as a savepoint)."""
         with self._store.transaction() as conn:
-            yield _Transaction(conn)
+            yield SqliteTransaction(conn)
 
     @contextmanager
-    def consistent(self) -> Iterator[_Transaction]:
+    def consistent(self) -> Iterator[SqliteTransaction]:
         """Several reads of one moment: a transaction (it holds the write lock)."""
         with self._store.transaction() as conn:
-            yield _Transaction(conn)
+            yield SqliteTransaction(conn)

@@ -96,7 +96,8 @@ class SqliteBackend:
 
 
 class SqliteStorage:
-    """A data directory, before anything is opened.
+    """A data directory, before anything is opened; ``described`` and ``identity`` name
+    it (the directory, resolved for ``identity``).
 
     Args:
         data_dir: ``MEMORY_DATA_DIR`` (created when the store is opened).
@@ -105,16 +106,8 @@ class SqliteStorage:
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = data_dir
         self.files = SqliteFiles(data_dir)
-
-    @property
-    def described(self) -> str:
-        """The directory and the backend, for messages."""
-        return f"{self.data_dir} (SQLite)"
-
-    @property
-    def identity(self) -> str:
-        """The resolved directory."""
-        return f"sqlite:{self.data_dir.resolve()}"
+        self.described = f"{data_dir} (SQLite)"
+        self.identity = f"sqlite:{data_dir.resolve()}"
 
     def log_fields(self) -> dict[str, str | None]:
         """What the startup line says of the storage."""
