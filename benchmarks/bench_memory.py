@@ -66,12 +66,8 @@ from typing import Any
 
 from robot_mcp_kit.testing import ServiceProcess, free_port
 from robot_mcp_memory.backends import storage_at
-from robot_mcp_memory.processes import (
-    ProcessDoc,
-    ProcessService,
-    match_expression,
-    search_terms,
-)
+from robot_mcp_memory.processes import ProcessDoc, ProcessService, match_expression
+from robot_mcp_memory.processes._words import search_terms
 
 TARGET_FIND_VS_RAW = 3.0
 TARGET_SSE_VS_PING = 2.0

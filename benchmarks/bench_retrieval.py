@@ -48,7 +48,7 @@ from robot_mcp_memory.processes import (
 )
 
 # The weight sweep sets the ranking module's knob in place: fuse() reads it per query.
-_ranking = importlib.import_module("robot_mcp_memory.processes.ranking")
+_ranking = importlib.import_module("robot_mcp_memory.processes._ranking")
 
 ROOT = Path(__file__).resolve().parents[1]
 

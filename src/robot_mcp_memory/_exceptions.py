@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from robot_mcp_memory.limits import MAX_DOC_BYTES
+from robot_mcp_memory._limits import MAX_DOC_BYTES
 
 __all__ = [
     "Busy",
@@ -71,7 +71,8 @@ class DocError(MemoryServerError, ValueError):
     Attributes:
         field: the frontmatter field at fault, or ``"frontmatter"`` / ``"body"`` /
             ``"document"`` for the document's structure (``"id"`` for a save conflict).
-        reason: a short code (see :mod:`robot_mcp_memory.processes.model`), e.g. ``"invalid_slug"``.
+        reason: a short code (see :class:`~robot_mcp_memory.processes.ProcessDoc`), e.g.
+            ``"invalid_slug"``.
 
     ``str(error)`` is a sentence naming the field, quoting the bad value and saying what
     is valid.

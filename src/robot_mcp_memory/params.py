@@ -40,6 +40,7 @@ from typing import Any, Protocol
 
 from robot_mcp_kit.params import Lesson, ParamBackend, ParamStore, SqliteBackend
 from robot_mcp_memory._exceptions import FleetError
+from robot_mcp_memory._limits import MAX_LESSON_NOTE_BYTES
 from robot_mcp_memory.fleet import Resolution
 from robot_mcp_memory.fleet.validation import (
     check_bool,
@@ -47,7 +48,6 @@ from robot_mcp_memory.fleet.validation import (
     check_json_object,
     show,
 )
-from robot_mcp_memory.limits import MAX_LESSON_NOTE_BYTES
 
 __all__ = ["SKILL_PATTERN", "ScopeResolver", "ScopedParams"]
 

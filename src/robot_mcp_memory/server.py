@@ -27,7 +27,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ListToolsRequest, ListToolsResult
 
 from robot_mcp_kit.fastmcp_ext import set_server_version, trace_tool_calls
-from robot_mcp_memory.limits import ROBOT_BURST_S
+from robot_mcp_memory._limits import ROBOT_BURST_S
 from robot_mcp_memory.services import StoreHolder
 from robot_mcp_memory.settings import Settings
 from robot_mcp_memory.shares import CallShares

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 from robot_mcp_kit.log import get_logger
 from robot_mcp_memory._exceptions import EmbedderUnavailable
+from robot_mcp_memory._limits import ROBOT_MAX_DOCUMENTS
 from robot_mcp_memory.backends import Backend, open_storage
 from robot_mcp_memory.fleet import FleetService
-from robot_mcp_memory.limits import ROBOT_MAX_DOCUMENTS
 from robot_mcp_memory.params import ScopedParams
 from robot_mcp_memory.processes import (
     Embedder,

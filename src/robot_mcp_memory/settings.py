@@ -27,7 +27,7 @@ from robot_mcp_memory._exceptions import (
     SettingsError,
     TokenMapError,
 )
-from robot_mcp_memory.limits import (
+from robot_mcp_memory._limits import (
     MAX_ANSWER_BYTES,
     MAX_TRACE_QUERY_CHARS,
     REVISIONS_KEEP,

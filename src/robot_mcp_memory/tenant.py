@@ -3,10 +3,10 @@
 ``MEMORY_TOKEN`` authenticates the unscoped admin (:data:`ADMIN`);
 ``MEMORY_ROBOT_TOKENS="rap-1:tokA,rap-2:tokB"`` (parsed by :func:`parse_robot_tokens`)
 issues one token per robot, each a scoped :class:`Tenant` confined to that robot's group
-(the rules are :mod:`robot_mcp_memory.policy`). stdio is always unscoped; a server with
+(the rules are :mod:`robot_mcp_memory._policy`). stdio is always unscoped; a server with
 neither variable set is open.
 
-Nothing here knows HTTP: :mod:`robot_mcp_memory.http.auth` resolves a request's bearer
+Nothing here knows HTTP: :mod:`robot_mcp_memory.http._auth` resolves a request's bearer
 token and stores the tenant in the request's ASGI scope under :data:`TENANT_SCOPE_KEY`
 (and in :data:`current_tenant` while the app runs); :func:`tenant_of_request` reads it
 back from whatever request object the MCP SDK hands a tool call, and :class:`TenantOfCall`
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from robot_mcp_memory._exceptions import TokenMapError
-from robot_mcp_memory.limits import ID_PATTERN
+from robot_mcp_memory._limits import ID_PATTERN
 
 __all__ = [
     "ADMIN",

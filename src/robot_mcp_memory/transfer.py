@@ -8,7 +8,7 @@ read back from the destination through its adapters, and the row count and a sha
 a canonical serialization (:func:`table_sums`) must equal the source's.
 
 How each side is read and written (:class:`Endpoint`): through the rows its backend offers
-the copy (:class:`~robot_mcp_memory.backends.CopyRows`): the registry's
+the copy (:class:`~robot_mcp_memory.backends._ports.CopyRows`): the registry's
 ``export_rows``/``import_rows``, the lessons' ``lessons()`` and a bulk import, the
 documents' definition rows out, rows in and ``reindex``. What is DERIVED is never copied:
 the destination recomputes its search index from the rows it received (a vector signal is

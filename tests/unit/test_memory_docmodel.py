@@ -14,12 +14,10 @@ from robot_mcp_memory._exceptions import (
     DocError,
     DocTooLarge,
 )
-from robot_mcp_memory.limits import MAX_COUNT, MAX_DOC_BYTES
-from robot_mcp_memory.processes import (
-    FIELDS,
-    SLUG_PATTERN,
-    ProcessDoc,
-)
+from robot_mcp_memory._limits import MAX_COUNT, MAX_DOC_BYTES
+from robot_mcp_memory.processes import ProcessDoc
+from robot_mcp_memory.processes._frontmatter import FIELDS
+from robot_mcp_memory.processes._model import SLUG_PATTERN
 
 # The example document of memory spec §3, comments and all.
 MAILROOM = (Path(__file__).resolve().parents[2] / "examples" / "mailroom.md").read_text(

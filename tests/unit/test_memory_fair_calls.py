@@ -25,14 +25,15 @@ from mcp.shared.memory import create_connected_server_and_client_session
 from mcp.types import CallToolResult
 
 from robot_mcp_memory import Memory, Settings, StoreHolder, build_server, open_memory
-from robot_mcp_memory.limits import MAX_ANSWER_BYTES, MAX_DOC_BYTES
+from robot_mcp_memory._limits import MAX_ANSWER_BYTES, MAX_DOC_BYTES
 from robot_mcp_memory.settings import ENV_VARS
 from robot_mcp_memory.shares import CallShares, Lane
 from robot_mcp_memory.tenant import ADMIN, Tenant
-from robot_mcp_memory.tools import ToolRunner, answer_bytes, wire_bytes
+from robot_mcp_memory.tools import ToolRunner
 from robot_mcp_memory.tools import fleet as fleet_tools
 from robot_mcp_memory.tools import lessons as lesson_tools
 from robot_mcp_memory.tools import processes as process_tools
+from robot_mcp_memory.tools._runner import answer_bytes, wire_bytes
 
 ROBOT = Tenant.for_robot("rap-1")
 KIB = 1024

@@ -14,9 +14,9 @@ from typing import Any
 import anyio
 import pytest
 
+from robot_mcp_memory.http._auth import TenantAuthMiddleware, TokenAuth
+from robot_mcp_memory.http._auth import _bearer_token as bearer_token
 from robot_mcp_memory.http._sessions import IDLE_GRACE_S, PRUNE_INTERVAL_S, SessionBook
-from robot_mcp_memory.http.auth import TenantAuthMiddleware, TokenAuth
-from robot_mcp_memory.http.auth import _bearer_token as bearer_token
 from robot_mcp_memory.shares import (
     RETRY_AFTER_S,
     ConnectionShares,

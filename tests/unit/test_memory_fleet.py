@@ -15,6 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from robot_mcp_memory._exceptions import FleetError
+from robot_mcp_memory._limits import (
+    ID_PATTERN,
+    MAX_JSON_BYTES,
+)
 from robot_mcp_memory.backends import storage_at
 from robot_mcp_memory.fleet import (
     FleetService,
@@ -24,10 +28,6 @@ from robot_mcp_memory.fleet import (
 from robot_mcp_memory.fleet.validation import (
     check_id,
     check_json_object,
-)
-from robot_mcp_memory.limits import (
-    ID_PATTERN,
-    MAX_JSON_BYTES,
 )
 
 T0 = datetime(2026, 7, 1, 12, 0, tzinfo=UTC)

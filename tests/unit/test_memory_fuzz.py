@@ -17,7 +17,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from robot_mcp_memory.processes import FIELDS
+from robot_mcp_memory.processes._frontmatter import FIELDS
 from robot_mcp_memory.server import build_server
 from robot_mcp_memory.services import StoreHolder
 from robot_mcp_memory.settings import Settings

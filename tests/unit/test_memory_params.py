@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from robot_mcp_memory._exceptions import FleetError
+from robot_mcp_memory._limits import MAX_LESSON_NOTE_BYTES
 from robot_mcp_memory.backends.postgres import PgBackend
 from robot_mcp_memory.backends.postgres._database import PgDatabase
 from robot_mcp_memory.backends.postgres._lessons import PgParamBackend
@@ -21,7 +22,6 @@ from robot_mcp_memory.backends.postgres._schema import SCHEMA
 from robot_mcp_memory.backends.sqlite import SqliteBackend
 from robot_mcp_memory.backends.sqlite import _schema as db
 from robot_mcp_memory.fleet import FleetService
-from robot_mcp_memory.limits import MAX_LESSON_NOTE_BYTES
 from robot_mcp_memory.params import ScopedParams
 
 

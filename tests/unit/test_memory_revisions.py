@@ -20,7 +20,7 @@ from robot_mcp_memory.services import Memory, open_memory
 from robot_mcp_memory.settings import Settings
 from robot_mcp_memory.tenant import Tenant, current_tenant
 from robot_mcp_memory.tools import ADMIN_TOOLS
-from robot_mcp_memory.tools.processes import (
+from robot_mcp_memory.tools._processes import (
     delete_process,
     find_processes,
     get_process,
@@ -576,7 +576,7 @@ class TestMayReadRevision:
     registry says at the call."""
 
     def test_each_owner_is_judged_as_a_document_would_be(self, memory):
-        from robot_mcp_memory.policy import may_read_revision, visible_robots
+        from robot_mcp_memory._policy import may_read_revision, visible_robots
 
         memory.fleet.upsert_group("line-a")
         memory.fleet.register_robot("rap-1", group_id="line-a")

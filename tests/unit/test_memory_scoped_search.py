@@ -18,17 +18,12 @@ from typing import Any
 import pytest
 
 from robot_mcp_memory._exceptions import DocTooLarge
+from robot_mcp_memory._limits import MAX_DOC_TERMS
 from robot_mcp_memory.backends import storage_at
 from robot_mcp_memory.backends.postgres._index import rebuild_index
 from robot_mcp_memory.backends.sqlite._terms import rebuild_term_index
-from robot_mcp_memory.limits import MAX_DOC_TERMS
-from robot_mcp_memory.processes import (
-    HashingEmbedder,
-    Owner,
-    ProcessDoc,
-    ProcessService,
-    TypoRepair,
-)
+from robot_mcp_memory.processes import HashingEmbedder, Owner, ProcessDoc, ProcessService
+from robot_mcp_memory.processes._typos import TypoRepair
 
 # A small seeded vocabulary: robot errands with shared and group-specific words.
 VERBS = ["fetch", "bring", "deliver", "inspect", "clean", "water", "carry", "load", "scan"]

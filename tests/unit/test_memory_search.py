@@ -22,20 +22,15 @@ from robot_mcp_memory._exceptions import EmbedderUnavailable, SettingsError
 from robot_mcp_memory.backends._processes import RELIABILITY_SQL
 from robot_mcp_memory.backends.sqlite._vectors import VectorIndex, from_blob, to_blob
 from robot_mcp_memory.processes import (
-    ACTION_WORDS,
-    DEFAULT_MODEL,
-    MAX_REPAIRED_WORDS,
-    STOPWORDS,
     FunctionEmbedder,
     HashingEmbedder,
     ProcessDoc,
     ProcessService,
-    Repair,
-    TypoRepair,
     load_default_embedder,
-    normalise,
-    search_terms,
 )
+from robot_mcp_memory.processes._embedding import DEFAULT_MODEL, normalise
+from robot_mcp_memory.processes._typos import MAX_REPAIRED_WORDS, Repair, TypoRepair
+from robot_mcp_memory.processes._words import ACTION_WORDS, STOPWORDS, search_terms
 from robot_mcp_memory.server import build_server
 from robot_mcp_memory.settings import (
     SearchMode,

@@ -11,7 +11,7 @@ import structlog
 from mcp.shared.memory import create_connected_server_and_client_session
 
 from robot_mcp_memory._exceptions import WriteConflict
-from robot_mcp_memory.limits import MAX_DOC_BYTES
+from robot_mcp_memory._limits import MAX_DOC_BYTES
 from robot_mcp_memory.server import (
     INSTRUCTIONS,
     build_server,

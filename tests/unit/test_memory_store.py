@@ -12,15 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from robot_mcp_memory._exceptions import DocTooLarge
-from robot_mcp_memory.limits import MAX_K, MAX_QUERY_BYTES
-from robot_mcp_memory.processes import (
-    MAX_TERMS,
-    ProcessDoc,
-    ProcessService,
-    search_terms,
-    truncate_query,
-)
-from robot_mcp_memory.processes.rules import append_outcome
+from robot_mcp_memory._limits import MAX_K, MAX_QUERY_BYTES
+from robot_mcp_memory.processes import ProcessDoc, ProcessService, truncate_query
+from robot_mcp_memory.processes._rules import append_outcome
+from robot_mcp_memory.processes._words import MAX_TERMS, search_terms
 
 MAILROOM = (Path(__file__).resolve().parents[2] / "examples" / "mailroom.md").read_text(
     encoding="utf-8"

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from robot_mcp_memory._exceptions import TokenMapError
-from robot_mcp_memory.http.auth import (
+from robot_mcp_memory.http._auth import (
     TenantAuthMiddleware,
     TokenAuth,
 )

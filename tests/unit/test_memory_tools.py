@@ -1,6 +1,6 @@
 """The memory tools below MCP: handlers called directly, the runner, answer_for, the wire.
 
-The handlers (``robot_mcp_memory.tools.processes.find_processes`` …) run against real
+The handlers (``robot_mcp_memory.tools._processes.find_processes`` …) run against real
 SQLite services (:func:`robot_mcp_memory.open_memory`, lexical search); the §6a rules are
 also checked against fakes of the ports. Through a real in-memory MCP client every tool's
 ``structuredContent`` is the same object as its JSON text, and the tool list (names,
@@ -32,13 +32,14 @@ from robot_mcp_memory import (
     open_memory,
 )
 from robot_mcp_memory._exceptions import WriteConflict
-from robot_mcp_memory.policy import updatable, visible_owner
+from robot_mcp_memory._policy import updatable, visible_owner
 from robot_mcp_memory.processes import Owner
 from robot_mcp_memory.tenant import ADMIN, Tenant
-from robot_mcp_memory.tools import ANSWER_SCHEMA, ToolRunner, answer_for
+from robot_mcp_memory.tools import ToolRunner, answer_for
 from robot_mcp_memory.tools import fleet as fleet_tools
 from robot_mcp_memory.tools import lessons as lesson_tools
 from robot_mcp_memory.tools import processes as process_tools
+from robot_mcp_memory.tools._runner import ANSWER_SCHEMA
 
 SNAPSHOT = Path(__file__).parent / "data" / "memory_tools.json"
 ROBOT = Tenant.for_robot("rap-1")

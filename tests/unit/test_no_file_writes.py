@@ -19,12 +19,14 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 # The store machinery is the one place allowed to create and rename files. The conformance
 # suite's JSON report (--report-json FILE) is an output the user asks for, like pytest's
 # JUnit XML, not state: its writer is the other. The memory server's operator commands
-# (backup, restore, dump, load) write the directories the operator names: outputs too.
+# (backup, restore, dump, load) write the directories the operator names: outputs too; the
+# SQLite backend's file backup (the copy those commands make of a data directory) is theirs.
 ALLOWED = (
     "robot_mcp_kit/store/",
     "robot_mcp_kit/params.py",
     "robot_mcp_conformance/_report.py",
     "robot_mcp_memory/operations/",
+    "robot_mcp_memory/backends/sqlite/_backup.py",
 )
 
 _WRITE_METHODS = {"write_text", "write_bytes"}

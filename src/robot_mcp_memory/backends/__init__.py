@@ -21,8 +21,6 @@ from robot_mcp_memory._exceptions import SettingsError
 from robot_mcp_memory.backends._ports import (
     Backend,
     BackupReport,
-    CopyRows,
-    FileBackup,
     LessonRows,
     ProcessRows,
     Progress,
@@ -37,20 +35,17 @@ __all__ = [
     "INDEX_SCHEMA_VERSION",
     "Backend",
     "BackupReport",
-    "CopyRows",
-    "FileBackup",
     "LessonRows",
     "ProcessRows",
     "Progress",
     "RegistryRows",
     "Storage",
-    "is_url",
     "open_storage",
     "storage_at",
 ]
 
 
-def is_url(where: str) -> bool:
+def _is_url(where: str) -> bool:
     """True for a PostgreSQL URL (``postgresql://`` or ``postgres://``)."""
     return where.startswith(("postgresql://", "postgres://"))
 
@@ -86,7 +81,7 @@ def storage_at(where: str) -> Storage:
     Raises:
         ImportError: a URL, and the ``postgres`` extra is missing.
     """
-    if not is_url(where):
+    if not _is_url(where):
         return SqliteStorage(Path(where))
     from robot_mcp_memory.backends.postgres import PgStorage
 

@@ -103,14 +103,14 @@ class SqlFleetRepo:
         with self._sessions.read() as s:
             return [_group(r, s) for r in s.all(f"{_group_sql(s)} ORDER BY g.group_id")]
 
-    def placement(self, robot_id: str) -> Placement:
+    def placement(self, robot_id: str, toggle: str) -> Placement:
         with self._sessions.read() as s:
             row = s.one(
                 "SELECT r.group_id AS group_id, g.self_improve AS group_si, "
                 "(SELECT value FROM fleet_settings WHERE key = ?) AS global_si "
                 "FROM (SELECT 1) AS one LEFT JOIN fleet_robots AS r ON r.robot_id = ? "
                 "LEFT JOIN fleet_groups AS g ON g.group_id = r.group_id",
-                ["global_self_improve", robot_id],
+                [toggle, robot_id],
             )
         assert row is not None  # one row, always
         flag = row["group_si"]

@@ -16,14 +16,14 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any, Protocol
 
-from robot_mcp_memory.backends._sql import Dialect, Row, Session
-from robot_mcp_memory.limits import (
+from robot_mcp_memory._limits import (
     MAX_COUNT,
     NEAR_DUPLICATE_CANDIDATES,
     STALE_FAILURE_SHARE,
     STALE_MIN_OUTCOMES,
     STALE_WINDOW,
 )
+from robot_mcp_memory.backends._sql import Dialect, Row, Session
 from robot_mcp_memory.processes import (
     COLUMNS,
     DocTerms,

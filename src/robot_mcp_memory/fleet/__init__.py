@@ -7,7 +7,7 @@ the lessons share.
 
 from __future__ import annotations
 
-from robot_mcp_memory.fleet.model import (
+from robot_mcp_memory.fleet._model import (
     FleetRows,
     Group,
     Placement,
@@ -15,11 +15,10 @@ from robot_mcp_memory.fleet.model import (
     Robot,
     meta_text,
 )
-from robot_mcp_memory.fleet.repo import FleetRepo, GroupLabels
-from robot_mcp_memory.fleet.service import GLOBAL_SELF_IMPROVE, FleetService
+from robot_mcp_memory.fleet._repo import FleetRepo, GroupLabels
+from robot_mcp_memory.fleet._service import FleetService
 
 __all__ = [
-    "GLOBAL_SELF_IMPROVE",
     "FleetRepo",
     "FleetRows",
     "FleetService",

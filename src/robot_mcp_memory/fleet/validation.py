@@ -12,7 +12,7 @@ never a RecursionError, OverflowError or TypeError.
 
 ``FleetError`` lives in :mod:`robot_mcp_memory._exceptions`; :mod:`robot_mcp_memory.fleet`
 re-exports it (its home in the API).
-Pure functions; thread-safe. The limits are :mod:`robot_mcp_memory.limits`'.
+Pure functions; thread-safe. The limits are :mod:`robot_mcp_memory._limits`'.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import unicodedata
 from robot_mcp_memory._exceptions import (
     FleetError,
 )
-from robot_mcp_memory.limits import (
+from robot_mcp_memory._limits import (
     ID_PATTERN,
     MAX_JSON_BYTES,
     MAX_JSON_DEPTH,

@@ -7,7 +7,7 @@ MCP app in the tenant middleware (:mod:`.auth`) and the JSON-RPC body guard, bes
 
 from __future__ import annotations
 
+from robot_mcp_memory.http._app import HEALTHZ_PATH, build_http_app, serve
 from robot_mcp_memory.http._limits import ACCEPT_BACKLOG, FD_RESERVE
-from robot_mcp_memory.http.app import HEALTHZ_PATH, build_http_app, serve
 
 __all__ = ["ACCEPT_BACKLOG", "FD_RESERVE", "HEALTHZ_PATH", "build_http_app", "serve"]

@@ -1,6 +1,6 @@
 """Answering an HTTP request with a JSON body straight from pure-ASGI middleware.
 
-The tenant gate (:mod:`robot_mcp_memory.http.auth`: 401, 403) and the JSON-RPC body guard
+The tenant gate (:mod:`robot_mcp_memory.http._auth`: 401, 403) and the JSON-RPC body guard
 (:mod:`._jsonrpc_guard`: 400, 413) refuse a request themselves, without calling the app;
 both send their answer through :func:`send_json`.
 """

@@ -47,9 +47,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from robot_mcp_memory._exceptions import DocError, FleetError, OperationRefused
+from robot_mcp_memory._limits import MAX_LIMIT
 from robot_mcp_memory.backends import INDEX_SCHEMA_VERSION, open_storage
 from robot_mcp_memory.fleet import Group, Robot
-from robot_mcp_memory.limits import MAX_LIMIT
 from robot_mcp_memory.processes import ProcessDoc
 from robot_mcp_memory.services import Memory, memory_over, open_memory
 from robot_mcp_memory.settings import SearchMode, Settings

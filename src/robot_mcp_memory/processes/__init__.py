@@ -3,69 +3,41 @@ written once above the storage.
 
 :class:`ProcessService` holds the rules (save and the collision rule, revisions and lives,
 revert, merge, import, outcomes, near-copies, stale marks, find) over a
-:class:`ProcessRepo`, the port each backend implements (:mod:`robot_mcp_memory.backends`).
-:class:`ProcessDoc` parses, validates and renders a document (:mod:`.model`); :mod:`.rows`
-reads a stored row back as one; :mod:`.ranking` says how documents are ranked and
-:mod:`.rules` what the other rules are; the words a query is searched by, the repair of
-misspelt words and the embedders are this package's too.
+:class:`ProcessRepo`, the port each backend implements (:mod:`robot_mcp_memory.backends`):
+reads (:class:`ProcessReads`, asked with a :class:`Lexical` or a :class:`Semantic` query)
+and transaction scripts (:class:`ProcessTx`). :class:`ProcessDoc` parses, validates and
+renders a document. The private modules hold the parts: ``_model`` and ``_frontmatter``
+(the document), ``_rows`` (a stored row read back), ``_ranking`` (bm25, fusion, rank),
+``_rules`` (the other rules), ``_words`` and ``_typos`` (a query's words and their
+repair), ``_embedding`` (the embedders), ``_repo`` (the port) and ``_service``.
+
+What a backend needs of the rules to execute them (the bm25 constants, the phrases and
+their idf, the owners, the lives of an id) is exported here too.
 """
 
 from __future__ import annotations
 
 from robot_mcp_memory.processes._embedding import (
-    DEFAULT_MODEL,
-    MAX_EMBED_CHARS,
     Embedder,
     FunctionEmbedder,
     HashingEmbedder,
     Pairs,
     Vectors,
-    WordLlamaEmbedder,
-    document_texts,
     load_default_embedder,
-    normalise,
 )
-from robot_mcp_memory.processes._frontmatter import FIELDS
-from robot_mcp_memory.processes._typos import (
-    MAX_REPAIRED_WORDS,
-    MAX_REPAIRS_PER_WORD,
-    REPAIR_WEIGHT,
-    Repair,
-    Stemmer,
-    TypoRepair,
-    Vocabulary,
-)
-from robot_mcp_memory.processes._words import (
-    ACTION_WORDS,
-    MAX_TERMS,
-    STOPWORDS,
-    content_words,
-    match_expression,
-    search_terms,
-    truncate_query,
-)
-from robot_mcp_memory.processes.model import SLUG_PATTERN, Owner, ProcessDoc
-from robot_mcp_memory.processes.ranking import (
+from robot_mcp_memory.processes._model import Owner, ProcessDoc
+from robot_mcp_memory.processes._ranking import (
     BM25_B,
     BM25_K1,
     BM25_WEIGHTS,
     COLUMN_WEIGHTS,
-    IDF_FLOOR,
-    LEXICAL_POOL,
-    SEMANTIC_FLOOR,
-    SEMANTIC_POOL,
-    SEMANTIC_WEIGHT,
-    SHARED_OWNER,
     DocTerms,
     Found,
     Phrase,
-    fuse,
     idf,
     owner_key,
-    rank,
-    visible_owners,
 )
-from robot_mcp_memory.processes.repo import (
+from robot_mcp_memory.processes._repo import (
     Counted,
     Lexical,
     ProcessReads,
@@ -74,9 +46,8 @@ from robot_mcp_memory.processes.repo import (
     Scored,
     Semantic,
 )
-from robot_mcp_memory.processes.rows import COLUMNS, Row, readable, row_to_doc, tags_json
-from robot_mcp_memory.processes.rules import (
-    LIFE_ENDING_REASONS,
+from robot_mcp_memory.processes._rows import COLUMNS
+from robot_mcp_memory.processes._rules import (
     DocState,
     Imported,
     Merged,
@@ -86,31 +57,17 @@ from robot_mcp_memory.processes.rules import (
     legacy_lives,
     revision_owner,
 )
-from robot_mcp_memory.processes.service import ProcessService
+from robot_mcp_memory.processes._service import ProcessService
+from robot_mcp_memory.processes._typos import REPAIR_WEIGHT
+from robot_mcp_memory.processes._words import match_expression, truncate_query
 
 __all__ = [
-    "ACTION_WORDS",
     "BM25_B",
     "BM25_K1",
     "BM25_WEIGHTS",
     "COLUMNS",
     "COLUMN_WEIGHTS",
-    "DEFAULT_MODEL",
-    "FIELDS",
-    "IDF_FLOOR",
-    "LEXICAL_POOL",
-    "LIFE_ENDING_REASONS",
-    "MAX_EMBED_CHARS",
-    "MAX_REPAIRED_WORDS",
-    "MAX_REPAIRS_PER_WORD",
-    "MAX_TERMS",
     "REPAIR_WEIGHT",
-    "SEMANTIC_FLOOR",
-    "SEMANTIC_POOL",
-    "SEMANTIC_WEIGHT",
-    "SHARED_OWNER",
-    "SLUG_PATTERN",
-    "STOPWORDS",
     "Counted",
     "DocState",
     "DocTerms",
@@ -130,32 +87,16 @@ __all__ = [
     "ProcessRepo",
     "ProcessService",
     "ProcessTx",
-    "Repair",
     "Revision",
-    "Row",
     "Saved",
     "Scored",
     "Semantic",
-    "Stemmer",
-    "TypoRepair",
     "Vectors",
-    "Vocabulary",
-    "WordLlamaEmbedder",
-    "content_words",
-    "document_texts",
-    "fuse",
     "idf",
     "legacy_lives",
     "load_default_embedder",
     "match_expression",
-    "normalise",
     "owner_key",
-    "rank",
-    "readable",
     "revision_owner",
-    "row_to_doc",
-    "search_terms",
-    "tags_json",
     "truncate_query",
-    "visible_owners",
 ]

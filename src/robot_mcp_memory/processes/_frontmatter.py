@@ -1,13 +1,13 @@
 """Process documents as text: ``---``, YAML frontmatter, ``---``, a markdown body (spec §3).
 
-The wire format of :class:`~robot_mcp_memory.processes.model.ProcessDoc`: :func:`split_document`
+The wire format of :class:`~robot_mcp_memory.processes._model.ProcessDoc`: :func:`split_document`
 checks a text's size, fences and frontmatter and returns the raw fields and the body, for
 the model to validate; :func:`render_document` writes a document's fields back. Every
 check here happens *before* a YAML parser or a validator sees the text: the size
-(:data:`~robot_mcp_memory.limits.MAX_DOC_BYTES`), lone surrogates, and the nesting depth
+(:data:`~robot_mcp_memory._limits.MAX_DOC_BYTES`), lone surrogates, and the nesting depth
 (:func:`check_nesting`, so PyYAML's recursive composer only ever sees a shallow document).
 
-Pure functions; thread-safe. Errors are :class:`~robot_mcp_memory.processes.model.DocError`.
+Pure functions; thread-safe. Errors are :class:`~robot_mcp_memory.processes._model.DocError`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from robot_mcp_memory._exceptions import (
     DocError,
     DocTooLarge,
 )
-from robot_mcp_memory.limits import (
+from robot_mcp_memory._limits import (
     MAX_DOC_BYTES,
     MAX_YAML_DEPTH,
     MAX_YAML_INDENT,
@@ -101,7 +101,7 @@ def split_document(text: str) -> tuple[dict[str, Any], str]:
     :data:`REQUIRED` ones present.
 
     Raises:
-        DocTooLarge: the text exceeds :data:`~robot_mcp_memory.limits.MAX_DOC_BYTES`.
+        DocTooLarge: the text exceeds :data:`~robot_mcp_memory._limits.MAX_DOC_BYTES`.
         DocError: any other format error, naming the field.
     """
     if not isinstance(text, str):

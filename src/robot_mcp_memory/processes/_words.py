@@ -1,6 +1,6 @@
 """The words a query is searched by (decision 0011).
 
-**Words.** The query (its first :data:`~robot_mcp_memory.limits.MAX_QUERY_BYTES`, DESIGN §5)
+**Words.** The query (its first :data:`~robot_mcp_memory._limits.MAX_QUERY_BYTES`, DESIGN §5)
 is NFKC-normalised and reduced to words (runs of Unicode letters and digits), lowercased;
 English function words and polite filler (:data:`STOPWORDS`) are dropped — but never the
 small words a robot's action turns on (:data:`ACTION_WORDS`: on/off, up/down, in/out,
@@ -20,7 +20,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
-from robot_mcp_memory.limits import MAX_QUERY_BYTES
+from robot_mcp_memory._limits import MAX_QUERY_BYTES
 
 __all__ = [
     "ACTION_WORDS",

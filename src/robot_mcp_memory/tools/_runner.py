@@ -71,7 +71,7 @@ from robot_mcp_memory._exceptions import (
     ToolFailure,
     WriteConflict,
 )
-from robot_mcp_memory.limits import MAX_ANSWER_BYTES, TRACE_QUERY_CHARS
+from robot_mcp_memory._limits import MAX_ANSWER_BYTES, TRACE_QUERY_CHARS
 from robot_mcp_memory.logs import RateLimiter
 from robot_mcp_memory.shares import CallShares, Lane
 

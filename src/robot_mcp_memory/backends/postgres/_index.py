@@ -11,7 +11,7 @@ share words lock the shared counters in the same order and never deadlock.
 :class:`PgTerms` reads, on one connection, what ranking and typo repair need: the index's
 stems of query words (:meth:`~PgTerms.stems`), document frequencies and sizes counted
 over the owners a call may read, and :meth:`~PgTerms.matches_sql`, bm25 by
-:mod:`robot_mcp_memory.processes.ranking`'s rules over those statistics. Unscoped (``owners``
+:mod:`robot_mcp_memory.processes._ranking`'s rules over those statistics. Unscoped (``owners``
 None) it counts every document, as FTS5 does on SQLite.
 """
 

@@ -24,8 +24,7 @@ from robot_mcp_memory.backends._processes import stored_vectors, visible
 from robot_mcp_memory.backends._sql import POSTGRES, Row, Session
 from robot_mcp_memory.backends.postgres._database import PgDatabase
 from robot_mcp_memory.backends.postgres._sessions import PgSessions
-from robot_mcp_memory.processes import Embedder, Pairs, Semantic
-from robot_mcp_memory.processes.rows import COLUMNS
+from robot_mcp_memory.processes import COLUMNS, Embedder, Pairs, Semantic
 
 __all__ = ["EMBED_BATCH", "PgVectors", "vector_text"]
 

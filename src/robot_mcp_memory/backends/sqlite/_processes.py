@@ -47,6 +47,7 @@ from robot_mcp_memory.backends.sqlite._terms import (
 from robot_mcp_memory.backends.sqlite._vectors import VectorIndex, from_blob, to_blob
 from robot_mcp_memory.processes import (
     BM25_WEIGHTS,
+    COLUMNS,
     REPAIR_WEIGHT,
     Counted,
     DocTerms,
@@ -59,7 +60,6 @@ from robot_mcp_memory.processes import (
     match_expression,
     owner_key,
 )
-from robot_mcp_memory.processes.rows import COLUMNS
 
 __all__ = ["EMBED_BATCH", "SqliteProcessRepo"]
 

@@ -53,7 +53,7 @@ statistics tables (:func:`_to_v4`), also empty at first: the store counts every 
 into them when it opens the file (:meth:`~._processes.SqliteProcessRepo.sync_terms`);
 5 adds ``processes_revisions`` and three columns of ``processes`` (:func:`_to_v5`): its
 ``revision`` (1 for every existing document), ``recent_outcomes`` (the last
-:data:`~robot_mcp_memory.limits.STALE_WINDOW` outcomes, oldest first, ``s``/``f``) and
+:data:`~robot_mcp_memory._limits.STALE_WINDOW` outcomes, oldest first, ``s``/``f``) and
 ``last_success`` (a timestamp, NULL before the first success), the last two written on the
 hot path with the counters; 6 gives every document a ``life`` (:func:`_to_v6`): an id freed
 by a delete or a merge and saved again starts a new life, whose revisions are numbered from

@@ -20,7 +20,7 @@ needs — three DERIVED tables written in the same transaction as the document r
 An owner is :func:`~robot_mcp_memory.processes.owner_key`; groups are resolved at read
 time, so a regroup changes nothing here.
 
-:meth:`TermIndex.matches_sql` is bm25 by :mod:`robot_mcp_memory.processes.ranking`'s rules
+:meth:`TermIndex.matches_sql` is bm25 by :mod:`robot_mcp_memory.processes._ranking`'s rules
 with ``N``, the average length and each ``n`` counted over the visible owners only: over
 every owner it equals ``-bm25(processes_fts, ...)`` to the last bits, which a test holds it
 to.

@@ -160,7 +160,7 @@ class VectorIndex:
         Returns ``(rowids, cosines, low, high)``: the candidates best first, each one's
         better cosine of its head and whole-document vectors, and the lowest and highest
         such cosine over *every* visible document (what min-max normalisation needs).
-        ``robots`` preselects as :func:`robot_mcp_memory.processes.rows.scope_sql` filters.
+        ``robots`` preselects as :func:`robot_mcp_memory.processes._rows.scope_sql` filters.
         """
         with self._lock:
             n = self._used

@@ -69,7 +69,7 @@ from robot_mcp_memory._exceptions import (
     DocError,
     DocTooLarge,
 )
-from robot_mcp_memory.limits import (
+from robot_mcp_memory._limits import (
     MAX_COUNT,
     MAX_DOC_BYTES,
     MAX_ID_LENGTH,

@@ -3,8 +3,8 @@
 The registry is the fleet's one source of truth: every brain reads and writes it through
 these tools, so a grouping edit from any brain is seen by all at once. A robot-scoped
 connection may register and describe only itself and sees only its own group; the rest is
-fleet administration, for the admin token (memory spec §6a, :mod:`robot_mcp_memory.policy`).
-Handlers and :func:`register` as in :mod:`robot_mcp_memory.tools.processes`.
+fleet administration, for the admin token (memory spec §6a, :mod:`robot_mcp_memory._policy`).
+Handlers and :func:`register` as in :mod:`robot_mcp_memory.tools._processes`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from mcp.server.fastmcp import FastMCP
 from mcp.types import CallToolResult
 
 from robot_mcp_memory._exceptions import ToolFailure
-from robot_mcp_memory.policy import (
+from robot_mcp_memory._policy import (
     own_group,
     require_admin,
     require_self,

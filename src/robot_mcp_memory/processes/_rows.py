@@ -20,8 +20,8 @@ from pydantic import ValidationError
 
 from robot_mcp_kit.log import get_logger
 from robot_mcp_memory._exceptions import DamagedRow
-from robot_mcp_memory.limits import MAX_COUNT
-from robot_mcp_memory.processes.model import ProcessDoc
+from robot_mcp_memory._limits import MAX_COUNT
+from robot_mcp_memory.processes._model import ProcessDoc
 
 __all__ = ["COLUMNS", "Row", "readable", "row_to_doc", "tags_json"]
 

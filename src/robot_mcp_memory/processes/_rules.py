@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from robot_mcp_kit.log import get_logger
 from robot_mcp_memory._exceptions import DamagedRow, DocError, DocTooLarge
-from robot_mcp_memory.limits import (
+from robot_mcp_memory._limits import (
     MAX_DOC_BYTES,
     MAX_DOC_TERMS,
     MAX_ID_LENGTH,
@@ -35,9 +35,9 @@ from robot_mcp_memory.limits import (
     STALE_FAILURE_SHARE,
     STALE_MIN_OUTCOMES,
 )
-from robot_mcp_memory.processes.model import ProcessDoc
-from robot_mcp_memory.processes.ranking import DocTerms
-from robot_mcp_memory.processes.rows import Row, row_to_doc
+from robot_mcp_memory.processes._model import ProcessDoc
+from robot_mcp_memory.processes._ranking import DocTerms
+from robot_mcp_memory.processes._rows import Row, row_to_doc
 
 __all__ = [
     "LIFE_ENDING_REASONS",
@@ -153,7 +153,7 @@ class DocState:
 
     ``revision`` is its current revision, ``life`` the life of its id it is in (1 for an
     id's first, decision 0029); ``recent`` its last
-    :data:`~robot_mcp_memory.limits.STALE_WINDOW` outcomes, oldest first (``s``/``f``);
+    :data:`~robot_mcp_memory._limits.STALE_WINDOW` outcomes, oldest first (``s``/``f``);
     ``last_success`` when it last succeeded (None: never, or before it was recorded).
     ``stale`` is True when at least ``STALE_MIN_OUTCOMES`` recent outcomes are recorded
     and more than ``STALE_FAILURE_SHARE`` of them failed: a mark, never a deletion.
@@ -209,7 +209,7 @@ def next_candidate(base: str, n: int) -> str:
 
 
 def check_terms(terms: DocTerms) -> DocTerms:
-    """``terms``, refused past :data:`~robot_mcp_memory.limits.MAX_DOC_TERMS` distinct ones.
+    """``terms``, refused past :data:`~robot_mcp_memory._limits.MAX_DOC_TERMS` distinct ones.
 
     Raises:
         DocTooLarge: ``field="document"``, ``unit="distinct words"``.
@@ -227,7 +227,7 @@ def check_terms(terms: DocTerms) -> DocTerms:
 
 def check_size(doc: ProcessDoc, detail: str) -> None:
     """Refuse ``doc`` when its rendering is past
-    :data:`~robot_mcp_memory.limits.MAX_DOC_BYTES` (``detail`` says why it grew).
+    :data:`~robot_mcp_memory._limits.MAX_DOC_BYTES` (``detail`` says why it grew).
 
     Raises:
         DocTooLarge: the rendered size and the limit.
@@ -238,7 +238,7 @@ def check_size(doc: ProcessDoc, detail: str) -> None:
 
 
 def fits(doc: ProcessDoc) -> bool:
-    """Whether ``doc``'s rendering is within :data:`~robot_mcp_memory.limits.MAX_DOC_BYTES`."""
+    """Whether ``doc``'s rendering is within :data:`~robot_mcp_memory._limits.MAX_DOC_BYTES`."""
     return len(doc.render().encode("utf-8", "surrogatepass")) <= MAX_DOC_BYTES
 
 
@@ -273,7 +273,7 @@ def import_verdict(row: Row, id: str, markdown: str, *, suffix: bool) -> Importe
 
 def outcome_line(when: str, success: bool, note: str) -> str:
     """The Outcome log line ``- <ts> success|failure: <note>`` (whitespace collapsed, cut
-    to :data:`~robot_mcp_memory.limits.MAX_NOTE_CHARS`)."""
+    to :data:`~robot_mcp_memory._limits.MAX_NOTE_CHARS`)."""
     text = " ".join(note.split())
     if len(text) > MAX_NOTE_CHARS:
         text = text[: MAX_NOTE_CHARS - 1] + "…"
@@ -367,7 +367,7 @@ def _cosine(a: dict[str, float], b: dict[str, float], a_norm: float) -> float:
 
 def probe_terms(terms: Collection[str], df: dict[str, int]) -> list[str]:
     """The terms of a document that pick its near-copy candidates: the
-    :data:`~robot_mcp_memory.limits.NEAR_DUPLICATE_PROBE_TERMS` rarest by ``df`` (documents
+    :data:`~robot_mcp_memory._limits.NEAR_DUPLICATE_PROBE_TERMS` rarest by ``df`` (documents
     holding each) of those another document holds too (``df`` at least 2), ties by term.
     A candidate must hold at least half of them (:func:`probe_quorum`)."""
     probe = sorted((t for t in terms if df.get(t, 0) >= 2), key=lambda t: (df[t], t))
@@ -383,7 +383,7 @@ def near_copies(
     mine: dict[str, float], candidates: Collection[tuple[str, str, dict[str, float]]]
 ) -> list[NearDuplicate]:
     """The ``(id, title, weighted term frequencies)`` candidates whose cosine with ``mine``
-    is at least :data:`~robot_mcp_memory.limits.NEAR_DUPLICATE_SIMILARITY`, most similar
+    is at least :data:`~robot_mcp_memory._limits.NEAR_DUPLICATE_SIMILARITY`, most similar
     first (ties by id)."""
     norm = math.sqrt(sum(w * w for w in mine.values()))
     near = []

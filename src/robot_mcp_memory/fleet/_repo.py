@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from robot_mcp_memory.fleet.model import FleetRows, Group, Placement, Robot
+from robot_mcp_memory.fleet._model import FleetRows, Group, Placement, Robot
 
 __all__ = ["FleetRepo", "GroupLabels"]
 
@@ -42,8 +42,9 @@ class FleetRepo(Protocol):
         """Every group by id, each with its members."""
         ...
 
-    def placement(self, robot_id: str) -> Placement:
-        """Where the robot stands, in one statement (an unknown robot: ungrouped)."""
+    def placement(self, robot_id: str, toggle: str) -> Placement:
+        """Where the robot stands, with the ``fleet_settings`` value ``toggle`` (the global
+        self-improve toggle's key), in one statement (an unknown robot: ungrouped)."""
         ...
 
     def group_members_of(self, robot_id: str) -> list[str]:

@@ -5,7 +5,7 @@ LLM correction), with its success/failure counts and the place it was learned at
 the robot's scope (:class:`~robot_mcp_memory.params.ScopedParams`). Recording and recalling
 are gated by the self-improve toggle; listing is not. A robot-scoped connection always acts
 as its own robot, whatever ``robot`` says (memory spec §6a). Handlers and :func:`register`
-as in :mod:`robot_mcp_memory.tools.processes`.
+as in :mod:`robot_mcp_memory.tools._processes`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from mcp.server.fastmcp import FastMCP
 from mcp.types import CallToolResult
 
-from robot_mcp_memory.policy import acting_robot
+from robot_mcp_memory._policy import acting_robot
 from robot_mcp_memory.tools._runner import (
     Answer,
     ToolRunner,

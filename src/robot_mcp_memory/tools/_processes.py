@@ -7,17 +7,17 @@ its ``stale`` mark and ``last_success`` (:class:`~robot_mcp_memory.processes.Doc
 ``expected_revision`` and names the caller-visible ``near_duplicates`` of what it saved.
 Revisions are read within one life of an id (decision 0029): a robot reads those of the
 current document's life that it may read by their own owner
-(:func:`~robot_mcp_memory.policy.may_read_revision`); the admin also addresses an earlier
+(:func:`~robot_mcp_memory._policy.may_read_revision`); the admin also addresses an earlier
 life with ``life`` (``get_process``, ``revert_process``), and its answers name the
 ``lives`` an id has had.
 
 Each tool is a handler here — ``find_processes(memory, tenant, *, query, k, robot) -> dict``,
-callable without MCP — that checks its §6a rule (:mod:`robot_mcp_memory.policy`), then
+callable without MCP — that checks its §6a rule (:mod:`robot_mcp_memory._policy`), then
 calls the process store; :func:`register` adds the thin async wrappers carrying the
 LLM-facing descriptions, each handing its handler to the :class:`ToolRunner`.
 
 The two answers that grow with the store are bounded in bytes on the wire
-(``max_answer_bytes``, :data:`~robot_mcp_memory.limits.MAX_ANSWER_BYTES` by default,
+(``max_answer_bytes``, :data:`~robot_mcp_memory._limits.MAX_ANSWER_BYTES` by default,
 counted by :func:`~robot_mcp_memory.tools.wire_bytes` as the runner sends them): a find
 carries the markdown of its results, best first, while the answer stays within the bound
 and lists the rest without it (``markdown_omitted``, ``size_note``); a list page stops
@@ -33,7 +33,7 @@ from mcp.server.fastmcp import FastMCP
 from mcp.types import CallToolResult
 
 from robot_mcp_memory._exceptions import ToolFailure, quote
-from robot_mcp_memory.limits import (
+from robot_mcp_memory._limits import (
     MAX_ANSWER_BYTES,
     MAX_DOC_BYTES,
     MAX_K,
@@ -41,7 +41,7 @@ from robot_mcp_memory.limits import (
     MAX_NOTE_BYTES,
     clamp,
 )
-from robot_mcp_memory.policy import (
+from robot_mcp_memory._policy import (
     check_text,
     may_add_note,
     may_read_revision,

@@ -39,7 +39,7 @@ import math
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from robot_mcp_memory.processes.model import ProcessDoc
+from robot_mcp_memory.processes._model import ProcessDoc
 
 __all__ = [
     "BM25_B",

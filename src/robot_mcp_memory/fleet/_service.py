@@ -1,5 +1,5 @@
 """FleetService: the robots, their groups and the self-improve toggles (memory spec v0.2),
-every rule written once over a :class:`~robot_mcp_memory.fleet.repo.FleetRepo`.
+every rule written once over a :class:`~robot_mcp_memory.fleet._repo.FleetRepo`.
 
 The registry is the one source of truth every brain reads and writes over MCP, and the
 registry the rest of the server resolves scopes through:
@@ -28,7 +28,7 @@ from typing import Any
 from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.models import format_ts, utc_now
 from robot_mcp_memory._exceptions import MissingReference
-from robot_mcp_memory.fleet.model import (
+from robot_mcp_memory.fleet._model import (
     Group,
     Resolution,
     Robot,
@@ -36,7 +36,7 @@ from robot_mcp_memory.fleet.model import (
     group_not_found,
     robot_not_found,
 )
-from robot_mcp_memory.fleet.repo import FleetRepo
+from robot_mcp_memory.fleet._repo import FleetRepo
 from robot_mcp_memory.fleet.validation import (
     check_bool,
     check_id,
@@ -96,7 +96,7 @@ class FleetService:
         ``group:<G>`` when the group's own toggle is set, else ``global``.
         """
         rid = check_id(robot_id, "robot_id")
-        placed = self.repo.placement(rid)
+        placed = self.repo.placement(rid, GLOBAL_SELF_IMPROVE)
         gid = placed.group_id
         scope = f"group:{gid}" if gid is not None else f"solo:{rid}"
         if gid is not None and placed.group_self_improve is not None:

@@ -31,6 +31,10 @@ from starlette.types import ASGIApp
 
 from robot_mcp_kit.log import get_logger
 from robot_mcp_memory.backends import Storage, open_storage
+from robot_mcp_memory.http._auth import (
+    TenantAuthMiddleware,
+    TokenAuth,
+)
 from robot_mcp_memory.http._jsonrpc_guard import JsonRpcBodyGuard
 from robot_mcp_memory.http._limits import (
     ACCEPT_BACKLOG,
@@ -38,10 +42,6 @@ from robot_mcp_memory.http._limits import (
     limited_h11_protocol,
 )
 from robot_mcp_memory.http._sessions import SessionBook
-from robot_mcp_memory.http.auth import (
-    TenantAuthMiddleware,
-    TokenAuth,
-)
 from robot_mcp_memory.server import build_server
 from robot_mcp_memory.services import StoreHolder
 from robot_mcp_memory.settings import (

@@ -18,7 +18,7 @@ and lives, merges, outcomes, imports, near-copies, fusion and ranking) is
 
 A stored document has a **key** (an integer) that the derived data (index, vectors)
 refers to; rows are read by column name: the document's columns
-(:data:`~robot_mcp_memory.processes.rows.COLUMNS`), ``key``, ``revision``, ``life``,
+(:data:`~robot_mcp_memory.processes._rows.COLUMNS`), ``key``, ``revision``, ``life``,
 ``recent_outcomes`` and ``last_success`` where a method says so.
 
 Storage errors are the memory server's own: :class:`~robot_mcp_memory.WriteConflict`,
@@ -34,10 +34,10 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from robot_mcp_memory.processes._embedding import Embedder, Pairs, Vectors
+from robot_mcp_memory.processes._model import ProcessDoc
+from robot_mcp_memory.processes._ranking import DocTerms, Phrase
+from robot_mcp_memory.processes._rows import Row
 from robot_mcp_memory.processes._typos import REPAIR_WEIGHT, Repair
-from robot_mcp_memory.processes.model import ProcessDoc
-from robot_mcp_memory.processes.ranking import DocTerms, Phrase
-from robot_mcp_memory.processes.rows import Row
 
 __all__ = [
     "Counted",
@@ -167,7 +167,7 @@ class ProcessReads(Protocol):
 
     def lexical_top(self, query: Lexical, k: int) -> list[Scored]:
         """The ``k`` visible documents best by relevance x reliability (ties: smaller key),
-        with their rows: relevance is bm25 by :mod:`~robot_mcp_memory.processes.ranking`'s
+        with their rows: relevance is bm25 by :mod:`~robot_mcp_memory.processes._ranking`'s
         rules over the query's owners."""
         ...
 
@@ -201,7 +201,7 @@ class ProcessReads(Protocol):
         """``(id, title)`` of the documents of ``owners`` (None: every owner) other than
         ``other_than`` holding at least ``at_least`` of ``terms``, those holding most
         first (ties by id), at most
-        :data:`~robot_mcp_memory.limits.NEAR_DUPLICATE_CANDIDATES`."""
+        :data:`~robot_mcp_memory._limits.NEAR_DUPLICATE_CANDIDATES`."""
         ...
 
     def term_frequencies(self, ids: Collection[str]) -> dict[str, dict[str, float]]:

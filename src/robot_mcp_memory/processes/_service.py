@@ -1,5 +1,5 @@
 """ProcessService: the process documents and their search, every rule written once over a
-:class:`~robot_mcp_memory.processes.repo.ProcessRepo` (memory spec §4 and §5, decisions
+:class:`~robot_mcp_memory.processes._repo.ProcessRepo` (memory spec §4 and §5, decisions
 0002, 0011, 0022, 0027, 0029).
 
 The row is the source of truth: a document's markdown is rendered from its row on the way
@@ -40,7 +40,7 @@ from robot_mcp_kit import telemetry
 from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.models import format_ts, utc_now
 from robot_mcp_memory._exceptions import DamagedRow, DocError, RevisionConflict
-from robot_mcp_memory.limits import (
+from robot_mcp_memory._limits import (
     MAX_COUNT,
     MAX_DOC_BYTES,
     MAX_K,
@@ -49,10 +49,8 @@ from robot_mcp_memory.limits import (
     clamp,
 )
 from robot_mcp_memory.processes._embedding import Embedder, Pairs, document_texts
-from robot_mcp_memory.processes._typos import TypoRepair
-from robot_mcp_memory.processes._words import content_words, search_terms, truncate_query
-from robot_mcp_memory.processes.model import Owner, ProcessDoc
-from robot_mcp_memory.processes.ranking import (
+from robot_mcp_memory.processes._model import Owner, ProcessDoc
+from robot_mcp_memory.processes._ranking import (
     LEXICAL_POOL,
     SEMANTIC_POOL,
     DocTerms,
@@ -61,9 +59,9 @@ from robot_mcp_memory.processes.ranking import (
     rank,
     visible_owners,
 )
-from robot_mcp_memory.processes.repo import Lexical, ProcessRepo, ProcessTx, Semantic
-from robot_mcp_memory.processes.rows import Row, readable, row_to_doc, tags_json
-from robot_mcp_memory.processes.rules import (
+from robot_mcp_memory.processes._repo import Lexical, ProcessRepo, ProcessTx, Semantic
+from robot_mcp_memory.processes._rows import Row, readable, row_to_doc, tags_json
+from robot_mcp_memory.processes._rules import (
     DocState,
     Imported,
     Merged,
@@ -87,6 +85,8 @@ from robot_mcp_memory.processes.rules import (
     robot_documents_refusal,
     same_mission,
 )
+from robot_mcp_memory.processes._typos import TypoRepair
+from robot_mcp_memory.processes._words import content_words, search_terms, truncate_query
 
 __all__ = ["ProcessService"]
 
@@ -275,7 +275,7 @@ class ProcessService:
         (decision 0022): the documents holding at least half of ``id``'s rarest terms that
         another document holds too (:func:`.rules.probe_terms`); one is a near-copy when
         the cosine of the two documents' weighted term frequencies reaches
-        :data:`~robot_mcp_memory.limits.NEAR_DUPLICATE_SIMILARITY`
+        :data:`~robot_mcp_memory._limits.NEAR_DUPLICATE_SIMILARITY`
         (:func:`.rules.near_copies`).
         """
         owners = None if robots is None else visible_owners(robots)
