@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import re
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -163,3 +164,22 @@ def test_package_all_is_sorted_and_importable(package: str) -> None:
 def test_root_surface_is_small() -> None:
     """The package root offers the server, its settings, the services and the errors."""
     assert len(robot_mcp_memory.__all__) <= 20
+
+
+def test_public_names_stay_within_budget() -> None:
+    """Every module and package a caller may import (no leading underscore on its path) is
+    listed above, and together their ``__all__`` name at most 160 names: a face shows the
+    rooms, the rest stays in the private modules (decision 0033)."""
+    root = Path(robot_mcp_memory.__file__).parent
+    public = set()
+    for path in root.rglob("*.py"):
+        parts = path.relative_to(root).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        if parts and not any(p.startswith("_") for p in parts):
+            public.add(".".join(parts))
+    assert public == set(PUBLIC_MODULES) | set(PACKAGES)
+    total = len(robot_mcp_memory.__all__) + sum(
+        len(_module(name).__all__) for name in (*PUBLIC_MODULES, *PACKAGES)
+    )
+    assert total <= 160

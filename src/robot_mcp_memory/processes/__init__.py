@@ -12,7 +12,8 @@ renders a document. The private modules hold the parts: ``_model`` and ``_frontm
 repair), ``_embedding`` (the embedders), ``_repo`` (the port) and ``_service``.
 
 What a backend needs of the rules to execute them (the bm25 constants, the phrases and
-their idf, the owners, the lives of an id) is exported here too.
+their idf, the owners, the lives of an id) is exported here too; the service's answers
+(``Saved``, ``Found``, ``Merged``…) are read by attribute and stay in their modules.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from robot_mcp_memory.processes._ranking import (
     BM25_WEIGHTS,
     COLUMN_WEIGHTS,
     DocTerms,
-    Found,
     Phrase,
     idf,
     owner_key,
@@ -49,11 +49,6 @@ from robot_mcp_memory.processes._repo import (
 from robot_mcp_memory.processes._rows import COLUMNS
 from robot_mcp_memory.processes._rules import (
     DocState,
-    Imported,
-    Merged,
-    NearDuplicate,
-    Revision,
-    Saved,
     legacy_lives,
     revision_owner,
 )
@@ -72,13 +67,9 @@ __all__ = [
     "DocState",
     "DocTerms",
     "Embedder",
-    "Found",
     "FunctionEmbedder",
     "HashingEmbedder",
-    "Imported",
     "Lexical",
-    "Merged",
-    "NearDuplicate",
     "Owner",
     "Pairs",
     "Phrase",
@@ -87,8 +78,6 @@ __all__ = [
     "ProcessRepo",
     "ProcessService",
     "ProcessTx",
-    "Revision",
-    "Saved",
     "Scored",
     "Semantic",
     "Vectors",
