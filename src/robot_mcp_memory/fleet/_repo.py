@@ -19,7 +19,7 @@ from robot_mcp_memory.fleet._model import FleetRows, Group, Placement, Robot
 __all__ = ["FleetRepo", "GroupLabels"]
 
 GroupLabels = dict[str, str | None]
-"""A group's ``name``, ``customer`` and ``factory``: the ones a write sets (``""`` clears);
+"""A group's ``name``, ``customer`` and ``factory``: the ones a write sets (None clears);
 a label absent from the dict is kept."""
 
 

@@ -2,7 +2,7 @@
 may add outcome notes to a fleet-wide document.
 
 The handlers run against real SQLite services (lexical search), called directly as
-``tests/unit/test_memory_tools.py`` does; the runner runs real handlers in worker threads;
+``tests/unit/memory/tools/test_tools.py`` does; the runner runs real handlers in worker threads;
 the wire is a real in-memory MCP client. Sizes are what the runner sends: every answer is
 on the wire twice (text and ``structuredContent``).
 """

@@ -41,7 +41,7 @@ from robot_mcp_memory.tools import lessons as lesson_tools
 from robot_mcp_memory.tools import processes as process_tools
 from robot_mcp_memory.tools._runner import ANSWER_SCHEMA
 
-SNAPSHOT = Path(__file__).parent / "data" / "memory_tools.json"
+SNAPSHOT = Path(__file__).parent / "memory_tools.json"
 ROBOT = Tenant.for_robot("rap-1")
 
 
@@ -57,13 +57,11 @@ def _reset_structlog() -> Iterator[None]:
     structlog.reset_defaults()
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def settings(tmp_path: Path, request: pytest.FixtureRequest) -> Settings:
-    """The same tools over each backend (issue 20)."""
-    url = request.getfixturevalue("pg_url") if request.param == "postgres" else None
-    return Settings(
-        data_dir=tmp_path / "data", robot_id="g1-test", search="lexical", database_url=url
-    )
+@pytest.fixture
+def settings(sqlite_backend: Any) -> Settings:
+    """The tools' server settings (the tools are above the storage: tested once)."""
+    settings: Settings = sqlite_backend.settings(robot_id="g1-test", search="lexical")
+    return settings
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from robot_mcp_memory.tenant import (
     current_tenant,
 )
 
-MAILROOM = (Path(__file__).resolve().parents[2] / "examples" / "mailroom.md").read_text(
+MAILROOM = (Path(__file__).resolve().parents[3] / "examples" / "mailroom.md").read_text(
     encoding="utf-8"
 )
 

@@ -58,7 +58,9 @@ from robot_mcp_memory.tenant import (
 
 # Each machine runs its examples in one test (up to 85 s seen on a loaded two-core run, where
 # the suite's 120 s hang guard is too close): a hang guard of its own.
-pytestmark = pytest.mark.timeout(400)
+# slow: three machines of 40-odd steps each (about 80 s of a worker); `uv run pytest`
+# runs them, the unit subset (-m "not slow") does not.
+pytestmark = [pytest.mark.timeout(400), pytest.mark.slow]
 
 ROBOTS = ("r1", "r2", "r3", "r4", "r5")
 GROUPS = ("g1", "g2")

@@ -20,7 +20,6 @@ import pytest
 from robot_mcp_memory._exceptions import DocTooLarge
 from robot_mcp_memory._limits import MAX_DOC_TERMS
 from robot_mcp_memory.backends import storage_at
-from robot_mcp_memory.backends.postgres._index import rebuild_index
 from robot_mcp_memory.backends.sqlite._terms import rebuild_term_index
 from robot_mcp_memory.processes import HashingEmbedder, Owner, ProcessDoc, ProcessService
 from robot_mcp_memory.processes._typos import TypoRepair
@@ -61,9 +60,9 @@ QUERIES = [
 
 
 @pytest.fixture
-def store(processes_backend: Any) -> ProcessService:
-    """The store under test, on each backend (SQLite and PostgreSQL)."""
-    docs: ProcessService = processes_backend.open()
+def store(sqlite_backend: Any) -> ProcessService:
+    """The store under test."""
+    docs: ProcessService = sqlite_backend.open()
     return docs
 
 
@@ -117,13 +116,11 @@ class TestTheCallerAloneDecides:
         return [answer(store.find(q, k=50, robots=["rap-1"])) for q in self.PROBES]
 
     @pytest.mark.parametrize("hybrid", [False, True])
-    def test_other_groups_documents_change_nothing(
-        self, processes_backend: Any, hybrid: bool
-    ) -> None:
+    def test_other_groups_documents_change_nothing(self, sqlite_backend: Any, hybrid: bool) -> None:
         """Scores, order, matches and repairs of rap-1 are identical before and after
         another robot saves documents full of the probed words (and words of its own)."""
         embedder = HashingEmbedder() if hybrid else None
-        store = processes_backend.open(embedder=embedder)
+        store = sqlite_backend.open(embedder=embedder)
         try:
             fill(store, 60, ["rap-1"], seed=3)
             before = self.observe(store)
@@ -154,18 +151,10 @@ class TestTheCallerAloneDecides:
 
 
 class TestStatisticsFollowWrites:
+    """SQLite's statistics tables (the contract, backends/contract.py, holds both backends
+    to the same scores after any writes)."""
+
     def snapshot(self, store: Any) -> dict[str, list[tuple[Any, ...]]]:
-        if not hasattr(store.repo, "store"):  # PostgreSQL: its own three tables
-            pg_tables = {
-                "processes_postings": "term, owner, rid, freq",
-                "processes_owner_terms": "term, owner, docs",
-                "processes_search": "rid, owner, tokens, tsv::text",
-            }
-            with store.repo.db.connection() as conn:
-                return {
-                    t: sorted(tuple(r) for r in conn.execute(f"SELECT {cols} FROM {t}"))  # noqa: S608
-                    for t, cols in pg_tables.items()
-                }
         tables = {
             "processes_postings": "owner, term, doc_rowid, freq",
             "processes_owner_terms": "term, owner, docs",
@@ -193,12 +182,8 @@ class TestStatisticsFollowWrites:
                 victim = ids.pop(rng.randrange(len(ids)))
                 store.delete(victim)
         kept = self.snapshot(store)
-        if hasattr(store.repo, "store"):
-            with store.repo.store.transaction() as conn:
-                rebuild_term_index(conn, store.repo.tokenizer)
-        else:
-            with store.repo.db.connection() as conn:
-                rebuild_index(conn)
+        with store.repo.store.transaction() as conn:
+            rebuild_term_index(conn, store.repo.tokenizer)
         assert self.snapshot(store) == kept
         assert kept["processes_owner_terms"]  # the sequence left documents to compare
 
@@ -206,12 +191,8 @@ class TestStatisticsFollowWrites:
         """reindex() recounts the statistics with the index."""
         fill(store, 30, ["rap-1"])
         kept = self.snapshot(store)
-        if hasattr(store.repo, "store"):
-            with store.repo.store.transaction() as conn:
-                conn.execute("DELETE FROM processes_postings")
-        else:
-            with store.repo.db.connection() as conn:
-                conn.execute("DELETE FROM processes_postings")
+        with store.repo.store.transaction() as conn:
+            conn.execute("DELETE FROM processes_postings")
         assert store.find("parcel mailroom", robots=["rap-1"]) == []
         assert store.reindex() == 30
         assert self.snapshot(store) == kept
@@ -253,11 +234,7 @@ class TestWhatOneRobotCanAdd:
         assert info.value.size > MAX_DOC_TERMS
         assert str(MAX_DOC_TERMS) in str(info.value)
         assert store.count() == 0
-        if hasattr(store.repo, "store"):
-            assert store.repo.store.counts()["processes_owner_terms"] == 0
-        else:
-            with store.repo.db.connection() as conn:
-                assert conn.execute("SELECT count(*) FROM processes_owner_terms").fetchone() == (0,)
+        assert store.repo.store.counts()["processes_owner_terms"] == 0
 
     def test_a_robot_owns_at_most_its_share_of_documents(self, store: ProcessService) -> None:
         """A new document past max_robot_documents is refused naming the setting; an update

@@ -44,32 +44,25 @@ def make_doc(id: str, title: str, body: str = "## Steps\n1. do it\n", **fields) 
 
 
 @pytest.fixture
-def lexical(processes_backend: Any) -> ProcessService:
-    """A lexical store on each backend."""
-    store: ProcessService = processes_backend.open()
+def lexical(sqlite_backend: Any) -> ProcessService:
+    """A lexical store."""
+    store: ProcessService = sqlite_backend.open()
     return store
 
 
 @pytest.fixture
-def hybrid(processes_backend: Any) -> ProcessService:
-    """A hybrid store (the hashing embedder) on each backend."""
-    store: ProcessService = processes_backend.open(embedder=HashingEmbedder())
+def hybrid(sqlite_backend: Any) -> ProcessService:
+    """A hybrid store (the hashing embedder)."""
+    store: ProcessService = sqlite_backend.open(embedder=HashingEmbedder())
     return store
 
 
-def vector_rows(store: Any) -> list[tuple[str, int, int, int, bytes | str]]:
+def vector_rows(store: Any) -> list[tuple[str, int, int, int, bytes]]:
     """``(model, dim, head length, doc length, doc)`` of each stored vector pair."""
-    if hasattr(store.repo, "store"):
-        return [
-            (r["model"], r["dim"], len(r["head"]) // 4, len(r["doc"]) // 4, r["doc"])
-            for r in store.repo.store.query("SELECT model, dim, head, doc FROM processes_vectors")
-        ]
-    with store.repo.db.connection() as conn:
-        rows = conn.execute(
-            "SELECT model, dim, vector_dims(head::vector), vector_dims(doc::vector), doc::text "
-            "FROM processes_vectors"
-        ).fetchall()
-    return [tuple(r) for r in rows]
+    return [
+        (r["model"], r["dim"], len(r["head"]) // 4, len(r["doc"]) // 4, r["doc"])
+        for r in store.repo.store.query("SELECT model, dim, head, doc FROM processes_vectors")
+    ]
 
 
 def repair(store: Any, words: list[str]) -> list[Repair]:
@@ -79,11 +72,7 @@ def repair(store: Any, words: list[str]) -> list[Repair]:
 
 
 def drop_vectors(store: Any) -> None:
-    if hasattr(store.repo, "store"):
-        store.repo.store.execute("DELETE FROM processes_vectors")
-        return
-    with store.repo.db.connection() as conn:
-        conn.execute("DELETE FROM processes_vectors")
+    store.repo.store.execute("DELETE FROM processes_vectors")
 
 
 def ids(found) -> list[str]:
@@ -225,30 +214,30 @@ class TestVectors:
         assert vector_rows(hybrid) == []
         assert hybrid.find("door") == []
 
-    def test_a_model_change_re_embeds_instead_of_comparing(self, processes_backend: Any) -> None:
+    def test_a_model_change_re_embeds_instead_of_comparing(self, sqlite_backend: Any) -> None:
         """Vectors of another model or dimension are recomputed at open."""
-        first = processes_backend.open(embedder=HashingEmbedder(64))
+        first = sqlite_backend.open(embedder=HashingEmbedder(64))
         first.save(make_doc("a", "Open the door"))
         first.save(make_doc("b", "Close the window"))
         first.close()
-        second = processes_backend.open(embedder=HashingEmbedder(32))
+        second = sqlite_backend.open(embedder=HashingEmbedder(32))
         rows = vector_rows(second)
         assert {(r[0], r[1]) for r in rows} == {("hashing-32", 32)}
         assert len(rows) == 2
         assert ids(second.find("door", k=1)) == ["a"]
 
-    def test_a_lexical_write_drops_stale_vectors(self, processes_backend: Any) -> None:
+    def test_a_lexical_write_drops_stale_vectors(self, sqlite_backend: Any) -> None:
         """An update made without an embedder leaves no stale vector; the next hybrid open
         embeds it again."""
-        processes_backend.open(embedder=HashingEmbedder()).close()
-        store = processes_backend.open(embedder=HashingEmbedder())
+        sqlite_backend.open(embedder=HashingEmbedder()).close()
+        store = sqlite_backend.open(embedder=HashingEmbedder())
         store.save(make_doc("a", "Open the door"))
         store.close()
-        plain = processes_backend.open()
+        plain = sqlite_backend.open()
         plain.save(make_doc("a", "Close the window"))
         assert vector_rows(plain) == []
         plain.close()
-        again = processes_backend.open(embedder=HashingEmbedder())
+        again = sqlite_backend.open(embedder=HashingEmbedder())
         assert len(vector_rows(again)) == 1
         assert ids(again.find("window")) == ["a"]
 
@@ -274,7 +263,7 @@ class TestHybrid:
         assert hit.reliability == pytest.approx(4 / 6)
         assert 0 < hit.score <= hit.reliability
 
-    def test_a_semantic_match_without_shared_words_is_found(self, processes_backend: Any) -> None:
+    def test_a_semantic_match_without_shared_words_is_found(self, sqlite_backend: Any) -> None:
         """A document no query word matches is returned on its cosine alone."""
         # An embedder that knows 'cappuccino' and 'coffee' mean the same.
         synonyms = {"cappuccino": "coffee", "workstation": "desk"}
@@ -283,7 +272,7 @@ class TestHybrid:
             canon = [" ".join(synonyms.get(w, w) for w in t.lower().split()) for t in texts]
             return HashingEmbedder(64).embed(canon)
 
-        store = processes_backend.open(embedder=FunctionEmbedder("synonyms", 64, encode))
+        store = sqlite_backend.open(embedder=FunctionEmbedder("synonyms", 64, encode))
         store.save(make_doc("coffee", "Coffee to desk", "Brew coffee.\n"))
         store.save(make_doc("plants", "Water plants", "Fill the can.\n"))
         found = store.find("cappuccino workstation")
@@ -304,8 +293,6 @@ class TestHybrid:
         hybrid.save(make_doc("fleet", "Open the gate please", robot="rap-3", shared=True))
         assert sorted(ids(hybrid.find("open gate", k=10, robots=["rap-1"]))) == ["fleet", "mine"]
         assert ids(hybrid.find("open gate", k=10, robots=[])) == ["fleet"]
-        if not hasattr(hybrid.repo, "store"):
-            return  # PostgreSQL scores the vectors in SQL, behind the same filter
         # Corrupt the in-memory owner of 'theirs' as if a move had not reached it yet.
         row = hybrid.repo.store.query_one("SELECT rowid FROM processes WHERE id = 'theirs'")
         assert row is not None

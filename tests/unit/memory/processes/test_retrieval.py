@@ -14,7 +14,11 @@ import pytest
 from robot_mcp_memory.backends import storage_at
 from robot_mcp_memory.processes import ProcessDoc, ProcessService, load_default_embedder
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "retrieval"
+pytestmark = (
+    pytest.mark.slow
+)  # the labelled set over 1 000 distractors with the real model (about 15 s)
+
+DATA = Path(__file__).resolve().parents[3] / "data" / "retrieval"
 DISTRACTORS = 1000
 FLOOR = 0.05  # hybrid R@1 - lexical R@1 on the whole set; measured +0.10 (decision 0011)
 

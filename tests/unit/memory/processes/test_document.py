@@ -20,7 +20,7 @@ from robot_mcp_memory.processes._frontmatter import FIELDS
 from robot_mcp_memory.processes._model import SLUG_PATTERN
 
 # The example document of memory spec §3, comments and all.
-MAILROOM = (Path(__file__).resolve().parents[2] / "examples" / "mailroom.md").read_text(
+MAILROOM = (Path(__file__).resolve().parents[4] / "examples" / "mailroom.md").read_text(
     encoding="utf-8"
 )
 
@@ -243,6 +243,7 @@ _docs = st.builds(
 )
 
 
+@pytest.mark.slow  # 300 random documents (about 5 s)
 @settings(max_examples=300, deadline=None)
 @given(_docs)
 def test_parse_render_round_trip(doc: ProcessDoc) -> None:

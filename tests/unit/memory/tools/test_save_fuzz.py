@@ -22,6 +22,8 @@ from robot_mcp_memory.server import build_server
 from robot_mcp_memory.services import StoreHolder
 from robot_mcp_memory.settings import Settings
 
+pytestmark = pytest.mark.slow  # a few hundred random documents through the tool (about 10 s)
+
 _LIMIT_INTS = st.sampled_from(
     [0, -1, 1, 2**31 - 1, 2**31, 2**53, 2**63 - 1, 2**63, 2**64, -(2**63), 10**400]
 )

@@ -2,8 +2,9 @@
 stale marks, and what a scoped connection sees of them.
 
 Through the MCP surface (a real client over in-memory streams, ``build_server``) and the
-handlers called as the runner calls them, on each backend: real SQLite files in the test's
-temp dir, and a new database on the test PostgreSQL server.
+handlers called as the runner calls them, on SQLite (the rules are the service's, above the
+storage; ``backends/contract.py`` holds PostgreSQL's revisions and lives to the same
+answers).
 """
 
 from __future__ import annotations
@@ -43,12 +44,9 @@ PARCEL = (
 )
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def settings(tmp_path, request):
-    url = request.getfixturevalue("pg_url") if request.param == "postgres" else None
-    return Settings(
-        data_dir=tmp_path / "data", search="lexical", revisions_keep=3, database_url=url
-    )
+@pytest.fixture
+def settings(sqlite_backend):
+    return sqlite_backend.settings(search="lexical", revisions_keep=3)
 
 
 def flush(memory: Memory) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,70 +15,42 @@ from hypothesis import strategies as st
 
 from robot_mcp_memory._exceptions import FleetError
 from robot_mcp_memory._limits import MAX_LESSON_NOTE_BYTES
-from robot_mcp_memory.backends.postgres import PgBackend
-from robot_mcp_memory.backends.postgres._database import PgDatabase
-from robot_mcp_memory.backends.postgres._lessons import PgParamBackend
-from robot_mcp_memory.backends.postgres._schema import SCHEMA
-from robot_mcp_memory.backends.sqlite import SqliteBackend
-from robot_mcp_memory.backends.sqlite import _schema as db
 from robot_mcp_memory.fleet import FleetService
 from robot_mcp_memory.params import ScopedParams
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def pg(request: pytest.FixtureRequest) -> Iterator[PgDatabase | None]:
-    """The backend under test: None for SQLite, else an opened PostgreSQL database."""
-    if request.param == "sqlite":
-        yield None
-        return
-    database = PgDatabase(request.getfixturevalue("pg_url"))
-    database.open(SCHEMA)
-    yield database
-    database.close()
-
-
 @pytest.fixture
-def fleet(pg: PgDatabase | None, tmp_path: Path) -> Iterator[Any]:
-    store = db.open_index(tmp_path / "data") if pg is None else None
-    opened = SqliteBackend(tmp_path / "data", store) if store is not None else PgBackend(pg)  # type: ignore[arg-type]
-    f = FleetService(opened.fleet)
+def fleet(sqlite_backend: Any) -> FleetService:
+    f: FleetService = sqlite_backend.fleet()
     f.upsert_group("g1")
     f.upsert_group("g2")
     f.register_robot("a1", group_id="g1")
     f.register_robot("a2", group_id="g1")
     f.register_robot("b1", group_id="g2")
     f.register_robot("loner")
-    yield f
-    if store is not None:
-        store.close()
+    return f
 
 
 @pytest.fixture
-def lessons_path(tmp_path: Path) -> Path:
-    return tmp_path / "data" / "lessons.db"
+def lessons(sqlite_backend: Any) -> Path:
+    """What ScopedParams is given: the lessons' SQLite file (the rules are tested once;
+    the lesson stores of both backends are backends/test_lessons.py's)."""
+    path: Path = sqlite_backend.dir / "lessons.db"
+    return path
 
 
 @pytest.fixture
-def lessons(pg: PgDatabase | None, lessons_path: Path) -> Path | PgParamBackend:
-    """What ScopedParams is given: the SQLite file's path, or the PostgreSQL backend."""
-    return lessons_path if pg is None else PgParamBackend(pg)
-
-
-@pytest.fixture
-def nothing_written(pg: PgDatabase | None, lessons_path: Path) -> Callable[[], bool]:
-    """True while no lesson is stored: no lessons.db (nor its WAL), or no row."""
+def nothing_written(lessons: Path) -> Callable[[], bool]:
+    """True while no lesson is stored: no lessons.db (nor its WAL)."""
 
     def check() -> bool:
-        if pg is None:
-            wal = lessons_path.parent / "lessons.db-wal"
-            return not lessons_path.exists() and not wal.exists()
-        return PgParamBackend(pg).count() == 0
+        return not lessons.exists() and not (lessons.parent / "lessons.db-wal").exists()
 
     return check
 
 
 @pytest.fixture
-def sp(fleet: FleetService, lessons: Path | PgParamBackend):
+def sp(fleet: FleetService, lessons: Path):
     p = ScopedParams(fleet, lessons)
     yield p
     p.close()
@@ -361,9 +333,7 @@ class TestRecall:
         for other in ("b1", "loner", "unregistered"):
             assert on.recall(other, "grasp", place="t1")["reason"] == "no_lesson"
 
-    def test_thresholds_are_configurable(
-        self, fleet: FleetService, lessons: Path | PgParamBackend
-    ) -> None:
+    def test_thresholds_are_configurable(self, fleet: FleetService, lessons: Path) -> None:
         """transfer_min_successes / transfer_min_reliability set what 'earned' means."""
         fleet.set_self_improve(True)
         sp = ScopedParams(fleet, lessons, transfer_min_successes=1, transfer_min_reliability=0.6)

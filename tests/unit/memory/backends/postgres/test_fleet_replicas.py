@@ -2,8 +2,9 @@
 ``PgDatabase`` on one database (two servers' pools), threads hammering both; and a
 connection killed by the server mid-call.
 
-The parity with SQLite is tests/unit/test_memory_fleet.py, test_memory_params.py and
-test_params_store.py (parametrized over both backends); these are what only PostgreSQL has.
+The parity with SQLite is the repository contract (tests/unit/memory/backends/contract.py)
+and the lesson stores' tests (backends/test_lessons.py), both run on both backends; these
+are what only PostgreSQL has.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ def _hammer(work: Callable[[int], None], n: int) -> list[BaseException]:
 # --- no lost update between replicas ---------------------------------------------------
 
 
+@pytest.mark.slow  # threads on two pools of one database
 def test_lesson_counters_are_exact_across_replicas(
     replicas: tuple[PgDatabase, PgDatabase],
 ) -> None:
@@ -109,6 +111,7 @@ def test_a_losing_creator_reruns_the_rule_on_the_winners_lesson(
     assert [x is None for x in seen].count(False) == 1
 
 
+@pytest.mark.slow  # threads on two pools of one database
 def test_registry_writes_from_two_replicas_all_land(
     replicas: tuple[PgDatabase, PgDatabase],
 ) -> None:

@@ -17,7 +17,7 @@ from robot_mcp_memory.processes import ProcessDoc, ProcessService, truncate_quer
 from robot_mcp_memory.processes._rules import append_outcome
 from robot_mcp_memory.processes._words import MAX_TERMS, search_terms
 
-MAILROOM = (Path(__file__).resolve().parents[2] / "examples" / "mailroom.md").read_text(
+MAILROOM = (Path(__file__).resolve().parents[4] / "examples" / "mailroom.md").read_text(
     encoding="utf-8"
 )
 
@@ -63,9 +63,9 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def store(processes_backend: Any, clock: Clock) -> ProcessService:
-    """The store under test, on each backend (SQLite and PostgreSQL)."""
-    store: ProcessService = processes_backend.open(robot_id="g1-test", clock=clock)
+def store(sqlite_backend: Any, clock: Clock) -> ProcessService:
+    """The store under test."""
+    store: ProcessService = sqlite_backend.open(robot_id="g1-test", clock=clock)
     return store
 
 
@@ -77,9 +77,9 @@ def sqlite_store(tmp_path: Path, clock: Clock, sqlite_processes: Any) -> Process
 
 
 @pytest.fixture
-def settle(processes_backend: Any) -> Any:
-    """Wait for the backend's queued writes (a no-op on PostgreSQL)."""
-    return processes_backend.settle
+def settle(sqlite_backend: Any) -> Any:
+    """Wait for the hot counters' queued writes."""
+    return sqlite_backend.settle
 
 
 @pytest.fixture
@@ -459,8 +459,7 @@ class TestOutcomes:
         assert store.record_outcome("nope", True, "note") is None
         settle(store)
         assert store.count() == 0
-        if hasattr(store.repo, "store"):
-            assert store.repo.store.stats.enqueued == 0
+        assert store.repo.store.stats.enqueued == 0
 
     def test_outcome_survives_reindex(self, store: ProcessService, mailroom: ProcessDoc) -> None:
         """Counters and notes live on the row, so a rebuilt index changes nothing."""
@@ -534,19 +533,10 @@ class TestDeleteListReindex:
         assert store.delete(mailroom.id) is True
         assert store.get(mailroom.id) is None
         assert all(f.doc.id != mailroom.id for f in store.find("parcel mailroom", k=10))
-        if hasattr(store.repo, "store"):
-            rows = store.repo.store.query(
-                "SELECT count(*) FROM processes_fts WHERE id = ?", (mailroom.id,)
-            )
-            assert rows[0][0] == 0
-        else:
-            with store.repo.db.connection() as conn:
-                entries = conn.execute("SELECT count(*) FROM processes_search").fetchone()
-                assert entries == (len(DISTRACTORS),)
-                counted = conn.execute(
-                    "SELECT count(*) FROM processes_owner_terms WHERE term = 'mailroom'"
-                ).fetchone()
-                assert counted == (0,)
+        rows = store.repo.store.query(
+            "SELECT count(*) FROM processes_fts WHERE id = ?", (mailroom.id,)
+        )
+        assert rows[0][0] == 0
         assert store.delete(mailroom.id) is False
 
     def test_reindex_counts_rows_and_rebuilds(self, sqlite_store: ProcessService) -> None:

@@ -64,11 +64,11 @@ def _histogram_modes(reader: InMemoryMetricReader) -> list[str]:
 
 
 @pytest.mark.parametrize("hybrid", [False, True], ids=["lexical", "hybrid"])
-def test_both_backends_emit_the_same_spans(processes_backend: Any, recorded: Any, hybrid: bool):
+def test_both_backends_emit_the_same_spans(backend: Any, recorded: Any, hybrid: bool):
     """Save, find, an outcome note and a delete make the same spans, with the same names and
     attributes, on SQLite and on PostgreSQL; a find also records its duration by mode."""
     exporter, reader = recorded
-    store = processes_backend.open(embedder=HashingEmbedder() if hybrid else None)
+    store = backend.open(embedder=HashingEmbedder() if hybrid else None)
     exporter.clear()
     doc = _doc("parcel", "Walk to the mail room and take the parcel.")
     store.save(doc)

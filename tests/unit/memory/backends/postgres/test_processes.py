@@ -88,6 +88,7 @@ def assert_index_is_a_recount(store: ProcessService) -> None:
     assert index_snapshot(store) == kept
 
 
+@pytest.mark.slow  # threads on two pools of one database
 class TestTwoReplicas:
     def test_concurrent_outcomes_on_both_replicas_are_counted_exactly(
         self, replica: Replicas

@@ -1,13 +1,12 @@
-"""FleetService: robots, groups, self-improve toggles and scope resolution, on both backends."""
+"""FleetService: robots, groups, self-improve toggles and scope resolution (the rules, on
+SQLite; ``backends/contract.py`` holds PostgreSQL's repository to the same answers)."""
 
 from __future__ import annotations
 
 import json
 import math
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +18,6 @@ from robot_mcp_memory._limits import (
     ID_PATTERN,
     MAX_JSON_BYTES,
 )
-from robot_mcp_memory.backends import storage_at
 from robot_mcp_memory.fleet import (
     FleetService,
     Group,
@@ -45,17 +43,9 @@ class Clock:
 
 
 @pytest.fixture
-def sqlite_backend(tmp_path: Path) -> Iterator[Any]:
-    """An opened SQLite backend (for what only SQLite does)."""
-    opened = storage_at(str(tmp_path)).open()
-    yield opened
-    opened.close()
-
-
-@pytest.fixture
-def fleet(backend: Any) -> FleetService:
-    """The registry under test, on each backend."""
-    return backend.fleet(clock=Clock())
+def fleet(sqlite_backend: Any) -> FleetService:
+    """The registry under test."""
+    return sqlite_backend.fleet(clock=Clock())
 
 
 def _counts(fleet: FleetService) -> tuple[int, int, int]:
@@ -324,8 +314,9 @@ class TestScopes:
     def test_operations_join_an_outer_transaction(self, sqlite_backend: Any) -> None:
         """Inside store.transaction() the operations are one unit: an error undoes all
         (the SQLite backend's own feature: each PostgreSQL call is its own transaction)."""
-        store = sqlite_backend.index
-        fleet = FleetService(sqlite_backend.fleet, clock=Clock())
+        opened = sqlite_backend.open_backend()
+        store = opened.index
+        fleet = FleetService(opened.fleet, clock=Clock())
         fleet.upsert_group("g1", name="old")
         fleet.register_robot("a")
 
