@@ -2,10 +2,10 @@
 
 A lesson is a JSON object of parameters for a *skill* (a grasp offset, an LLM correction),
 optionally learned at a *place*, with success/failure counts and the last note. Lessons
-live in ``MEMORY_DATA_DIR/lessons.db`` through the kit's
-:class:`~robot_mcp_kit.params.SqliteBackend` and :class:`~robot_mcp_kit.params.ParamStore`
-(one table, scope as a column). The file is created by the first lesson actually recorded:
-never by a recall or a listing, never while self-improvement is off.
+live in the backend's :class:`~robot_mcp_kit.params.ParamBackend` (on SQLite the kit's
+``MEMORY_DATA_DIR/lessons.db``, created by the first lesson actually recorded: never by a
+recall or a listing, never while self-improvement is off), each read and written through
+the kit's :class:`~robot_mcp_kit.params.ParamStore` (one table, scope as a column).
 
 Scopes (memory spec "Fleet registry + group-scoped learning", DESIGN §5):
 
@@ -32,13 +32,11 @@ decision 0007.
 
 from __future__ import annotations
 
-import os
 import re
 import unicodedata
-from pathlib import Path
 from typing import Any, Protocol
 
-from robot_mcp_kit.params import Lesson, ParamBackend, ParamStore, SqliteBackend
+from robot_mcp_kit.params import Lesson, ParamBackend, ParamStore
 from robot_mcp_memory._exceptions import FleetError
 from robot_mcp_memory._limits import MAX_LESSON_NOTE_BYTES
 from robot_mcp_memory.fleet import Resolution
@@ -112,9 +110,8 @@ class ScopedParams:
     Args:
         fleet: the registry scopes and the self-improve gate are resolved through, on every
             call (regrouping a robot moves where its next lesson goes at once).
-        lessons: where lessons live: a path is the SQLite lessons file (the server passes
-            ``MEMORY_DATA_DIR/lessons.db``), created by the first recorded lesson; a
-            :class:`~robot_mcp_kit.params.ParamBackend` is used as it is.
+        lessons: where lessons live (the opened backend's
+            :attr:`~robot_mcp_memory.backends.Backend.lessons`).
         transfer_min_successes, transfer_min_reliability: what a lesson learned at one
             place must have earned before it is offered at another.
     """
@@ -122,7 +119,7 @@ class ScopedParams:
     def __init__(
         self,
         fleet: ScopeResolver,
-        lessons: str | os.PathLike[str] | ParamBackend,
+        lessons: ParamBackend,
         *,
         transfer_min_successes: int = 3,
         transfer_min_reliability: float = 0.75,
@@ -130,13 +127,7 @@ class ScopedParams:
         self.fleet = fleet
         self.transfer_min_successes = transfer_min_successes
         self.transfer_min_reliability = transfer_min_reliability
-        self.path: Path | None = None
-        self._backend: ParamBackend
-        if isinstance(lessons, str | os.PathLike):
-            self.path = Path(lessons)
-            self._backend = SqliteBackend(self.path)
-        else:
-            self._backend = lessons
+        self._backend = lessons
 
     def _store(self, scope: str) -> ParamStore:
         return ParamStore(self._backend, scope)
@@ -355,8 +346,7 @@ class ScopedParams:
         self._backend.close()
 
     def __repr__(self) -> str:
-        where = str(self.path) if self.path is not None else repr(self._backend)
-        return f"<ScopedParams {where!r}>"
+        return f"<ScopedParams {self._backend!r}>"
 
 
 def _found(lesson: Lesson, scope: str, match: str) -> dict[str, Any]:

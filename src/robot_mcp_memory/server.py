@@ -1,4 +1,4 @@
-"""The ``memory`` MCP server: the 18 tools of DESIGN §5 and issue 22's two over one ``index.db``.
+"""The ``memory`` MCP server: its twenty tools (DESIGN §5, decision 0027) over one store.
 
 :func:`build_server` makes a fresh ``FastMCP("memory")`` per call (nothing happens at
 import): the server's instructions, a lifespan holding the services

@@ -41,8 +41,9 @@ CHILD = textwrap.dedent(
 
     data = Path(sys.argv[1])
     store = open_index(data)
-    fleet = FleetService(SqliteBackend(data, store).fleet)
-    lessons = ScopedParams(fleet, data / "lessons.db")
+    backend = SqliteBackend(data, store)
+    fleet = FleetService(backend.fleet)
+    lessons = ScopedParams(fleet, backend.lessons)
     if fleet.get_group("g-a") is None:
         with store.transaction():
             fleet.upsert_group("g-a", name="rev0")
@@ -131,8 +132,9 @@ def _check(data: Path, done: tuple[int, int]) -> tuple[int, int]:
     else:
         assert _integrity(data / "lessons.db") == "ok"
     store = open_index(data)
-    fleet = FleetService(SqliteBackend(data, store).fleet)
-    lessons = ScopedParams(fleet, data / "lessons.db")
+    backend = SqliteBackend(data, store)
+    fleet = FleetService(backend.fleet)
+    lessons = ScopedParams(fleet, backend.lessons)
     try:
         robot = fleet.get_robot("rap-1")
         group = fleet.get_group("g-a")

@@ -1,4 +1,4 @@
-"""FleetService: the robots, their groups and the self-improve toggles (memory spec v0.2),
+"""FleetService: the robots, their groups and the self-improve toggles,
 every rule written once over a :class:`~robot_mcp_memory.fleet._repo.FleetRepo`.
 
 The registry is the one source of truth every brain reads and writes over MCP, and the

@@ -11,7 +11,7 @@ the most documents first, for at most :data:`MAX_REPAIRED_WORDS` words per query
 terms count :data:`REPAIR_WEIGHT` of an exact term's bm25.
 
 Only the caller's vocabulary is read, so whether a misspelling is repaired says nothing
-about the words of documents it may not read (issue 18). Nothing is cached: every lookup
+about the words of documents it may not read (decision 0022). Nothing is cached: every lookup
 is an indexed read of the vocabulary table, which each write keeps up to date in its own
 transaction, so a write never makes the next search reload anything. Cost: one stem
 lookup per query, then one indexed read of a few hundred candidate strings per absent

@@ -1,6 +1,6 @@
 """Each robot's share of the HTTP transports, and the connections kept for the admin.
 
-One robot token must not be able to take the server from the rest of the fleet (issue 18):
+One robot token must not be able to take the server from the rest of the fleet (decision 0020):
 holding SSE streams until ``MEMORY_MAX_CONNECTIONS`` is reached left every other robot
 with ``503``. :class:`ConnectionShares` counts, per robot, what it holds *now* and refuses what
 would go past its share:

@@ -1,5 +1,5 @@
 """The process tools: memory spec §5's seven (find, get, save, record_outcome, delete, list,
-reindex) and the admin's two of issue 22 (revert_process, merge_processes).
+reindex) and the admin's two (revert_process, merge_processes).
 
 Every document in an answer carries its ``revision``, and the summaries of find and list
 its ``stale`` mark and ``last_success`` (:class:`~robot_mcp_memory.processes.DocState`);

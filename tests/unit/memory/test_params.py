@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from robot_mcp_kit.params import SqliteBackend
 from robot_mcp_memory._exceptions import FleetError
 from robot_mcp_memory._limits import MAX_LESSON_NOTE_BYTES
 from robot_mcp_memory.fleet import FleetService
@@ -51,7 +52,7 @@ def nothing_written(lessons: Path) -> Callable[[], bool]:
 
 @pytest.fixture
 def sp(fleet: FleetService, lessons: Path):
-    p = ScopedParams(fleet, lessons)
+    p = ScopedParams(fleet, SqliteBackend(lessons))
     yield p
     p.close()
 
@@ -336,7 +337,9 @@ class TestRecall:
     def test_thresholds_are_configurable(self, fleet: FleetService, lessons: Path) -> None:
         """transfer_min_successes / transfer_min_reliability set what 'earned' means."""
         fleet.set_self_improve(True)
-        sp = ScopedParams(fleet, lessons, transfer_min_successes=1, transfer_min_reliability=0.6)
+        sp = ScopedParams(
+            fleet, SqliteBackend(lessons), transfer_min_successes=1, transfer_min_reliability=0.6
+        )
         try:
             _earn(sp, "a1", "grasp", "t2", {"x": 1}, ok=1)  # 2/3
             assert sp.recall("a1", "grasp", place="t1")["match"] == "transferred"

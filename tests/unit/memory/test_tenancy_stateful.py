@@ -58,9 +58,7 @@ from robot_mcp_memory.tenant import (
 
 # Each machine runs its examples in one test (up to 85 s seen on a loaded two-core run, where
 # the suite's 120 s hang guard is too close): a hang guard of its own.
-# slow: three machines of 40-odd steps each (about 80 s of a worker); `uv run pytest`
-# runs them, the unit subset (-m "not slow") does not.
-pytestmark = [pytest.mark.timeout(400), pytest.mark.slow]
+pytestmark = pytest.mark.timeout(400)
 
 ROBOTS = ("r1", "r2", "r3", "r4", "r5")
 GROUPS = ("g1", "g2")
@@ -745,19 +743,23 @@ def _postgres_databases(pg_new_database: Callable[[], str]) -> Iterator[None]:
 # printed sequence ends at the call that leaked (and the database replays it first).
 _PHASES = (Phase.explicit, Phase.reuse, Phase.generate)
 
-TestTenancyStateful = TenancyMachine.TestCase
+# Slow (a minute of a worker together): `uv run pytest` runs the machines, the unit subset
+# (-m "not slow") does not. The rules are the services', above the storage, so the machine
+# runs in full once, on SQLite; on PostgreSQL and over hybrid search it runs fewer examples
+# (the repository contract, backends/contract.py, holds PostgreSQL to SQLite's answers).
+TestTenancyStateful = pytest.mark.slow(TenancyMachine.TestCase)
 TestTenancyStateful.settings = settings(
     max_examples=40, stateful_step_count=30, deadline=None, phases=_PHASES
 )
 
-TestTenancyStatefulPostgres = PostgresTenancyMachine.TestCase
+TestTenancyStatefulPostgres = pytest.mark.slow(PostgresTenancyMachine.TestCase)
 TestTenancyStatefulPostgres.settings = settings(
-    max_examples=20, stateful_step_count=30, deadline=None, phases=_PHASES
+    max_examples=10, stateful_step_count=30, deadline=None, phases=_PHASES
 )
 
-TestTenancyStatefulHybrid = HybridTenancyMachine.TestCase
+TestTenancyStatefulHybrid = pytest.mark.slow(HybridTenancyMachine.TestCase)
 TestTenancyStatefulHybrid.settings = settings(
-    max_examples=15, stateful_step_count=30, deadline=None, phases=_PHASES
+    max_examples=8, stateful_step_count=30, deadline=None, phases=_PHASES
 )
 
 

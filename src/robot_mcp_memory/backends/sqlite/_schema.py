@@ -15,7 +15,7 @@ table                   kind         why
                                      fts5 shadow tables are sqlite's and named by the kit
 ``processes_postings``  derived      per owner (``shared`` or ``robot:<id>``), each term's
                                      column-weighted frequency in each document: the
-                                     statistics of scoped ranking (issue 18)
+                                     statistics of scoped ranking (decision 0022)
 ``processes_owner_terms``  derived   per term and owner, how many documents hold it: the
                                      vocabulary typo repair reads, and each term's df
 ``processes_lengths``   derived      each document's owner, length in tokens and term
@@ -194,7 +194,7 @@ PROCESSES_FTS = Table(
     derived_from="processes",
 )
 
-# Version 3 (issue 11). The v2 -> v3 step runs these very strings.
+# Version 3: the vocabulary and the vectors. The v2 -> v3 step runs these very strings.
 _PROCESSES_VOCAB_V3 = "CREATE VIRTUAL TABLE processes_vocab USING fts5vocab(processes_fts, row)"
 _PROCESSES_VECTORS_V3 = """
     CREATE TABLE processes_vectors (
@@ -264,7 +264,7 @@ def _to_v3(conn: sqlite3.Connection) -> None:
     conn.execute(_PROCESSES_VECTORS_V3)
 
 
-# Version 4 (issue 18): per-owner statistics, so a scoped call counts only what it may read.
+# Version 4: per-owner statistics, so a scoped call counts only what it may read.
 _PROCESSES_POSTINGS_V4 = """
     CREATE TABLE processes_postings (
       owner TEXT NOT NULL,
@@ -322,7 +322,7 @@ def _to_v4(conn: sqlite3.Connection) -> None:
         conn.execute(ddl)
 
 
-# Version 5 (issue 22): revisions, and the recent outcomes that mark a stale document.
+# Version 5: revisions, and the recent outcomes that mark a stale document.
 _PROCESSES_REVISIONS_V5 = """
     CREATE TABLE processes_revisions (
       doc_id TEXT NOT NULL,
@@ -353,7 +353,7 @@ def _to_v5(conn: sqlite3.Connection) -> None:
         conn.execute(ddl)
 
 
-# Version 6 (issue 32): lives. An id freed by a delete or a merge and saved again starts a
+# Version 6: lives. An id freed by a delete or a merge and saved again starts a
 # new life; a revision is read under the owner it had.
 _PROCESSES_REVISIONS_V6 = """
     CREATE TABLE processes_revisions (

@@ -33,7 +33,7 @@ _INITIAL_CAPACITY = 64
 def _dot(matrix: Vectors, vector: Vectors) -> Vectors:
     # einsum, not `@`: a matrix-vector product this size is memory-bound, and BLAS hands it
     # to its thread pool, whose wake-up after the SQL part of a query cost 10+ ms on a busy
-    # 2-core machine (measured for issue 11); einsum's loop stays on the calling thread.
+    # 2-core machine (measured, decision 0011); einsum's loop stays on the calling thread.
     result: Vectors = np.einsum("ij,j->i", matrix, vector)
     return result
 
