@@ -38,7 +38,7 @@ class StaticTokens:
         return None if client is None else AccessToken(token=token, client_id=client, scopes=[])
 
 
-runtime = TaskRuntime("owned")
+runtime = TaskRuntime("owned", task_admins=["brain"])
 native = NativeTasks(runtime.manager)
 mcp = MCPServer(
     "owned",
