@@ -32,7 +32,7 @@ from typing import Any, Generic, Protocol, TypeVar, overload, runtime_checkable
 
 from robot_mcp_kit import _exceptions
 from robot_mcp_kit.events import EventPoster
-from robot_mcp_kit.tasks import EventSink, TaskManager
+from robot_mcp_kit.tasks import EventSink, TaskManager, TriggerType
 
 __all__ = ["RuntimeSink", "TaskRuntime"]
 
@@ -94,7 +94,7 @@ class TaskRuntime(Generic[_Sink]):
         server_name: str,
         *,
         poster: None = None,
-        known_trigger_types: Collection[str] | None = None,
+        known_trigger_types: Collection[str | TriggerType] | None = None,
         task_admins: Collection[str] = (),
         manager_options: Mapping[str, Any] | None = None,
     ) -> None: ...
@@ -105,7 +105,7 @@ class TaskRuntime(Generic[_Sink]):
         server_name: str,
         *,
         poster: _Sink,
-        known_trigger_types: Collection[str] | None = None,
+        known_trigger_types: Collection[str | TriggerType] | None = None,
         task_admins: Collection[str] = (),
         manager_options: Mapping[str, Any] | None = None,
     ) -> None: ...
@@ -115,7 +115,7 @@ class TaskRuntime(Generic[_Sink]):
         server_name: str,
         *,
         poster: Any = None,
-        known_trigger_types: Collection[str] | None = None,
+        known_trigger_types: Collection[str | TriggerType] | None = None,
         task_admins: Collection[str] = (),
         manager_options: Mapping[str, Any] | None = None,
     ) -> None:
