@@ -163,11 +163,12 @@ def _copy_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
             "Copy a whole memory store between backends and verify it: the process\n"
-            "documents (ids, counters, timestamps exactly), the fleet registry (groups,\n"
-            "robots, settings and self-improve toggles) and the lessons. The destination\n"
-            "rebuilds its search index from the copied documents (vectors are computed by\n"
-            "the server that opens it with an embedder). Stop the servers writing to the\n"
-            "source first."
+            "documents (ids, counters, timestamps, revision numbers exactly) with their\n"
+            "revision history (the kept earlier versions, deleted documents' included),\n"
+            "the fleet registry (groups, robots, settings and self-improve toggles) and\n"
+            "the lessons. The destination rebuilds its search index from the copied\n"
+            "documents (vectors are computed by the server that opens it with an\n"
+            "embedder). Stop the servers writing to the source first."
         ),
         epilog=(
             "SRC and DST are each a data directory (SQLite: its index.db and lessons.db, "
