@@ -351,14 +351,61 @@ def test_load_refuses_a_folder_that_is_a_symlink_out_of_the_dump(tmp_path):
     _refused_untouched(data, dumped, "is a symbolic link")
 
 
-@pytest.mark.parametrize(
-    "lessons", [[1, "x"], [None], [{"scope": "solo:a"}], [["scope", "key"]]], ids=repr
-)
-def test_load_refuses_a_lessons_file_whose_entries_are_not_lessons(tmp_path, lessons):
-    """Non-object or incomplete entries in ``lessons.json`` (digest right) are one line
-    naming the entry, exit 2, before anything is written."""
+_STAMP = "2026-01-02T03:04:05.000Z"
+_GROUP = {
+    "group_id": "line-a",
+    "name": None,
+    "customer": None,
+    "factory": None,
+    "self_improve": None,
+    "created": _STAMP,
+    "updated": _STAMP,
+}
+_ROBOT = {
+    "robot_id": "rap-1",
+    "group_id": "line-a",
+    "name": None,
+    "meta": {},
+    "registered": _STAMP,
+    "updated": _STAMP,
+}
+_BROKEN_FILES = {
+    "lessons-not-objects": (
+        {"lessons.json": [1, "x"]},
+        "lessons.json entry 1 is not a lesson a dump writes: a lesson must be a JSON object",
+    ),
+    "lesson-without-fields": (
+        {"lessons.json": [{"scope": "solo:a"}]},
+        "lessons.json entry 1 is not a lesson a dump writes",
+    ),
+    "group-id-not-a-string": (
+        {"fleet/groups.json": [{**_GROUP, "group_id": ["x"]}]},
+        "groups.json entry 1 is not a group a dump writes: group_id must be a string",
+    ),
+    # The group is valid and comes first: nothing of it may be written before the refusal.
+    "robot-meta-not-an-object": (
+        {"fleet/groups.json": [_GROUP], "fleet/robots.json": [{**_ROBOT, "meta": "x"}]},
+        "robots.json entry 1 is not a robot a dump writes: meta must be a JSON object",
+    ),
+    "robot-in-no-group": (
+        {"fleet/groups.json": [_GROUP], "fleet/robots.json": [{**_ROBOT, "group_id": "nope"}]},
+        "which neither the dump nor the store holds",
+    ),
+    "setting-not-a-bool": (
+        {"fleet/settings.json": {"global_self_improve": "yes"}},
+        "settings or lessons file is not what a dump writes",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_BROKEN_FILES))
+def test_load_refuses_registry_settings_and_lessons_a_dump_does_not_write(tmp_path, case):
+    """Entries of the JSON files that are not what a dump writes (digests right) are one
+    line naming the file and entry, exit 2, before anything is written."""
     data, dumped = _dump_of_one_document(tmp_path)
-    text = (json.dumps(lessons) + "\n").encode()
-    (dumped / "lessons.json").write_bytes(text)
-    _list_in_manifest(dumped, "lessons.json", _sha256(text))
-    _refused_untouched(data, dumped, "lessons.json entry 1 is not a lesson")
+    replaced, needle = _BROKEN_FILES[case]
+    for name, value in replaced.items():
+        text = (json.dumps(value) + "\n").encode()
+        (dumped / name).write_bytes(text)
+        _list_in_manifest(dumped, name, _sha256(text))
+    _refused_untouched(data, dumped, needle)

@@ -57,6 +57,13 @@ from robot_mcp_memory._exceptions import DocError, FleetError, OperationRefused
 from robot_mcp_memory.db import SCHEMA_VERSION
 from robot_mcp_memory.documents import SLUG_PATTERN, ProcessDoc
 from robot_mcp_memory.fleet import Group, Robot
+from robot_mcp_memory.fleet.validation import (
+    check_bool,
+    check_id,
+    check_json_object,
+    check_label,
+    show,
+)
 from robot_mcp_memory.limits import MAX_LIMIT
 from robot_mcp_memory.operations._backup import backup_store
 from robot_mcp_memory.params import lesson_from_dict
@@ -252,17 +259,66 @@ def _read_dump(src: Path) -> _Dump:
         raise OperationRefused(f"the fleet files of {src} do not have the dump's fields") from exc
     settings = _json_file(src, _SETTINGS, contents)
     lessons = _json_file(src, _LESSONS, contents)
-    if not isinstance(settings, dict) or not isinstance(lessons, list):
+    if (
+        not isinstance(settings, dict)
+        or not isinstance(settings.get("global_self_improve", False), bool)
+        or not isinstance(lessons, list)
+    ):
         raise OperationRefused(f"{src}'s settings or lessons file is not what a dump writes")
-    for number, lesson in enumerate(lessons, start=1):
-        try:
-            lesson_from_dict(lesson)
-        except FleetError as exc:
-            raise OperationRefused(
-                f"{src / _LESSONS} entry {number} is not a lesson a dump writes: {exc.detail}",
-                path=str(src / _LESSONS),
-            ) from None
+    checks: list[tuple[str, str, list[Any], Callable[[Any], object]]] = [
+        (_GROUPS, "group", groups, _check_group),
+        (_ROBOTS, "robot", robots, _check_robot),
+        (_LESSONS, "lesson", lessons, lesson_from_dict),
+    ]
+    for name, kind, entries, check in checks:
+        for number, entry in enumerate(entries, start=1):
+            try:
+                check(entry)
+            except FleetError as exc:
+                raise OperationRefused(
+                    f"{src / name} entry {number} is not a {kind} a dump writes: {exc.detail}",
+                    path=str(src / name),
+                ) from None
     return _Dump(documents, groups, robots, settings, lessons)
+
+
+def _check_group(group: Group) -> None:
+    """The fields of a dumped group, as the registry would store them.
+
+    Raises:
+        FleetError: ``invalid``, naming the field.
+    """
+    check_id(group.group_id, "group_id")
+    for label in ("name", "customer", "factory"):
+        value = getattr(group, label)
+        if value is not None:
+            check_label(value, label)
+    if group.self_improve is not None:
+        check_bool(group.self_improve, "self_improve")
+    _check_stamps(group.created, group.updated)
+
+
+def _check_robot(robot: Robot) -> None:
+    """The fields of a dumped robot, as the registry would store them.
+
+    Raises:
+        FleetError: ``invalid``, naming the field.
+    """
+    check_id(robot.robot_id, "robot_id")
+    if robot.group_id is not None:
+        check_id(robot.group_id, "group_id")
+    if robot.name is not None:
+        check_label(robot.name, "name")
+    check_json_object(robot.meta, "meta")
+    _check_stamps(robot.registered, robot.updated)
+
+
+def _check_stamps(*stamps: object) -> None:
+    for stamp in stamps:
+        if not isinstance(stamp, str):
+            raise FleetError(
+                "invalid", f"a timestamp must be a string, got {show(stamp)}", field="timestamp"
+            )
 
 
 def _is_dump_file(name: str) -> bool:
@@ -380,6 +436,15 @@ def load_memory(
         f"checked {src}: {len(dump.documents)} documents, {len(dump.groups)} groups, "
         f"{len(dump.robots)} robots, {len(dump.lessons)} lessons (sha256 ok)"
     )
+    dumped_groups = {g.group_id for g in dump.groups}
+    for robot in dump.robots:
+        gid = robot.group_id
+        if gid is not None and gid not in dumped_groups and memory.fleet.get_group(gid) is None:
+            raise OperationRefused(
+                f"the dump's robot {robot.robot_id!r} is in group {gid!r}, which neither the "
+                "dump nor the store holds; nothing was loaded. Dump again, or create the "
+                "group first"
+            )
     empty = _is_empty(memory)
     conflicts = _conflicts(memory, dump, empty=empty)
     if conflicts and on_conflict == "refuse":
