@@ -288,7 +288,8 @@ class TaskManager:
                 ``max_payload_bytes`` (the message names the key path and the reason).
             InvalidTrigger: a trigger is not an object with a string ``type``, or a field
                 of its known type is missing or not as declared (the message names the
-                trigger's index, its type and the field).
+                trigger's index, its type and the field); or there are more than
+                ``MAX_TRIGGERS`` (32), or over ``MAX_TRIGGERS_JSON_BYTES`` (8 KiB) of them.
             InvalidArgument: ``est_duration_s`` is not a finite number or None.
         """
         try:
@@ -320,19 +321,17 @@ class TaskManager:
             raise ManagerClosed(
                 f"TaskManager for {self.server_name!r} is closed; no task can be started."
             )
-        if triggers is not None:
-            triggers = [
-                json_payload(t, f"trigger {i}", max_bytes=self.max_payload_bytes)
-                if isinstance(t, dict)
-                else t
-                for i, t in enumerate(triggers)
-            ]
         rules = (
             self._trigger_rules
             if known_trigger_types is None
             else trigger_rules(known_trigger_types)
         )
-        check_triggers(triggers, rules)
+        check_triggers(triggers, rules)  # first: a declared field's refusal names it
+        if triggers is not None:
+            triggers = [
+                json_payload(t, f"trigger {i}", max_bytes=self.max_payload_bytes)
+                for i, t in enumerate(triggers)
+            ]
         if est_duration_s is not None and not (
             is_number(est_duration_s) and math.isfinite(est_duration_s)
         ):

@@ -43,8 +43,9 @@ types without fields to check, or :class:`TriggerType` s declaring a type's fiel
 (:class:`NumberField`, :class:`TextField`). When a task starts, a trigger that is not an
 object with a string ``type``, or one of a known type whose fields are not as declared,
 refuses the start (:class:`~robot_mcp_kit.InvalidTrigger`, naming the trigger's index, its
-type and the field; nothing starts), so a body reads ``t["seconds"]`` without a guard. A
-trigger whose type is not known is ignored with one WARNING. With
+type and the field; nothing starts), so a body reads ``t["seconds"]`` without a guard; so
+do more than :data:`MAX_TRIGGERS` triggers (32) or over :data:`MAX_TRIGGERS_JSON_BYTES`
+(8 KiB) of them. A trigger whose type is not known is ignored with one WARNING. With
 ``known_trigger_types=None`` (the default) the manager does not judge type names and
 checks the documented types' fields.
 
@@ -97,6 +98,8 @@ from robot_mcp_kit._task_manager import (
 from robot_mcp_kit._triggers import (
     CONTRACT_TRIGGER_TYPES,
     GENERIC_TRIGGER_TYPES,
+    MAX_TRIGGERS,
+    MAX_TRIGGERS_JSON_BYTES,
     NumberField,
     TextField,
     TriggerField,
@@ -114,6 +117,8 @@ __all__ = [
     "EVENTS_PAGE_MAX",
     "GENERIC_TRIGGER_TYPES",
     "INTERRUPTED",
+    "MAX_TRIGGERS",
+    "MAX_TRIGGERS_JSON_BYTES",
     "EventSink",
     "InternalErrorDetail",
     "NumberField",
