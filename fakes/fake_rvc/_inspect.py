@@ -16,7 +16,6 @@ from fake_rvc._dependencies import ERROR_RESPONSE, RecorderDep, error_response
 from fake_rvc._exceptions import FaultError, WaitTimeout
 from fake_rvc._reconcile import Reconciler
 from fake_rvc._records import json_line
-from robot_mcp_kit import EventType
 
 __all__ = ["EVENTS_JSONL_PATH", "INSPECT_PATH", "FaultRequest", "router"]
 
@@ -27,6 +26,16 @@ EVENTS_JSONL_PATH = "/api/fake/events.jsonl"
 
 INSPECT_PATH = "/api/fake/inspect"
 """fake_rvc's inspection hook (docs/contract.md §5.5): ``?server=…&task_id=…``."""
+
+EventTypeFilter = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        description="Only events of this type: a known one, or any other a post carried "
+        "(an unknown type is acknowledged and stored, docs/contract.md §4.4).",
+    ),
+]
+"""The ``type`` query filter: any non-empty string, the types the kit does not know too."""
 
 
 class FaultRequest(BaseModel):
@@ -56,7 +65,7 @@ async def list_events(
     recorder: RecorderDep,
     server: str | None = None,
     task_id: str | None = None,
-    type: EventType | None = None,
+    type: EventTypeFilter = None,
 ) -> dict[str, Any]:
     events = recorder.events(server=server, task_id=task_id, type=type)
     return {"count": len(events), "events": [e.to_dict() for e in events]}
@@ -72,7 +81,7 @@ async def export_events(
     recorder: RecorderDep,
     server: str | None = None,
     task_id: str | None = None,
-    type: EventType | None = None,
+    type: EventTypeFilter = None,
 ) -> PlainTextResponse:
     events = recorder.events(server=server, task_id=task_id, type=type)
     text = "".join(json_line(e) for e in events)
@@ -174,7 +183,7 @@ async def reset(recorder: RecorderDep) -> dict[str, Any]:
 async def wait(
     recorder: RecorderDep,
     task_id: Annotated[str, Query(min_length=1)],
-    type: EventType | None = None,
+    type: EventTypeFilter = None,
     timeout_s: Annotated[float, Query(gt=0, le=300)] = 10.0,
     server: str | None = None,
 ) -> Any:

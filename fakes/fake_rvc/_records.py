@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from fake_rvc._receive import KNOWN_EVENT_TYPES
 from robot_mcp_kit.models import TERMINAL_EVENT_TYPES, TaskEvent
 
 __all__ = [
@@ -271,12 +272,14 @@ class Timeline:
     def track(self, received: ReceivedEvent) -> list[dict[str, Any]]:
         """Advance ``expected_seq`` for a newly received event; return its anomalies.
 
-        ``after_terminal`` (anything after ``task_done`` / ``task_failed``), ``gap`` (seq
-        above the expected one) or ``reorder`` (below it). The caller stores them.
+        ``after_terminal`` (an event of a known type after ``task_done`` / ``task_failed``;
+        one of a type the kit does not know is acknowledged and ignored, contract §4.4),
+        ``gap`` (seq above the expected one, whatever the type: every seq counts) or
+        ``reorder`` (below it). The caller stores them.
         """
         anomalies: list[dict[str, Any]] = []
         seq = received.seq
-        if self.terminal is not None:
+        if self.terminal is not None and received.type in KNOWN_EVENT_TYPES:
             anomalies.append(
                 {
                     "kind": "after_terminal",
