@@ -45,6 +45,7 @@ __all__ = [
     "attach",
     "capture",
     "client_span",
+    "continued_span",
     "disable",
     "enable",
     "log_fields",
@@ -116,6 +117,27 @@ INSTRUMENTS: Final[Mapping[str, Instrument]] = {
     ),
     "robot_mcp.store.hot_dropped": Instrument(
         "observable_counter", "{write}", "Hot writes refused because the queue was full."
+    ),
+    "robot_mcp.receiver.posts": Instrument(
+        "observable_counter",
+        "{post}",
+        "Posts the brain's receiver answered, by outcome (accepted, duplicate, ignored, "
+        "refused, unavailable).",
+    ),
+    "robot_mcp.receiver.delivered": Instrument(
+        "observable_counter", "{update}", "Task updates the receiver's handler returned from."
+    ),
+    "robot_mcp.receiver.handler_failures": Instrument(
+        "observable_counter", "{call}", "Calls of the receiver's handler that raised."
+    ),
+    "robot_mcp.receiver.waiting": Instrument(
+        "observable_gauge", "{event}", "Events the receiver stored and has not handed over."
+    ),
+    "robot_mcp.receiver.repaired": Instrument(
+        "observable_counter", "{event}", "Events the receiver fetched with get_task_events."
+    ),
+    "robot_mcp.receiver.handler.duration": Instrument(
+        "histogram", "s", "One call of the receiver's handler, by update kind and outcome."
     ),
     "robot_mcp.memory.find.duration": Instrument(
         "histogram", "s", "find_processes searches, by search mode (lexical, hybrid)."
@@ -592,6 +614,31 @@ def _client_span(
     else:
         parent = otel.context.Context()  # a root: not whatever span is current
     return _Scope(otel, name, "client", attributes, parent, inject=True)
+
+
+def continued_span(
+    name: str,
+    parent_headers: tuple[str, str] | None,
+    attributes: Mapping[str, Any] | None = None,
+    *,
+    kind: SpanKind = "internal",
+) -> contextlib.AbstractContextManager[Any]:
+    """A span in the trace ``parent_headers`` names (``(traceparent, tracestate)``).
+
+    For work done later on something that arrived with a trace context (a receiver
+    handing over an event its poster sent in the task's trace). Without ``parent_headers``
+    it is a child of the current span; a no-op context while off.
+    """
+    otel = _otel if _decided else _current()
+    if otel is None:
+        return _NO_SPAN
+    parent = None
+    if parent_headers is not None:
+        carrier = {"traceparent": parent_headers[0]}
+        if parent_headers[1]:
+            carrier["tracestate"] = parent_headers[1]
+        parent = otel.propagator.extract(carrier)
+    return _Scope(otel, name, kind, attributes, parent)
 
 
 def set_attributes(current: Any = None, /, **attributes: Any) -> None:
