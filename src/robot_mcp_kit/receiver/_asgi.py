@@ -259,9 +259,9 @@ def fastapi_router(
         status, answer, _receipt = await answer_post(receiver, head, headers, body)
         return JSONResponse(answer, status_code=status)
 
-    router.add_api_route(
-        path, receive_event, methods=["POST"], summary="Receive one signed TaskEvent"
-    )
+    # Plain routes: the endpoints take the request as it is (FastAPI would read the
+    # postponed annotations against this module's globals, where Request is not).
+    router.add_route(path, receive_event, methods=["POST"])
     if inspect_path is not None:
 
         async def inspect(request: Request) -> JSONResponse:
@@ -269,5 +269,5 @@ def fastapi_router(
             status, answer = inspect_answer(receiver, query)
             return JSONResponse(answer, status_code=status)
 
-        router.add_api_route(inspect_path, inspect, methods=["GET"], summary="Inspection hook")
+        router.add_route(inspect_path, inspect, methods=["GET"])
     return router

@@ -7,7 +7,8 @@
         ├── ReceiverClosed          (RuntimeError) the receiver was used after aclose()
         └── ServerCallFailed        (RuntimeError) a call to a server's MCP tools failed:
                                     ``code`` says how (unreachable, timeout, not_found,
-                                    invalid, error, bad_answer, no_mcp_url)
+                                    invalid, error, bad_answer, no_mcp_url,
+                                    missing_extra)
 
 A post the receiver refuses is no exception: :func:`~robot_mcp_kit.receiver.check_post`
 answers it with a :class:`~robot_mcp_kit.receiver.Verdict`.
@@ -36,8 +37,9 @@ class ServerCallFailed(ReceiverError, RuntimeError):
         tool: the tool called (``get_task_events``, ``list_tasks``, ``answer_task_input``…).
         code: ``unreachable`` (no connection or session), ``timeout``, ``not_found`` /
             ``invalid`` (the server's error answer), ``error`` (another error answer or an
-            MCP error), ``bad_answer`` (an answer that is not the contract's shape) or
-            ``no_mcp_url`` (the receiver has no MCP URL for the server).
+            MCP error), ``bad_answer`` (an answer that is not the contract's shape),
+            ``no_mcp_url`` (the receiver has no MCP URL for the server) or
+            ``missing_extra`` (the ``mcp`` package is not installed).
         detail: one sentence; never a secret or a token.
     """
 

@@ -23,7 +23,7 @@ __all__ = ["ServerLink"]
 
 T = TypeVar("T")
 
-_NOT_ANSWERED = frozenset({"unreachable", "timeout"})
+_NOT_ANSWERED = frozenset({"unreachable", "timeout", "missing_extra"})
 """Failure codes that mean the server did not answer (the others are its answers)."""
 
 

@@ -534,14 +534,24 @@ class Receiver:
 
     def _after_store(self) -> None:
         self._since_prune += 1
-        if self._since_prune < _PRUNE_EVERY:
-            return
+        if self._since_prune >= _PRUNE_EVERY:
+            self.prune()
+
+    def prune(self) -> int:
+        """Drop delivered events beyond ``retain_events`` and finished tasks untouched for
+        ``retain_tasks_s``; return how many rows went. Never raises (a failure is logged).
+
+        The receiver calls it every 1 000 events it stores; events still waiting are kept.
+        """
         self._since_prune = 0
         try:
             self._state.save(self._clock())
-            self._store.prune(retain_events=self.retain_events, retain_tasks_s=self.retain_tasks_s)
+            return self._store.prune(
+                retain_events=self.retain_events, retain_tasks_s=self.retain_tasks_s
+            )
         except Exception as exc:
             _log.error("receiver_prune_failed", error=type(exc).__name__)
+            return 0
 
     # -- the servers --------------------------------------------------------------------------
 

@@ -308,7 +308,16 @@ class ServerTools:
     async def _open(self, stack: contextlib.AsyncExitStack) -> Any:
         if self.session_factory is not None:
             return await stack.enter_async_context(self.session_factory(self.server))
-        from mcp import ClientSession
+        try:
+            from mcp import ClientSession
+        except ImportError:
+            raise ServerCallFailed(
+                self.server.name,
+                "initialize",
+                "missing_extra",
+                "repair and reconciliation call the server over MCP, which needs the mcp "
+                "package: pip install 'robot-mcp-kit[receiver]'",
+            ) from None
 
         streams = await stack.enter_async_context(self._transport(stack))
         session = await stack.enter_async_context(ClientSession(streams[0], streams[1]))

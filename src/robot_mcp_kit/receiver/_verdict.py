@@ -506,13 +506,17 @@ def _unknown_type(errors: list[Any], envelope: Any) -> UnknownEvent | None:
 def read_event(raw: object) -> TaskEvent | UnknownEvent | None:
     """A TaskEvent from a decoded JSON object (a ``get_task_events`` page's entry).
 
-    Returns the event, an :class:`UnknownEvent` for a well-formed event of a type this kit
-    does not know, or None for anything else. Never raises.
+    Judged as a posted body would be (strict types, ``schema_version`` 1, no NaN):
+    returns the event, an :class:`UnknownEvent` for a well-formed event of a type this
+    kit does not know, or None for anything else. Never raises.
     """
     if not isinstance(raw, dict):
         return None
     try:
-        return TaskEvent.model_validate(raw)
-    except ValidationError as exc:
-        errors = exc.errors(include_url=False)
-    return _unknown_type(errors, lambda: _Envelope.model_validate(raw))
+        body = json.dumps(raw, separators=(",", ":")).encode()
+    except (TypeError, ValueError, RecursionError):
+        return None
+    if json_depth(body) > DEFAULT_MAX_JSON_DEPTH:
+        return None
+    found = _diagnose(body, "")
+    return None if isinstance(found, Verdict) else found
