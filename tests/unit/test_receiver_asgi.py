@@ -113,9 +113,7 @@ class TestAsgiApp:
                 for _ in range(5):
                     yield b"x" * 1_000
 
-            streamed = await client.post(
-                "/api/agent/events", content=chunks(), headers=signed(big)
-            )
+            streamed = await client.post("/api/agent/events", content=chunks(), headers=signed(big))
         await receiver.aclose()
         assert (declared.status_code, declared.json()["error"]) == (413, "too_large")
         assert (streamed.status_code, streamed.json()["error"]) == (413, "too_large")

@@ -69,9 +69,7 @@ class TestUnknownTypes:
             ({"type": "battery_low", "schema_version": 2}, BodyReason.BAD_SCHEMA_VERSION),
         ],
     )
-    def test_an_unknown_type_with_another_fault_is_still_refused(
-        self, make_event, changes, reason
-    ):
+    def test_an_unknown_type_with_another_fault_is_still_refused(self, make_event, changes, reason):
         """Only the type may be unknown: any other fault refuses the post as before."""
         body = json.dumps(as_dict(make_event(), **changes)).encode()
         verdict = decide(body)
