@@ -1,9 +1,9 @@
-"""The cost of telemetry (issue 21): poster throughput and find latency, off against on.
+"""The cost of telemetry: poster throughput and find latency, off, on and sampled out.
 
     uv run python benchmarks/bench_observability.py [--events N] [--chunk C]
                                                     [--docs D] [--queries Q]
 
-Two modes, interleaved in one run (who goes first alternates, so both see the same load):
+Three modes, interleaved in one run (the order rotates, so all see the same load):
 
 - off:  telemetry off (``telemetry.disable()``): installed, the SDK even loaded in this
         process, nothing recorded: every hook returns at its first check. A process where
@@ -13,19 +13,23 @@ Two modes, interleaved in one run (who goes first alternates, so both see the sa
         event;
 - on:   spans and metrics recorded through the SDK (batch span processor, periodic metric
         reader every second) and exported over OTLP/HTTP to a collector process on
-        loopback (``tests/integration/_otlp_collector.py``).
+        loopback (``tests/integration/_otlp_collector.py``);
+- sampled-out: the same providers, but each planner's call carries a ``traceparent``
+        whose sampled flag is clear (the planner decided not to record this trace): no
+        span is made at all, the trace context is still passed on, metrics are recorded.
 
 Poster: the bench_poster receiver (a uvicorn subprocess answering 200); each side posts a
-chunk of C events, inside a span in mode ``on`` (a task's span: every POST then carries a
-``traceparent`` and is a CLIENT span), then ``flush()``; events/s over all chunks.
+chunk of C events inside a tool call's SERVER span and a task's span (every POST then
+carries a ``traceparent`` and, when sampled, is a CLIENT span), then ``flush()``; events/s
+over all chunks.
 
 Find: a lexical ``ProcessStore`` of D synthetic documents (bench_memory's corpus); each
 query runs in each mode inside ``telemetry.server_span("tools/call", "find_processes")``
 (the span a tool call adds; a no-op while off), so ``on`` pays the SERVER span, the
 ``memory.find`` span and its ``memory.search.lexical`` child, and two histograms. p50 ms.
 
-Ratios in one run: on/off for throughput (target >= 0.95, the issue's 5 %) and for find
-p50 (target <= 1.05).
+Ratios in one run against off (issue 35's goals): on ≥ 0.95 for throughput and ≤ 1.03 for
+find p50; sampled-out within 2 % of off for both (the noise of a shared two-core machine).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -55,8 +60,12 @@ from robot_mcp_kit import EventPoster, telemetry  # noqa: E402
 SECRET = "bench-secret"
 COLLECTOR = HERE.parent / "tests" / "integration" / "_otlp_collector.py"
 TARGET_THROUGHPUT = 0.95
-TARGET_LATENCY = 1.05
-MODES = ("off", "on")
+TARGET_LATENCY = 1.03
+TARGET_UNSAMPLED = 0.02  # "costs nothing measurable": within the noise of a shared machine
+MODES = ("off", "on", "sampled-out")
+FIND_BLOCK = 20
+UNSAMPLED = {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"}
+"""The caller's trace with its sampled flag clear: the planner decided not to record it."""
 
 
 class Modes:
@@ -87,12 +96,17 @@ class Modes:
         )
 
     def set(self, mode: str) -> None:
-        if mode == "on":
+        if mode == "off":
+            telemetry.disable()
+        else:  # sampled-out: the same providers; the caller's trace says "not sampled"
             telemetry.enable(
                 tracer_provider=self.tracer_provider, meter_provider=self.meter_provider
             )
-        else:
-            telemetry.disable()
+
+    def flush(self, mode: str) -> None:
+        """Export what ``mode`` recorded (nothing while off)."""
+        if mode != "off":
+            self.tracer_provider.force_flush()
 
     def close(self) -> None:
         telemetry.disable()
@@ -147,14 +161,16 @@ async def bench_poster(
             await posters[mode].flush()
         for i, lo in enumerate(range(0, n, chunk)):
             hi = min(lo + chunk, n)
-            for mode in MODES if i % 2 == 0 else MODES[::-1]:
+            for mode in MODES[i % 3 :] + MODES[: i % 3]:
                 modes.set(mode)
                 poster = posters[mode]
                 t0, c0 = time.perf_counter(), time.process_time()
-                with telemetry.span("task bench"):
+                with request(mode, "sleep_task"), telemetry.span("task bench"):
                     for event in events[lo:hi]:
                         await poster.post(event)
                 await poster.flush()
+                # Each mode pays for its own export here, so none spills into the next.
+                modes.flush(mode)
                 wall[mode] += time.perf_counter() - t0
                 cpu[mode] += time.process_time() - c0
     finally:
@@ -169,25 +185,40 @@ async def bench_poster(
     return rate, {mode: seconds / n * 1e6 for mode, seconds in cpu.items()}
 
 
-def bench_find(modes: Modes, docs: int, queries: int) -> dict[str, float]:
+def bench_find(modes: Modes, docs: int, queries: int) -> tuple[dict[str, float], dict[str, float]]:
+    """p50 ms per query and mean ms per query with the mode's export, per mode."""
     with tempfile.TemporaryDirectory(prefix="bench-observability-") as tmp:
         store, _ = build(Path(tmp), docs, seed=21)
         corpus = Corpus(random.Random(99), _pseudo_words(random.Random(100), 3000))
         asked = [corpus.query() for _ in range(queries)]
         times: dict[str, list[float]] = {mode: [] for mode in MODES}
+        totals = dict.fromkeys(MODES, 0.0)
         try:
             for q in asked[:20]:  # warm the page cache and statement caches
                 store.find(q, k=3)
-            for n, q in enumerate(asked):
-                for mode in MODES if n % 2 == 0 else MODES[::-1]:
+            # Blocks of FIND_BLOCK queries per mode, the order rotating; each block ends
+            # with its mode's export (timed in the block's total, not in any query's p50),
+            # so no mode's exporter thread runs during another mode's queries.
+            for b, lo in enumerate(range(0, queries, FIND_BLOCK)):
+                for mode in MODES[b % 3 :] + MODES[: b % 3]:
                     modes.set(mode)
-                    t0 = time.perf_counter_ns()
-                    with telemetry.server_span("tools/call", "find_processes", None):
-                        store.find(q, k=3)
-                    times[mode].append((time.perf_counter_ns() - t0) / 1e6)
+                    block0 = time.perf_counter_ns()
+                    for q in asked[lo : lo + FIND_BLOCK]:
+                        t0 = time.perf_counter_ns()
+                        with request(mode, "find_processes"):
+                            store.find(q, k=3)
+                        times[mode].append((time.perf_counter_ns() - t0) / 1e6)
+                    modes.flush(mode)
+                    totals[mode] += (time.perf_counter_ns() - block0) / 1e6
         finally:
             store.close()
-    return {mode: statistics.median(values) for mode, values in times.items()}
+    p50 = {mode: statistics.median(values) for mode, values in times.items()}
+    return p50, {mode: total / queries for mode, total in totals.items()}
+
+
+def request(mode: str, tool: str) -> Any:
+    """The SERVER span of a planner's call: the caller's trace sampled out in that mode."""
+    return telemetry.server_span("tools/call", tool, UNSAMPLED if mode == "sampled-out" else None)
 
 
 def off_hook_ns() -> float:
@@ -227,7 +258,7 @@ def main() -> int:
     modes = Modes(f"http://127.0.0.1:{collector_port}")
     try:
         rate, cpu_us = asyncio.run(bench_poster(modes, receiver_port, args.events, args.chunk))
-        p50 = bench_find(modes, args.docs, args.queries)
+        p50, mean = bench_find(modes, args.docs, args.queries)
         modes.set("on")
         modes.tracer_provider.force_flush()
         modes.meter_provider.force_flush()
@@ -239,14 +270,21 @@ def main() -> int:
 
     print(f"poster: {args.events} events per mode, interleaved in chunks of {args.chunk}")
     for mode in MODES:
-        print(f"  {mode:8}: {rate[mode]:8.0f} ev/s  (CPU {cpu_us[mode]:.0f} µs/event)")
+        print(f"  {mode:11}: {rate[mode]:8.0f} ev/s  (CPU {cpu_us[mode]:.0f} µs/event)")
     print(f"find: {args.queries} queries per mode over {args.docs} documents (lexical)")
     for mode in MODES:
-        print(f"  {mode:8}: p50 {p50[mode]:.3f} ms")
+        print(f"  {mode:11}: p50 {p50[mode]:.3f} ms  (mean with its export {mean[mode]:.3f} ms)")
     print(f"exported to the collector: {counts['spans']} spans, {counts['points']} data points")
     throughput_on = rate["on"] / rate["off"]
     latency_on = p50["on"] / p50["off"]
-    ok = throughput_on >= TARGET_THROUGHPUT and latency_on <= TARGET_LATENCY
+    throughput_unsampled = rate["sampled-out"] / rate["off"]
+    latency_unsampled = p50["sampled-out"] / p50["off"]
+    ok = (
+        throughput_on >= TARGET_THROUGHPUT
+        and latency_on <= TARGET_LATENCY
+        and throughput_unsampled >= 1 - TARGET_UNSAMPLED
+        and latency_unsampled <= 1 + TARGET_UNSAMPLED
+    )
     # While off, an event passes about 4 hooks (trace_headers at post, the attempt's
     # client_span and active(), the delivery histogram) and a find about 5.
     per_event_us = 4 * hook_ns / 1000
@@ -256,7 +294,15 @@ def main() -> int:
     )
     print(f"ratio poster throughput on/off: {throughput_on:.3f}  (target >= {TARGET_THROUGHPUT})")
     print(f"ratio find p50 on/off: {latency_on:.3f}  (target <= {TARGET_LATENCY})")
-    print("OK" if ok else "ABOVE THE 5 % GOAL")
+    print(
+        f"ratio poster throughput sampled-out/off: {throughput_unsampled:.3f}  "
+        f"(target >= {1 - TARGET_UNSAMPLED})"
+    )
+    print(
+        f"ratio find p50 sampled-out/off: {latency_unsampled:.3f}  "
+        f"(target <= {1 + TARGET_UNSAMPLED})"
+    )
+    print("OK" if ok else "ABOVE A GOAL")
     if counts["spans"] == 0:
         raise SystemExit("nothing was exported: the 'on' figures measured no telemetry")
     return 0 if ok else 1

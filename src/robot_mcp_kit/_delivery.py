@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -26,7 +27,7 @@ from robot_mcp_kit._backlog import QueuedEvent
 from robot_mcp_kit._retry import Clock, RetryPolicy
 from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.signing import signed_headers, standard_headers
-from robot_mcp_kit.telemetry import active, client_span, record, set_attributes
+from robot_mcp_kit.telemetry import client_span, record, set_attributes
 
 __all__ = ["Delivery", "DeliveryResult", "Outcome"]
 
@@ -153,7 +154,7 @@ class Delivery:
         server = {"robot_mcp.server": self.server_name}
         while True:
             attempt += 1
-            attributes = self._span_attributes(item, attempt) if active() else None
+            attributes = functools.partial(self._span_attributes, item, attempt)
             with client_span("POST", item.trace, attributes) as (attempt_span, trace):
                 if slots is None:
                     delivered, status, problem, retry_after = await self._attempt(

@@ -243,14 +243,19 @@ def trace_tool_calls(server: Any) -> bool:
     ``params._meta``) in a span ``tools/call {tool}`` with the MCP semantic conventions'
     attributes (:func:`robot_mcp_kit.telemetry.server_span`), and a result with
     ``isError`` sets ``error.type`` to ``tool_error``. While telemetry is off the wrapper
-    only calls the handler. Idempotent. Returns False, changing nothing, for mcp 2.x
-    ``MCPServer`` and standalone FastMCP, which make that span themselves (mcp ≥ 2.3 and
-    FastMCP ship OpenTelemetry support); the task spans, the webhooks' trace and the
-    metrics of the kit work on every framework, under whatever span is current.
+    only calls the handler. Idempotent.
+
+    mcp 2.x ``MCPServer`` and standalone FastMCP make that span themselves (mcp ≥ 2.3 and
+    FastMCP ship OpenTelemetry support) but record no ``mcp.server.operation.duration``:
+    there a middleware added to the server's chain records it for every request. The task
+    spans, the webhooks' trace and the kit's other metrics work on every framework, under
+    whatever span is current. Returns False when the server offers no place to hook in.
     """
     framework = detect_framework(server)
-    if framework != "mcp1":
-        return False
+    if framework == "mcp2":
+        return _measure_mcp2(server)
+    if framework == "fastmcp":
+        return _measure_fastmcp(server)
     handlers = getattr(getattr(server, "_mcp_server", None), "request_handlers", None)
     if not isinstance(handlers, dict):
         return False
@@ -278,6 +283,76 @@ def trace_tool_calls(server: Any) -> bool:
     setattr(traced_call_tool, _TRACED, True)
     handlers[types.CallToolRequest] = traced_call_tool
     return True
+
+
+def _measure_mcp2(server: Any) -> bool:
+    """Record ``mcp.server.operation.duration`` for every request an mcp 2.x ``MCPServer``
+    serves, through its middleware chain (mcp makes the SERVER span itself)."""
+    chain = getattr(server, "middleware", None)
+    if not isinstance(chain, list):
+        return False
+    if any(getattr(link, _TRACED, False) for link in chain):
+        return True
+
+    async def measure_request(ctx: Any, call_next: Any) -> Any:
+        if not telemetry.active():
+            return await call_next(ctx)
+        params = ctx.params if isinstance(ctx.params, dict) else {}
+        name = params.get("name")
+        with telemetry.operation_duration(
+            ctx.method, name if isinstance(name, str) else None
+        ) as operation:
+            try:
+                result = await call_next(ctx)
+            except Exception as exc:
+                code = getattr(getattr(exc, "error", None), "code", None)
+                if operation is not None and code is not None:
+                    operation.error_type = str(code)  # the JSON-RPC error code, as mcp's span
+                raise
+            if operation is not None and _is_tool_error(result):
+                operation.error_type = "tool_error"
+            return result
+
+    setattr(measure_request, _TRACED, True)
+    chain.append(measure_request)
+    return True
+
+
+def _measure_fastmcp(server: Any) -> bool:
+    """Record ``mcp.server.operation.duration`` for every request a standalone
+    ``fastmcp.FastMCP`` serves, through its middleware (FastMCP makes the span itself)."""
+    chain = getattr(server, "middleware", None)
+    if not isinstance(chain, list):
+        return False
+    if any(getattr(link, _TRACED, False) for link in chain):
+        return True
+    from fastmcp.server.middleware import Middleware  # type: ignore[import-not-found]
+
+    class MeasureRequests(Middleware):  # type: ignore[misc]
+        async def on_request(self, context: Any, call_next: Any) -> Any:
+            if not telemetry.active():
+                return await call_next(context)
+            name = getattr(context.message, "name", None)
+            with telemetry.operation_duration(
+                context.method or "", name if isinstance(name, str) else None
+            ) as operation:
+                result = await call_next(context)
+                if operation is not None and _is_tool_error(result):
+                    operation.error_type = "tool_error"
+                return result
+
+    link = MeasureRequests()
+    setattr(link, _TRACED, True)
+    server.add_middleware(link)
+    return True
+
+
+def _is_tool_error(result: Any) -> bool:
+    """A ``CallToolResult`` (model or wire dict) that says ``isError``."""
+    if isinstance(result, dict):
+        return result.get("isError") is True
+    target = getattr(result, "root", result)
+    return getattr(target, "isError", None) is True or getattr(target, "is_error", None) is True
 
 
 def _request_attributes() -> dict[str, Any]:

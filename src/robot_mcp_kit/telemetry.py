@@ -25,6 +25,7 @@ What is recorded, under which names, is in ``docs/observability.md`` and in
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
@@ -38,8 +39,10 @@ from typing import Any, Final, Literal
 __all__ = [
     "ENV_SDK_DISABLED",
     "INSTRUMENTS",
+    "SHUTDOWN_FLUSH_S",
     "TRACEPARENT_PATTERN",
     "Instrument",
+    "Operation",
     "active",
     "add",
     "attach",
@@ -50,6 +53,7 @@ __all__ = [
     "enable",
     "log_fields",
     "observe",
+    "operation_duration",
     "record",
     "server_span",
     "set_attributes",
@@ -174,6 +178,11 @@ class _Otel:
         self._lock = threading.Lock()
         self.providers = (tracer_provider, meter_provider)
         self.owned = owned
+        # Whether the sampler drops a span whose parent was sampled out (the default
+        # ParentBased samplers do): such a span is then never made at all (below).
+        self.drops_unsampled_remote = _drops_unsampled(tracer_provider, remote=True)
+        self.drops_unsampled_local = _drops_unsampled(tracer_provider, remote=False)
+        self.unsampled_span = _unsampled_span_class()
 
     def instrument(self, name: str) -> Any:
         found = self.instruments.get(name)
@@ -243,6 +252,56 @@ class _Otel:
             return out
 
         return observe
+
+
+def _drops_unsampled(tracer_provider: Any, *, remote: bool) -> bool:
+    """True if ``tracer_provider``'s sampler drops every child of a sampled-out parent.
+
+    Asked once, of the sampler itself (its public ``should_sample``), with a made-up
+    parent: a provider that is not the SDK's, or a sampler that keeps such children
+    (e.g. a bare ``TraceIdRatioBased``), answers False and its spans are made as usual.
+    """
+    sampler = getattr(tracer_provider, "sampler", None)
+    if sampler is None:
+        return False
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace.sampling import Decision
+
+    parent = trace.SpanContext(
+        trace_id=0x1, span_id=0x1, is_remote=remote, trace_flags=trace.TraceFlags(0)
+    )
+    context = trace.set_span_in_context(trace.NonRecordingSpan(parent))
+    try:
+        for trace_id in (0x1, 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF):  # both ends of a ratio
+            result = sampler.should_sample(context, trace_id, "probe")
+            if result.decision is not Decision.DROP:
+                return False
+    except Exception:  # a custom sampler that cannot answer a made-up parent
+        return False
+    return True
+
+
+def _unsampled_span_class() -> type[Any]:
+    """The stand-in for a SERVER span of a sampled-out trace: the caller's span context
+    (so what the call posts still carries the caller's trace), nothing recorded, but its
+    ``error.type`` kept for the duration metric, which is not sampled."""
+    from opentelemetry.trace import NonRecordingSpan
+
+    class Unsampled(NonRecordingSpan):
+        def __init__(self, context: Any) -> None:
+            super().__init__(context)
+            self.error_type: str | None = None
+
+        def set_attribute(self, key: str, value: Any) -> None:
+            if key == "error.type" and isinstance(value, str):
+                self.error_type = value
+
+        def set_attributes(self, attributes: Mapping[str, Any]) -> None:
+            value = attributes.get("error.type")
+            if isinstance(value, str):
+                self.error_type = value
+
+    return Unsampled
 
 
 _otel: _Otel | None = None
@@ -382,7 +441,9 @@ def _sdk_providers(env: Mapping[str, str]) -> tuple[Any, Any]:
     resource = Resource.create()  # OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES
     tracer_provider = trace.get_tracer_provider()
     if not isinstance(tracer_provider, TracerProvider):
-        tracer_provider = TracerProvider(resource=resource)
+        # Shut down by _shut_down at exit, within SHUTDOWN_FLUSH_S: the SDK's own exit
+        # handler waits for an exporter's retries (13-15 s with the collector down).
+        tracer_provider = TracerProvider(resource=resource, shutdown_on_exit=False)
         for name in _exporter_names(env, "OTEL_TRACES_EXPORTER"):
             if name != "none":
                 tracer_provider.add_span_processor(BatchSpanProcessor(_span_exporter(name, env)))
@@ -394,9 +455,53 @@ def _sdk_providers(env: Mapping[str, str]) -> tuple[Any, Any]:
             for name in _exporter_names(env, "OTEL_METRICS_EXPORTER")
             if name != "none"
         ]
-        meter_provider = MeterProvider(resource=resource, metric_readers=readers)
+        meter_provider = MeterProvider(
+            resource=resource, metric_readers=readers, shutdown_on_exit=False
+        )
         metrics.set_meter_provider(meter_provider)
+    atexit.unregister(_shut_down_at_exit)  # once, however often telemetry is set up
+    atexit.register(_shut_down_at_exit)
     return tracer_provider, meter_provider
+
+
+SHUTDOWN_FLUSH_S: Final = 2.0
+"""How long a process leaving gives the exporters to send what they hold (the last spans
+and metrics): a collector that is down or never answers holds the exit no longer."""
+
+
+def _shut_down_at_exit() -> None:
+    otel = _otel
+    if otel is not None and otel.owned:
+        _shut_down(otel.providers, SHUTDOWN_FLUSH_S)
+
+
+def _shut_down(providers: Iterable[Any], bound_s: float) -> bool:
+    """Shut ``providers`` down (flushing their exporters) for at most ``bound_s``.
+
+    The shutdown runs in a daemon thread: past the bound it is abandoned (what it still
+    held is lost, and a WARNING line says so) and the caller goes on. Returns True if it
+    finished in time.
+    """
+    finished = threading.Event()
+
+    def run() -> None:
+        for provider in providers:
+            if provider is not None:
+                with contextlib.suppress(Exception):
+                    provider.shutdown()
+        finished.set()
+
+    started = time.monotonic()
+    threading.Thread(target=run, name="robot-mcp-telemetry-shutdown", daemon=True).start()
+    if finished.wait(bound_s):
+        _log.info("telemetry_flushed elapsed_s=%.2f", time.monotonic() - started)
+        return True
+    _log.warning(
+        "telemetry_flush_abandoned bound_s=%g reason=%r",
+        bound_s,
+        "the collector did not take the last spans and metrics in time; they are dropped",
+    )
+    return False
 
 
 def _turn_on(tracer_provider: Any, meter_provider: Any, *, owned: bool) -> _Otel:
@@ -431,15 +536,14 @@ def disable() -> None:
     """Turn telemetry off; the next hook call does not read the environment again.
 
     Providers :func:`enable` was given are left as they are (their owner shuts them down);
-    the ones made from the environment are flushed and shut down.
+    the ones made from the environment are flushed and shut down, for at most
+    :data:`SHUTDOWN_FLUSH_S` (as at the process's exit).
     """
     global _otel, _decided
     otel, _otel = _otel, None
     _decided = True
     if otel is not None and otel.owned:
-        for provider in otel.providers:
-            with contextlib.suppress(Exception):
-                provider.shutdown()
+        _shut_down(otel.providers, SHUTDOWN_FLUSH_S)
 
 
 # -- spans ---------------------------------------------------------------------------------
@@ -518,6 +622,12 @@ def span(
     otel = _otel if _decided else _current()
     if otel is None:
         return _NO_SPAN
+    if otel.drops_unsampled_local:
+        parent = otel.trace.get_current_span().get_span_context()
+        if parent.is_valid and not parent.trace_flags.sampled:
+            # A sampled-out trace: the sampler would drop this span; make none, and the
+            # current context (the trace the caller's headers named) stays as it is.
+            return _NO_SPAN
     return _Scope(otel, name, kind, attributes)
 
 
@@ -546,7 +656,7 @@ def _server_span(
     target: str | None,
     meta: Mapping[str, Any] | None,
     attributes: Mapping[str, Any] | None,
-) -> _Scope:
+) -> _Scope | _Carried:
     carrier: dict[str, str] = {}
     if meta:
         for key in ("traceparent", "tracestate"):
@@ -554,12 +664,50 @@ def _server_span(
             if isinstance(value, str):
                 carrier[key] = value
     parent = otel.propagator.extract(carrier) if carrier else None
-    attrs: dict[str, Any] = {"mcp.method.name": method}
     metric: dict[str, Any] = {"mcp.method.name": method}
     if target is not None and method == "tools/call":
-        attrs["gen_ai.tool.name"] = metric["gen_ai.tool.name"] = target
+        metric["gen_ai.tool.name"] = target
+    measure = _duration_recorder(otel, metric)
+
+    if parent is not None and otel.drops_unsampled_remote:
+        caller = otel.trace.get_current_span(parent).get_span_context()
+        if caller.is_valid and not caller.trace_flags.sampled:
+            return _Carried(otel, otel.unsampled_span(caller), measure)
+    attrs: dict[str, Any] = dict(metric)
+    if "gen_ai.tool.name" in metric:
         attrs["gen_ai.operation.name"] = "execute_tool"
     attrs.update(attributes or {})
+    name = method if target is None else f"{method} {target}"
+    return _Scope(otel, name, "server", attrs, parent, on_end=measure)
+
+
+class _Carried:
+    """A sampled-out request: no span, the caller's trace made current (what the call
+    posts carries it), and the duration metric recorded all the same."""
+
+    __slots__ = ("_measure", "_otel", "_span", "_token")
+
+    def __init__(self, otel: _Otel, stand_in: Any, measure: Callable[[str | None], None]) -> None:
+        self._otel = otel
+        self._span = stand_in
+        self._measure = measure
+        self._token: Any = None
+
+    def __enter__(self) -> Any:
+        otel = self._otel
+        self._token = otel.context.attach(otel.trace.set_span_in_context(self._span))
+        return self._span
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: object, tb: object) -> None:
+        self._otel.context.detach(self._token)
+        error = self._span.error_type
+        if exc_type is not None and error is None:
+            error = exc_type.__qualname__
+        self._measure(error)
+
+
+def _duration_recorder(otel: _Otel, metric: dict[str, Any]) -> Callable[[str | None], None]:
+    """Starts the clock; the function returned records the request's duration once done."""
     started = time.perf_counter()
 
     def measure(error: str | None) -> None:
@@ -568,8 +716,54 @@ def _server_span(
             point = metric if error is None else {**metric, "error.type": error}
             histogram.record(time.perf_counter() - started, point)
 
-    name = method if target is None else f"{method} {target}"
-    return _Scope(otel, name, "server", attrs, parent, on_end=measure)
+    return measure
+
+
+class Operation:
+    """What :func:`operation_duration` measures: set ``error_type`` if the request failed."""
+
+    __slots__ = ("error_type",)
+
+    def __init__(self) -> None:
+        self.error_type: str | None = None
+        """``error.type`` of the measurement: an MCP error code, ``tool_error``, or None."""
+
+
+class _Timed:
+    __slots__ = ("_measure", "_operation")
+
+    def __init__(self, measure: Callable[[str | None], None]) -> None:
+        self._measure = measure
+        self._operation = Operation()
+
+    def __enter__(self) -> Operation:
+        return self._operation
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: object, tb: object) -> None:
+        error = self._operation.error_type
+        if error is None and exc_type is not None:
+            error = exc_type.__qualname__
+        self._measure(error)
+
+
+def operation_duration(
+    method: str, target: str | None
+) -> contextlib.AbstractContextManager[Operation | None]:
+    """Record ``mcp.server.operation.duration`` for one MCP request, and nothing else.
+
+    For a framework that makes the request's SERVER span itself (mcp 2.x, standalone
+    FastMCP) but not the metric. Yields an :class:`Operation` (None while off); an
+    exception leaving the block is measured with its class as ``error.type``.
+    """
+    otel = _otel if _decided else _current()
+    if otel is None:
+        return _NO_SPAN
+    metric: dict[str, Any] = {"mcp.method.name": method}
+    if target is not None and method == "tools/call":
+        metric["gen_ai.tool.name"] = target
+    measure = _duration_recorder(otel, metric)
+
+    return _Timed(measure)
 
 
 def _error_of(current: Any) -> str | None:
@@ -579,9 +773,14 @@ def _error_of(current: Any) -> str | None:
 
 
 def client_span(
-    name: str, parent_headers: tuple[str, str] | None, attributes: Mapping[str, Any] | None = None
+    name: str,
+    parent_headers: tuple[str, str] | None,
+    attributes: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None = None,
 ) -> contextlib.AbstractContextManager[tuple[Any, dict[str, str]]]:
     """A CLIENT span under the trace of ``parent_headers`` (``(traceparent, tracestate)``).
+
+    ``attributes`` may be a function giving them: it is called only when a span is made
+    (telemetry on, and the trace not sampled out), so a hot path builds nothing otherwise.
 
     Yields ``(span, headers)``: the ``traceparent`` / ``tracestate`` headers to send with
     the request (the span's own context). Without ``parent_headers`` the span starts a new
@@ -590,7 +789,11 @@ def client_span(
     trace), or empty.
     """
     otel = _otel if _decided else _current()
-    if otel is None:
+    if otel is None or (
+        parent_headers is not None
+        and otel.drops_unsampled_remote
+        and _sampled_out(parent_headers[0])
+    ):
         if parent_headers is None:
             return _NO_HEADERS
         forwarded = {"traceparent": parent_headers[0]}
@@ -600,12 +803,22 @@ def client_span(
     return _client_span(otel, name, parent_headers, attributes)
 
 
+def _sampled_out(traceparent: str) -> bool:
+    """True if a ``traceparent``'s flags say its trace is not sampled."""
+    try:
+        return not int(traceparent[-2:], 16) & 1
+    except ValueError:
+        return False
+
+
 def _client_span(
     otel: _Otel,
     name: str,
     parent_headers: tuple[str, str] | None,
-    attributes: Mapping[str, Any] | None,
+    attributes: Mapping[str, Any] | Callable[[], Mapping[str, Any]] | None,
 ) -> _Scope:
+    if callable(attributes):
+        attributes = attributes()
     if parent_headers is not None:
         carrier = {"traceparent": parent_headers[0]}
         if parent_headers[1]:
@@ -647,7 +860,10 @@ def set_attributes(current: Any = None, /, **attributes: Any) -> None:
     if otel is None:
         return
     target = current if current is not None else otel.trace.get_current_span()
-    target.set_attributes(_clean(attributes))
+    if target.is_recording():
+        target.set_attributes(_clean(attributes))
+    elif "error.type" in attributes:  # a sampled-out request still measures its errors
+        target.set_attributes({"error.type": attributes["error.type"]})
 
 
 def _clean(attributes: Mapping[str, Any] | None) -> dict[str, Any]:

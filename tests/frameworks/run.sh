@@ -34,6 +34,14 @@ for pair in "mcp1=mcp>=1.28.1,<2" "mcp2=mcp>=2,<3" "fastmcp=fastmcp>=2.10"; do
   isolated "${pair#*=}" -- python tests/frameworks/check_framework.py "$framework"
 done
 
+# Telemetry on each framework (issue 32): mcp.server.operation.duration for every tool call,
+# whether the kit makes the SERVER span (mcp 1.x) or the framework does (mcp 2.x, FastMCP).
+for pair in "mcp1=mcp>=1.28.1,<2" "mcp2=mcp>=2,<3" "fastmcp=fastmcp>=2.10"; do
+  framework="${pair%%=*}"
+  isolated "$wheel[observability]" "${pair#*=}" -- \
+    python tests/frameworks/check_telemetry.py "$framework"
+done
+
 suite_args=(--start-args '{"duration_s": 0.5, "tick_s": 0.1}'
             --fail-args '{"duration_s": 0.3, "tick_s": 0.1, "fail": true}'
             --cancel-args '{"duration_s": 30, "tick_s": 0.1}'

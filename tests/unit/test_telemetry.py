@@ -489,3 +489,148 @@ class TestOffMeansNothing:
         assert done.stdout.strip().startswith("False")
         assert "telemetry_off" in done.stderr
         assert "use http/protobuf or grpc" in done.stderr
+
+
+UNSAMPLED_CALLER = f"00-{TRACE_ID}-00f067aa0ba902b7-00"
+
+
+@pytest.fixture
+def parent_based() -> Iterator[tuple[InMemorySpanExporter, InMemoryMetricReader]]:
+    """Telemetry on with the default ParentBased(ALWAYS_ON) sampler, spans and metrics kept."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()  # the SDK's default sampler: parentbased_always_on
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    reader = InMemoryMetricReader()
+    meters = MeterProvider(metric_readers=[reader])
+    telemetry.enable(tracer_provider=provider, meter_provider=meters)
+    try:
+        yield exporter, reader
+    finally:
+        telemetry.disable()
+        provider.shutdown()
+        meters.shutdown()
+
+
+class TestSampledOut:
+    async def test_a_sampled_out_call_makes_no_span_yet_its_webhooks_carry_its_trace(
+        self, sleeper, parent_based
+    ):
+        """A caller's trace with flags 00: no span at all (server, task, POST), the
+        webhooks still name that trace, and the call's duration is still measured."""
+        exporter, reader = parent_based
+        brain = Brain()
+        poster = EventPoster("sleeper", URL, SECRET, transport=brain.transport, retry=FAST)
+        manager = TaskManager("sleeper", poster, known_trigger_types=sleeper.KNOWN_TRIGGER_TYPES)
+        server = sleeper.build_server(manager)
+        try:
+            async with create_connected_server_and_client_session(server) as session:
+                await session.call_tool(
+                    "sleep_task",
+                    {"duration_s": 0.02, "tick_s": 0.01},
+                    meta={"traceparent": UNSAMPLED_CALLER},
+                )
+                result = await session.call_tool(
+                    "get_task", {}, meta={"traceparent": UNSAMPLED_CALLER}
+                )
+                assert result.isError
+                await wait_until(
+                    lambda: (
+                        any(b"task_done" in r.content for r in brain.requests)
+                        and poster.stats.queued == 0
+                    )
+                )
+        finally:
+            await manager.aclose()
+            await poster.aclose()
+        assert exporter.get_finished_spans() == ()
+        assert len(brain.requests) >= 2
+        for request in brain.requests:
+            assert request.headers["traceparent"] == UNSAMPLED_CALLER
+        data = reader.get_metrics_data()
+        assert data is not None
+        durations = [
+            dict(point.attributes)
+            for resource in data.resource_metrics
+            for scope in resource.scope_metrics
+            for metric in scope.metrics
+            if metric.name == "mcp.server.operation.duration"
+            for point in metric.data.data_points
+        ]
+        assert {"mcp.method.name": "tools/call", "gen_ai.tool.name": "sleep_task"} in durations
+        assert {
+            "mcp.method.name": "tools/call",
+            "gen_ai.tool.name": "get_task",
+            "error.type": "tool_error",
+        } in durations
+
+    def test_a_sampled_in_child_of_a_sampled_out_parent_is_kept_when_the_sampler_says_so(
+        self,
+    ):
+        """A sampler that does not follow its parent (a bare ratio sampler at 1.0) still
+        gets every span: the shortcut is taken only where the sampler would drop it."""
+        from opentelemetry.sdk.trace.sampling import TraceIdRatioBased
+
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider(sampler=TraceIdRatioBased(1.0))
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        telemetry.enable(tracer_provider=provider, meter_provider=MeterProvider())
+        try:
+            with telemetry.client_span("POST", (UNSAMPLED_CALLER, "")) as (_span, headers):
+                assert headers["traceparent"] != UNSAMPLED_CALLER
+        finally:
+            telemetry.disable()
+            provider.shutdown()
+        (post,) = exporter.get_finished_spans()
+        assert hex_trace(post) == TRACE_ID
+
+    def test_an_internal_span_under_a_sampled_out_span_is_not_made(self, parent_based):
+        """span() under a non-recording parent yields nothing; the parent stays current."""
+        exporter, _reader = parent_based
+        meta = {"traceparent": UNSAMPLED_CALLER}
+        with telemetry.server_span("tools/call", "x", meta), telemetry.span("find") as inner:
+            assert inner is None
+            assert telemetry.trace_headers() == (UNSAMPLED_CALLER, "")
+        assert exporter.get_finished_spans() == ()
+
+
+_SLOW_COLLECTOR_EXIT = """
+import logging
+logging.basicConfig(level=logging.INFO)
+from robot_mcp_kit import telemetry
+with telemetry.span("work"):
+    pass
+telemetry.record("robot_mcp.poster.delivery.duration", 0.1)
+assert telemetry.active()
+print("leaving", flush=True)
+"""
+
+
+class TestShutdown:
+    def test_exit_with_a_collector_that_never_answers_is_bounded_and_logged(self):
+        """The collector accepts connections and never answers: the process still leaves
+        within a few seconds of its last line, and a WARNING says what was dropped."""
+        import socket
+        import time
+
+        with socket.socket() as listener:
+            listener.bind(("127.0.0.1", 0))
+            listener.listen(16)  # accepted by the kernel, never read: no answer ever comes
+            port = listener.getsockname()[1]
+            env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+            env["OTEL_EXPORTER_OTLP_ENDPOINT"] = f"http://127.0.0.1:{port}"
+            started = time.monotonic()
+            done = subprocess.run(
+                [sys.executable, "-c", _SLOW_COLLECTOR_EXIT],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+            elapsed = time.monotonic() - started
+        assert done.returncode == 0, done.stderr
+        assert "leaving" in done.stdout
+        assert "telemetry_flush_abandoned" in done.stderr
+        # Without the bound the SDK's own exit handler waits out the exporter's 10 s
+        # timeout and retries (13-15 s); with it, the 2 s bound plus interpreter start.
+        assert elapsed < telemetry.SHUTDOWN_FLUSH_S + 6, (elapsed, done.stderr)
