@@ -48,6 +48,7 @@ from robot_mcp_kit.receiver._updates import Handler, TaskUpdate, UpdateKind, Upd
 from robot_mcp_kit.receiver._verdict import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_JSON_DEPTH,
+    MAX_TRACE_HEADER_CHARS,
     BodyReason,
     Headers,
     PostHeaders,
@@ -56,6 +57,7 @@ from robot_mcp_kit.receiver._verdict import (
     body_too_large,
     check_declared_size,
     check_post,
+    read_asgi_headers,
     read_event,
     read_headers,
 )
@@ -65,6 +67,7 @@ __all__ = [
     "DEFAULT_MAX_JSON_DEPTH",
     "ENV_RECEIVER_CONFIG",
     "ENV_SERVERS",
+    "MAX_TRACE_HEADER_CHARS",
     "RECEIVER_SCHEMA",
     "BodyReason",
     "Handler",
@@ -96,6 +99,7 @@ __all__ = [
     "json_depth",
     "load_servers",
     "peek",
+    "read_asgi_headers",
     "read_event",
     "read_headers",
     "servers_from_env",

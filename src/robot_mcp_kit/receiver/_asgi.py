@@ -25,6 +25,7 @@ from robot_mcp_kit.receiver._verdict import (
     Verdict,
     body_too_large,
     check_declared_size,
+    read_asgi_headers,
     read_headers,
 )
 
@@ -59,7 +60,7 @@ class Serving(Protocol):
 
     async def aclose(self) -> None: ...
 
-    async def receive(self, headers: list[tuple[str, str]], body: bytes, /) -> Answer: ...
+    async def receive(self, headers: PostHeaders, body: bytes, /) -> Answer: ...
 
     def inspect(self, server: str, task_id: str, /) -> dict[str, Any]: ...
 
@@ -72,13 +73,13 @@ def _json(status: int, body: dict[str, Any]) -> tuple[int, bytes]:
 
 
 async def answer_post(
-    receiver: Serving, head: PostHeaders | Verdict, headers: list[tuple[str, str]], body: bytes
+    receiver: Serving, head: PostHeaders | Verdict, body: bytes
 ) -> tuple[int, dict[str, Any], Answer | None]:
     """The answer to a post whose body was read (``head`` from :func:`read_headers`)."""
     if isinstance(head, Verdict):
         return head.status, {"error": str(head.reason), "detail": head.detail or ""}, None
     try:
-        receipt = await receiver.receive(headers, body)
+        receipt = await receiver.receive(head, body)
     except ReceiverClosed:
         return 503, dict(_CLOSED), None
     return receipt.status, receipt.body, receipt
@@ -151,8 +152,7 @@ class ReceiverApp:
             )
 
     async def _post(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope.get("headers", [])]
-        head = read_headers(headers)
+        head = read_asgi_headers(scope.get("headers", []))
         limit = self.receiver.max_body_bytes
         if not isinstance(head, Verdict):
             early = check_declared_size(head, limit)
@@ -165,7 +165,7 @@ class ReceiverApp:
                 head = body_too_large(head.server, limit)
             else:
                 body = read
-        status, answer, _receipt = await answer_post(self.receiver, head, headers, body)
+        status, answer, _receipt = await answer_post(self.receiver, head, body)
         await self._send(send, *_json(status, answer))
 
     async def _send(self, send: Send, status: int, body: bytes) -> None:
@@ -256,7 +256,7 @@ def fastapi_router(
                     break
                 chunks.append(chunk)
             body = b"".join(chunks)
-        status, answer, _receipt = await answer_post(receiver, head, headers, body)
+        status, answer, _receipt = await answer_post(receiver, head, body)
         return JSONResponse(answer, status_code=status)
 
     # Plain routes: the endpoints take the request as it is (FastAPI would read the

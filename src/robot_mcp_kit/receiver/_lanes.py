@@ -151,6 +151,9 @@ class Lanes:
                     item = record.head()
                     if item is None:
                         break
+                    # Hand over only once the task's last cursor is in the file.
+                    if not await self._durable(record):
+                        return
                     if not await self._hand_over(record, item):
                         return
                     self._commit(record, item)
@@ -168,19 +171,31 @@ class Lanes:
             else:
                 self._state.forget_if_idle(record)
 
+    async def _durable(self, record: TaskRecord) -> bool:
+        """Wait until the task's cursor is in the file (True), retrying a write that fails
+        (a full disk: the task waits, its next update is not handed over yet), or until the
+        lanes close (False)."""
+        pause = self._retry_first_s
+        while True:
+            try:
+                await self._state.durable(record)
+                return True
+            except Exception as exc:
+                self.commit_failures += 1
+                _log.error(
+                    "receiver_cursor_unwritten",
+                    server=record.server,
+                    task_id=record.task_id,
+                    error=type(exc).__name__,
+                    retry_in_s=pause,
+                )
+            if not await self._pause(pause):
+                return False
+            pause = min(self._retry_max_s, pause * 2)
+
     def _commit(self, record: TaskRecord, item: Item) -> None:
-        try:
-            self._state.commit(record, item, self._clock())
-        except Exception as exc:
-            # The handler has run: memory has moved on, and the cursor is written with the
-            # task's next commit (or by Receiver's periodic save).
-            self.commit_failures += 1
-            _log.error(
-                "receiver_cursor_unwritten",
-                server=record.server,
-                task_id=record.task_id,
-                error=type(exc).__name__,
-            )
+        """Move the task's cursor (written with the store's next commit)."""
+        self._state.commit(record, item, self._clock())
         if isinstance(item, Skip):
             self._counters.add("gaps")
         elif isinstance(item, Final):

@@ -11,7 +11,6 @@ stop in reverse in :meth:`Receiver.aclose`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -42,6 +41,7 @@ from robot_mcp_kit.receiver._verdict import (
     UnknownEvent,
     Verdict,
     check_post,
+    read_headers,
 )
 from robot_mcp_kit.signing import DEFAULT_MAX_SKEW_S, Secrets
 from robot_mcp_kit.telemetry import continued_span, observe, set_attributes
@@ -55,7 +55,6 @@ _log = get_logger("robot_mcp_kit.receiver")
 
 _PRUNE_EVERY = 1_000
 """Stored events between two prunes."""
-_MAX_TRACE_HEADER_CHARS = 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,16 +100,6 @@ def _positive(name: str, value: float | None, *, allow_none: bool = False) -> No
         return
     if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
         raise ConfigurationError(f"{name} must be a positive number, got {value!r}.")
-
-
-def _trace_header(headers: Headers | PostHeaders, name: str) -> str | None:
-    if isinstance(headers, PostHeaders):
-        return None
-    pairs = headers.items() if isinstance(headers, Mapping) else headers
-    for key, value in pairs:
-        if key.lower() == name:
-            return value[:_MAX_TRACE_HEADER_CHARS]
-    return None
 
 
 class Receiver:
@@ -282,6 +271,8 @@ class Receiver:
             give_up_after=give_up_after,
             clock=self._clock,
         )
+        self._state.on_ready = self._lanes.wake
+        self._store.batch.before_commit = self._state.write_moves
         self._repairs = Repairs(
             self._state,
             self._links,
@@ -376,8 +367,11 @@ class Receiver:
         await self._reconciler.aclose()
         await self._repairs.aclose()
         await self._lanes.aclose(self.close_grace_s)
-        with contextlib.suppress(Exception):
+        try:
             self._state.save(self._clock())
+        except Exception as exc:  # the next start hands those updates over again
+            _log.error("receiver_cursor_unwritten", error=type(exc).__name__)
+        self._state.close()
         self._store.close()
         _log.info("receiver_stopped", **self.stats.to_dict())
 
@@ -412,14 +406,19 @@ class Receiver:
         if self._closed:
             raise ReceiverClosed("the receiver is closed")
         now = self._clock()
-        verdict = check_post(
-            headers,
-            body,
-            self._secrets,
-            now,
-            max_skew_s=self.max_skew_s,
-            max_body_bytes=self.max_body_bytes,
-            max_json_depth=self.max_json_depth,
+        head = headers if isinstance(headers, PostHeaders) else read_headers(headers)
+        verdict = (
+            head
+            if isinstance(head, Verdict)
+            else check_post(
+                head,
+                body,
+                self._secrets,
+                now,
+                max_skew_s=self.max_skew_s,
+                max_body_bytes=self.max_body_bytes,
+                max_json_depth=self.max_json_depth,
+            )
         )
         found: TaskEvent | UnknownEvent | None = verdict.event or verdict.unknown
         if found is None or verdict.server is None:
@@ -436,8 +435,9 @@ class Receiver:
                 {"error": str(verdict.reason), "detail": verdict.detail or ""},
                 verdict,
             )
-        parent = _trace_header(headers, "traceparent")
-        state = _trace_header(headers, "tracestate") if parent else None
+        assert isinstance(head, PostHeaders)  # else the verdict refused the post
+        parent = head.traceparent
+        state = head.tracestate if parent else None
         with continued_span(
             "receiver.post",
             (parent, state or "") if parent else None,
@@ -449,12 +449,12 @@ class Receiver:
             },
             kind="server",
         ) as current:
-            receipt = self._store_posted(verdict, found, body, now, parent)
+            receipt = await self._store_posted(verdict, found, body, now, parent)
             if current is not None:
                 set_attributes(current, **{"http.response.status_code": receipt.status})
             return receipt
 
-    def _store_posted(
+    async def _store_posted(
         self,
         verdict: Verdict,
         found: TaskEvent | UnknownEvent,
@@ -465,9 +465,12 @@ class Receiver:
         server = verdict.server
         assert server is not None
         try:
-            ingested, record = self._state.ingest(
+            ingested, _record = self._state.ingest(
                 server, found, body, source="post", now=now, traceparent=traceparent
             )
+            # Acknowledge only what is in the file: the event's batch (a duplicate's too,
+            # whose original may be in the same batch) must commit first.
+            await self._store.batch.done()
         except Exception as exc:
             self._counters.add("unavailable")
             _log.error(
@@ -489,22 +492,20 @@ class Receiver:
             self._counters.add("duplicates")
             return Receipt(200, {"duplicate": True, "event_id": found.event_id}, verdict, ingested)
         self._counters.add("ignored" if isinstance(found, UnknownEvent) else "accepted")
-        if record is not None:
-            self._lanes.wake(record)
         self._after_store()
         answer: dict[str, Any] = {"accepted": True, "duplicate": False, "event_id": found.event_id}
         if isinstance(found, UnknownEvent):
             answer.update(ignored=True, reason=str(verdict.reason))
         return Receipt(200, answer, verdict, ingested)
 
-    def _absorb(self, server: str, page: EventsPage, source: UpdateSource) -> int:
-        """Store events fetched from ``server``; wake their lanes; return how many were new."""
-        new = 0
+    async def _absorb(self, server: str, page: EventsPage, source: UpdateSource) -> int:
+        """Store events fetched from ``server`` (their lanes wake once committed); return
+        how many were new."""
+        new: list[TaskEvent | UnknownEvent] = []
         now = self._clock()
-        woken: dict[tuple[str, str], TaskRecord] = {}
         for fetched in page.events:
             try:
-                ingested, record = self._state.ingest(
+                ingested, _record = self._state.ingest(
                     server, fetched.event, fetched.body, source=source, now=now
                 )
             except Exception as exc:
@@ -517,17 +518,18 @@ class Receiver:
                 )
                 break
             if ingested.new:
-                new += 1
-                self._counters.add("repaired")
-                if isinstance(fetched.event, UnknownEvent):
-                    self._counters.add("ignored")
-            if record is not None:
-                woken[record.key] = record
-        for record in woken.values():
-            self._lanes.wake(record)
+                new.append(fetched.event)
+        try:
+            await self._store.batch.done()
+        except Exception:
+            return 0  # rolled back and logged: the next repair or poll fetches them again
+        for event in new:
+            self._counters.add("repaired")
+            if isinstance(event, UnknownEvent):
+                self._counters.add("ignored")
         if new:
             self._after_store()
-        return new
+        return len(new)
 
     def _blocked(self, record: TaskRecord) -> None:
         self._repairs.schedule(record)

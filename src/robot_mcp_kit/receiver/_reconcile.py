@@ -177,7 +177,7 @@ class Reconciler:
                 if page is None:
                     self._lost(record)
                     return 1
-        new = 0 if page is None else self._absorb(record.server, page, "reconcile")
+        new = 0 if page is None else await self._absorb(record.server, page, "reconcile")
         learnt = 1 if new else 0
         if info.state != TaskState.RUNNING and record.terminal_seq is None:
             # No event of the task says how it ended: a cancel posts none, and the server

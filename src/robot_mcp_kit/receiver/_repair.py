@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.receiver._exceptions import ServerCallFailed
@@ -28,8 +28,8 @@ __all__ = ["Repairs"]
 
 _log = get_logger("robot_mcp_kit.receiver")
 
-Absorb = Callable[[str, EventsPage, UpdateSource], int]
-"""Stores fetched events of a server; returns how many were new."""
+Absorb = Callable[[str, EventsPage, UpdateSource], Awaitable[int]]
+"""Stores fetched events of a server (committed when it returns); how many were new."""
 
 
 class Repairs:
@@ -154,7 +154,7 @@ class Repairs:
             self._state.finish(record, Final(UpdateKind.LOST, source="repair"))
             self._wake(record)
             return
-        self._absorb(record.server, page, "repair")
+        await self._absorb(record.server, page, "repair")
         hole = record.missing()
         if hole is not None:
             first = hole[0]

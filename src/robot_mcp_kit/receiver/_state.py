@@ -16,10 +16,13 @@ idle task is dropped from memory and read back if an event of it comes again.
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.models import TERMINAL_EVENT_TYPES, TaskEvent, TaskInfo, TaskState
 from robot_mcp_kit.receiver._store import EventRow, ReceiverStore, TaskRow
 from robot_mcp_kit.receiver._updates import UpdateKind, UpdateSource
@@ -43,19 +46,26 @@ LOST = "lost"
 TaskKey = tuple[str, str]
 """``(server, task_id)``: a task id is unique only within its server."""
 
+_log = get_logger("robot_mcp_kit.receiver")
+
 _MAX_GAP_RANGES = 100
 _STATE_OF_TERMINAL = {"task_done": TaskState.SUCCEEDED.value, "task_failed": TaskState.FAILED.value}
 
 
 @dataclass(slots=True)
 class Pending:
-    """A stored event waiting for its turn; ``event`` None: a type passed over unseen."""
+    """A stored event waiting for its turn; ``event`` None: a type passed over unseen.
+
+    ``ready`` is False until the write that stored it is committed: a task's lane never
+    hands over an event that is not yet in the file.
+    """
 
     seq: int
     event: TaskEvent | None
     source: UpdateSource
     traceparent: str | None = None
     maybe_seen: bool = False
+    ready: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,10 +146,11 @@ class TaskRecord:
         return self.state == TaskState.RUNNING.value
 
     def head(self) -> Item | None:
-        """What the handler gets next, or None (nothing waiting, or blocked by a gap)."""
+        """What the handler gets next, or None (nothing waiting, its next event not yet
+        committed, or blocked by a gap)."""
         found = self.pending.get(self.delivered_seq + 1)
         if found is not None:
-            return found
+            return found if not isinstance(found, Pending) or found.ready else None
         if self.pending:
             return None
         return self.finals[0] if self.finals else None
@@ -222,16 +233,25 @@ def _pending_of(row: EventRow) -> Pending | None:
 class ReceiverState:
     """The tasks, their waiting events and cursors, over a :class:`ReceiverStore`.
 
-    Not thread-safe: the receiver calls it from its event loop only. Every method that
-    writes commits before it returns and, when the write raises, leaves memory as it was
-    (the caller answers the POST 503, so its poster sends it again).
+    Not thread-safe: the receiver calls it from its event loop only. Writes join the
+    store's batch: an event stored by :meth:`ingest` is handed over only once its batch is
+    committed, and a batch rolled back puts memory back as it was (its POSTs answer 503,
+    so their posters send them again). A write that raises leaves memory as it was.
     """
 
-    def __init__(self, store: ReceiverStore) -> None:
+    def __init__(
+        self, store: ReceiverStore, on_ready: Callable[[TaskRecord], None] | None = None
+    ) -> None:
         self.store = store
+        self.on_ready = on_ready
+        """Called with a task once an event stored for it is committed (wakes its lane)."""
         self._tasks: dict[TaskKey, TaskRecord] = {}
-        self._unsaved: dict[TaskKey, TaskRecord] = {}
-        """Tasks whose last cursor move could not be written (retried by :meth:`save`)."""
+        self.cursor_delay_s = 0.05
+        """How long a moved cursor may wait for a commit to join before it gets its own."""
+        self._moves: dict[TaskKey, TaskRecord] = {}
+        """Tasks whose cursor moved and is not yet written (:meth:`write_moves`)."""
+        self._moved_at = 0.0
+        self._moves_timer: asyncio.TimerHandle | None = None
 
     def __repr__(self) -> str:
         waiting = sum(len(t.pending) for t in self._tasks.values())
@@ -328,7 +348,15 @@ class ReceiverState:
             received_at=now,
             traceparent=traceparent,
         )
-        if not self.store.add_event(event_row, row, now):
+        # The row changes only for a new task, a gap, a terminal event or a tool named
+        # anew; the highest seq seen is otherwise read back from the events.
+        changed = (
+            fresh
+            or gap is not None
+            or terminal_seq != record.terminal_seq
+            or row.tool != record.tool
+        )
+        if not self.store.add_event(event_row, row if changed else None, now):
             return Ingested(new=False, original=self.original(server, found.event_id)), (
                 None if fresh else record
             )
@@ -340,15 +368,36 @@ class ReceiverState:
             taken=seq > record.delivered_seq and seq in record.pending,
             after_terminal=record.terminal_seq is not None,
         )
+        before = (record.tool, record.highest_seq, record.terminal_seq, record.gaps)
+        before_event_at = record.last_event_at
         record.tool = row.tool
         record.highest_seq = row.highest_seq
         record.terminal_seq = terminal_seq
         record.gaps = gaps
         record.last_event_at = now
+        item: Pending | None = None
         if not verdict.stale and not verdict.taken:
             event = found if isinstance(found, TaskEvent) else None
-            record.pending[seq] = Pending(seq, event, source, traceparent)
+            item = Pending(seq, event, source, traceparent, ready=False)
+            record.pending[seq] = item
         self._tasks[key] = record
+        stored = record
+
+        def committed() -> None:
+            if item is not None:
+                item.ready = True
+            if self.on_ready is not None:
+                self.on_ready(stored)
+
+        def rolled_back() -> None:
+            stored.tool, stored.highest_seq, stored.terminal_seq, stored.gaps = before
+            stored.last_event_at = before_event_at
+            if item is not None and stored.pending.get(seq) is item:
+                del stored.pending[seq]
+            if fresh and self._tasks.get(key) is stored and stored.idle():
+                del self._tasks[key]
+
+        self.store.batch.hooks(after=committed, undo=rolled_back)
         return verdict, record
 
     def original(self, server: str, event_id: str) -> TaskEvent | UnknownEvent | None:
@@ -366,6 +415,12 @@ class ReceiverState:
         record = TaskRecord(server=server, task_id=info.task_id, tool=info.tool)
         self.store.save_task(record.row(), now)
         self._tasks[record.key] = record
+
+        def rolled_back() -> None:
+            if self._tasks.get(record.key) is record and record.idle():
+                del self._tasks[record.key]
+
+        self.store.batch.hooks(undo=rolled_back)
         return record
 
     # -- delivery ---------------------------------------------------------------------------
@@ -373,9 +428,10 @@ class ReceiverState:
     def commit(self, record: TaskRecord, item: Item, now: float) -> None:
         """Record ``item`` as handed over (or passed over): move the cursor, set the state.
 
-        Memory moves even when the write raises (the handler has run; it must not get the
-        item again from this process), and the write's error is raised for the caller to
-        log; the next commit of the task writes its cursor whole.
+        Memory moves at once (the handler has run; it must not get the item again from
+        this process). The file follows with the next commit of the store's batch (the
+        next post's, usually), or after ``cursor_delay_s`` when none comes: await
+        :meth:`durable` before handing over the task's next update.
         """
         state = record.state
         delivered = record.delivered_seq
@@ -398,25 +454,73 @@ class ReceiverState:
             del record.pending[seq]
         if record.missing() is None:
             record.blocked_since = None
+        self._moves[record.key] = record
+        self._moved_at = now
+        self._schedule_moves()
+
+    def _schedule_moves(self) -> None:
+        if self._moves_timer is not None or not self._moves:
+            return
         try:
-            self.store.advance([(record.server, record.task_id, delivered, state)], now)
-        except Exception:
-            self._unsaved[record.key] = record
-            raise
-        self._unsaved.pop(record.key, None)
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.write_moves()
+            return
+        self._moves_timer = loop.call_later(self.cursor_delay_s, self._timed_moves)
+
+    def _timed_moves(self) -> None:
+        self._moves_timer = None
+        try:
+            self.write_moves()
+        except Exception as exc:  # kept to write again; the next commit retries
+            _log.error(
+                "receiver_cursor_unwritten", tasks=len(self._moves), error=type(exc).__name__
+            )
+            self._schedule_moves()
+
+    def write_moves(self) -> None:
+        """Write every cursor moved and not yet written, into the store's open batch.
+
+        Raises what the write raises (they stay to write again); a batch rolled back puts
+        them back too.
+        """
+        if not self._moves:
+            return
+        moves = dict(self._moves)
+        rows = [(r.server, r.task_id, r.delivered_seq, r.state) for r in moves.values()]
+        self.store.advance(rows, self._moved_at)
+        self._moves.clear()
+
+        def rolled_back() -> None:
+            for key, record in moves.items():
+                self._moves.setdefault(key, record)
+            self._schedule_moves()
+
+        self.store.batch.hooks(undo=rolled_back)
+
+    async def durable(self, record: TaskRecord) -> None:
+        """Return once ``record``'s cursor is in the file.
+
+        Raises what writing it raises (it stays to write again).
+        """
+        if record.key in self._moves:
+            self.write_moves()
+        await self.store.batch.done()
 
     def save(self, now: float) -> int:
-        """Write the cursors a failed commit left unwritten; return how many are left.
+        """Write the cursors not yet written now; return how many are left (0).
 
         Raises what the write raises (they stay unwritten).
         """
-        if self._unsaved:
-            moves = [
-                (r.server, r.task_id, r.delivered_seq, r.state) for r in self._unsaved.values()
-            ]
-            self.store.advance(moves, now)
-            self._unsaved.clear()
-        return len(self._unsaved)
+        self._moved_at = max(self._moved_at, now)
+        self.write_moves()
+        return len(self._moves)
+
+    def close(self) -> None:
+        """Stop the timed cursor writes (before the store closes)."""
+        if self._moves_timer is not None:
+            self._moves_timer.cancel()
+            self._moves_timer = None
 
     def skip(self, record: TaskRecord, first: int, last: int, source: UpdateSource) -> None:
         """Give up on seqs ``first``..``last`` (they will never come): a GAP goes next."""
@@ -430,7 +534,7 @@ class ReceiverState:
 
     def forget_if_idle(self, record: TaskRecord) -> None:
         """Drop a finished task with nothing waiting from memory (the file keeps it)."""
-        if not record.running and record.idle() and record.key not in self._unsaved:
+        if not record.running and record.idle() and record.key not in self._moves:
             self._tasks.pop(record.key, None)
 
     def running(self, server: str) -> list[TaskRecord]:

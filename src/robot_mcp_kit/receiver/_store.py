@@ -9,16 +9,20 @@ per ``(server, event_id)``, with its body as received. An event is *pending* whi
 and every pending one.
 
 ``receiver_tasks`` — one row per task: its ``delivered_seq`` (the cursor: the last seq the
-handler returned from, or that was passed over), ``highest_seq`` seen, the gaps noticed
-(``2-4,7``), its state as the receiver knows it (``running``, ``succeeded``, ``failed``,
-``cancelled``, ``lost``) and the seq of its terminal event. Pruning removes finished tasks
-untouched for ``retain_tasks_s`` (a reconciliation that still finds the task on its server
-touches it).
+handler returned from, or that was passed over), the gaps noticed (``2-4,7``), its state
+as the receiver knows it (``running``, ``succeeded``, ``failed``, ``cancelled``, ``lost``)
+and the seq of its terminal event. Its ``highest_seq`` is written with the row's other
+changes only (a new task, a gap, a terminal event); the highest seq seen is the larger of
+it and the task's newest event row. Pruning removes finished tasks with no event waiting,
+untouched for ``retain_tasks_s`` (a reconciliation that still finds the task on its
+server touches it).
 
-Every write is cold, on the caller's thread, and committed before it returns: an event is
-in the file before its POST is answered 2xx, and a cursor is in the file before the next
-update of its task is handed over. The file is WAL with ``synchronous=NORMAL``: a commit
-survives the process being killed; the last ones may roll back on power loss.
+Every write is cold, on the caller's thread, in the open :class:`WriteBatch
+<robot_mcp_kit.receiver._batch.WriteBatch>` of the event loop's turn (group commit): an
+event is in the file before its POST is answered 2xx (the answer awaits the batch), and a
+cursor before the next update of its task is handed over (the lane awaits it). The file is
+WAL with ``synchronous=NORMAL``: a commit survives the process being killed; the last ones
+may roll back on power loss.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
+from robot_mcp_kit.receiver._batch import WriteBatch
 from robot_mcp_kit.store import Kind, Schema, SqliteStore, Table
 
 __all__ = ["RECEIVER_SCHEMA", "EventRow", "ReceiverStore", "TaskRow"]
@@ -93,13 +98,21 @@ _ADVANCE = (
     "UPDATE receiver_tasks SET delivered_seq = ?, state = ?, updated_at = ? "
     "WHERE server = ? AND task_id = ?"
 )
-_TASK_COLUMNS = "server, task_id, tool, state, delivered_seq, highest_seq, terminal_seq, gaps"
+_TASK_COLUMNS = (
+    "server, task_id, tool, state, delivered_seq, max(highest_seq, coalesce((SELECT "
+    "max(e.seq) FROM receiver_events e WHERE e.server = t.server AND e.task_id = t.task_id), "
+    "0)), terminal_seq, gaps"
+)
 # An event is pending while its seq is above its task's cursor: pruning spares it.
 _PENDING = (
     "seq > coalesce((SELECT t.delivered_seq FROM receiver_tasks t WHERE "
     "t.server = receiver_events.server AND t.task_id = receiver_events.task_id), -1)"
 )
-_UNFINISHED = "state = 'running' OR delivered_seq < highest_seq"
+_UNFINISHED = (
+    "state = 'running' OR EXISTS (SELECT 1 FROM receiver_events e WHERE "
+    "e.server = receiver_tasks.server AND e.task_id = receiver_tasks.task_id AND "
+    "e.seq > receiver_tasks.delivered_seq)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,8 +173,8 @@ def _task_row(row: sqlite3.Row | tuple[Any, ...]) -> TaskRow:
 class ReceiverStore:
     """The receiver's file: the statements of the receiver, over one :class:`SqliteStore`.
 
-    Thread-safe like the store; the receiver calls it from its event loop only. Every
-    write is one transaction, committed (or rolled back, raising) before it returns.
+    The receiver calls it from its event loop only. Every write joins :attr:`batch`
+    (committed at the end of the loop's turn; with no running loop, before it returns).
 
     Args:
         path: the SQLite file (created with its directory if missing).
@@ -174,41 +187,43 @@ class ReceiverStore:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.store = SqliteStore(path, RECEIVER_SCHEMA)
         self.path = self.store.path
+        self.batch = WriteBatch(self.store)
 
     def __repr__(self) -> str:
         return f"<ReceiverStore {str(self.path)!r}>"
 
     # -- writes ---------------------------------------------------------------------------
 
-    def add_event(self, event: EventRow, task: TaskRow, now: float) -> bool:
-        """Write a new event and its task's row together; False (nothing written) when the
-        server already sent an event with this ``event_id``."""
-        with self.store.transaction() as conn:
+    def add_event(self, event: EventRow, task: TaskRow | None, now: float) -> bool:
+        """Write a new event, and its task's row when given, together; False (nothing
+        written) when the server already sent an event with this ``event_id``."""
+
+        def work(conn: sqlite3.Connection) -> bool:
             if conn.execute(_INSERT_EVENT, event.values()).rowcount == 0:
                 return False
-            conn.execute(_UPSERT_TASK, (*_task_values(task), now))
-        return True
+            if task is not None:
+                conn.execute(_UPSERT_TASK, (*_task_values(task), now))
+            return True
+
+        return self.batch.write(work)
 
     def save_task(self, task: TaskRow, now: float) -> None:
         """Write a task's row (a task learnt from its server, before any event of it)."""
-        with self.store.transaction() as conn:
-            conn.execute(_UPSERT_TASK, (*_task_values(task), now))
+        self.batch.write(lambda conn: conn.execute(_UPSERT_TASK, (*_task_values(task), now)))
 
     def advance(self, moves: Iterable[tuple[str, str, int, str]], now: float) -> None:
-        """Move cursors: each ``(server, task_id, delivered_seq, state)``, in one commit."""
-        with self.store.transaction() as conn:
-            conn.executemany(
-                _ADVANCE,
-                [(seq, state, now, server, task_id) for server, task_id, seq, state in moves],
-            )
+        """Move cursors: each ``(server, task_id, delivered_seq, state)``."""
+        rows = [(seq, state, now, server, task_id) for server, task_id, seq, state in moves]
+        self.batch.write(lambda conn: conn.executemany(_ADVANCE, rows))
 
     def touch(self, server: str, task_ids: Iterable[str], now: float) -> None:
         """Mark tasks a server still lists as seen now (pruning spares them)."""
-        with self.store.transaction() as conn:
-            conn.executemany(
-                "UPDATE receiver_tasks SET updated_at = ? WHERE server = ? AND task_id = ?",
-                [(now, server, task_id) for task_id in task_ids],
+        rows = [(now, server, task_id) for task_id in task_ids]
+        self.batch.write(
+            lambda conn: conn.executemany(
+                "UPDATE receiver_tasks SET updated_at = ? WHERE server = ? AND task_id = ?", rows
             )
+        )
 
     def prune(self, *, retain_events: int, retain_tasks_s: float) -> int:
         """Drop delivered events beyond the newest ``retain_events`` and finished tasks
@@ -221,16 +236,20 @@ class ReceiverStore:
 
     def forget_all(self) -> None:
         """Delete every event and task (``fake_rvc``'s reset)."""
-        with self.store.transaction() as conn:
+
+        def work(conn: sqlite3.Connection) -> None:
             conn.execute("DELETE FROM receiver_events")
             conn.execute("DELETE FROM receiver_tasks")
+
+        self.batch.write(work)
 
     # -- reads ----------------------------------------------------------------------------
 
     def task(self, server: str, task_id: str) -> TaskRow | None:
-        """One task's row, or None."""
+        """One task's row (``highest_seq``: the highest seq seen), or None."""
         row = self.store.query_one(
-            f"SELECT {_TASK_COLUMNS} FROM receiver_tasks WHERE server = ? AND task_id = ?",  # noqa: S608 - constant
+            f"SELECT {_TASK_COLUMNS} FROM receiver_tasks t "  # noqa: S608 - constant
+            "WHERE server = ? AND task_id = ?",
             (server, task_id),
         )
         return None if row is None else _task_row(row)
@@ -240,8 +259,8 @@ class ReceiverStore:
         return [
             _task_row(r)
             for r in self.store.query(
-                f"SELECT {_TASK_COLUMNS} FROM receiver_tasks WHERE {_UNFINISHED} "  # noqa: S608 - constant
-                "ORDER BY updated_at"
+                f"SELECT {_TASK_COLUMNS} FROM receiver_tasks t "  # noqa: S608 - constant
+                f"WHERE {_UNFINISHED.replace('receiver_tasks.', 't.')} ORDER BY updated_at"
             )
         ]
 
@@ -289,7 +308,8 @@ class ReceiverStore:
         return self.store.counts()
 
     def close(self) -> None:
-        """Close the file. Idempotent."""
+        """Commit the open batch and close the file. Idempotent."""
+        self.batch.commit()
         self.store.close()
 
 

@@ -65,6 +65,7 @@ from robot_mcp_kit.signing import (
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_MAX_JSON_DEPTH",
+    "MAX_TRACE_HEADER_CHARS",
     "BodyReason",
     "Headers",
     "PostHeaders",
@@ -73,6 +74,7 @@ __all__ = [
     "body_too_large",
     "check_declared_size",
     "check_post",
+    "read_asgi_headers",
     "read_event",
     "read_headers",
 ]
@@ -174,7 +176,8 @@ class Verdict:
 
 @dataclass(frozen=True, slots=True)
 class PostHeaders:
-    """The signature headers of one POST, each sent at most once, printable ASCII."""
+    """The signature headers of one POST, each sent at most once, printable ASCII; and,
+    as sent (at most 512 characters, never judged), its trace context (contract §4.5)."""
 
     server: str | None = None
     timestamp: str | None = None
@@ -183,6 +186,8 @@ class PostHeaders:
     webhook_timestamp: str | None = None
     webhook_signature: str | None = None
     content_length: str | None = None
+    traceparent: str | None = None
+    tracestate: str | None = None
 
 
 _SIGNATURE_HEADERS = {
@@ -207,6 +212,14 @@ def _reject(status: int, reason: str, detail: str, server: str | None) -> Verdic
     return Verdict(status=status, reason=reason, detail=detail, server=server)
 
 
+MAX_TRACE_HEADER_CHARS = 512
+"""The most characters of a ``traceparent`` / ``tracestate`` header kept (a ``tracestate``
+has at most 32 members; 512 covers every usual one)."""
+
+_OTHER_HEADERS = frozenset({"content-length", "traceparent", "tracestate"})
+_RAW_WANTED = frozenset(n.encode() for n in (*_SIGNATURE_HEADERS, *_OTHER_HEADERS))
+
+
 def read_headers(headers: Headers) -> PostHeaders | Verdict:
     """The signature headers, or a 400 verdict (``duplicate_header`` / ``invalid_header``).
 
@@ -215,13 +228,25 @@ def read_headers(headers: Headers) -> PostHeaders | Verdict:
     """
     pairs = headers.items() if isinstance(headers, Mapping) else headers
     found: dict[str, list[str]] = {}
-    length: str | None = None
     for name, value in pairs:
         lowered = name.lower()
-        if lowered in _SIGNATURE_HEADERS:
+        if lowered in _SIGNATURE_HEADERS or lowered in _OTHER_HEADERS:
             found.setdefault(lowered, []).append(value)
-        elif lowered == "content-length" and length is None:
-            length = value
+    return _judge_headers(found)
+
+
+def read_asgi_headers(raw: Iterable[tuple[bytes, bytes]]) -> PostHeaders | Verdict:
+    """:func:`read_headers` of an ASGI scope's ``headers`` (lower-case byte names): only
+    the headers it judges are decoded (as latin-1, as ASGI servers do)."""
+    found: dict[str, list[str]] = {}
+    wanted = _RAW_WANTED
+    for name, value in raw:
+        if name in wanted:
+            found.setdefault(name.decode(), []).append(value.decode("latin-1"))
+    return _judge_headers(found)
+
+
+def _judge_headers(found: dict[str, list[str]]) -> PostHeaders | Verdict:
     values: dict[str, str | None] = {}
     for lowered, field_name in _SIGNATURE_HEADERS.items():
         sent = found.get(lowered)
@@ -241,7 +266,15 @@ def read_headers(headers: Headers) -> PostHeaders | Verdict:
                 sent[0][:100] if name == HEADER_SERVER else None,
             )
         values[field_name] = sent[0]
-    return PostHeaders(**values, content_length=length)
+    length = found.get("content-length")
+    parent = found.get("traceparent")
+    state = found.get("tracestate")
+    return PostHeaders(
+        **values,
+        content_length=length[0] if length else None,
+        traceparent=parent[0][:MAX_TRACE_HEADER_CHARS] if parent else None,
+        tracestate=state[0][:MAX_TRACE_HEADER_CHARS] if state else None,
+    )
 
 
 def check_declared_size(head: PostHeaders, max_body_bytes: int) -> Verdict | None:
@@ -387,7 +420,8 @@ def _check_body(head: PostHeaders, server: str, body: bytes, max_json_depth: int
             f"The body is not UTF-8 (bad byte at {exc.start}).",
             server,
         )
-    depth = json_depth(body)
+    # Nesting cannot be deeper than the brackets opened: most events open a handful.
+    depth = 0 if body.count(b"{") + body.count(b"[") <= max_json_depth else json_depth(body)
     if depth > max_json_depth:
         return _reject(
             422,
