@@ -16,17 +16,27 @@ except ImportError:
     except ImportError:
         from mcp.server.fastmcp import FastMCP as MCPServer  # mcp 1.x
 
-from robot_mcp_kit import TaskContext, TaskError, TaskInfo, TaskRuntime, register_task_tools, serve
+from robot_mcp_kit import (
+    InvalidArgument,
+    RobotMcpKitError,
+    TaskContext,
+    TaskError,
+    TaskInfo,
+    TaskRuntime,
+    add_start_tool,
+    register_task_tools,
+    serve,
+)
 
 mcp = MCPServer("navigation")
-# An EventPoster (RVC_CALLBACK_URL, RVC_EVENT_SECRET, RVC_OUTBOX from the environment), then
-# a TaskManager on it; nothing runs until serve() enters the runtime.
-runtime = TaskRuntime("navigation", known_trigger_types=["eta_below"])
-manager = runtime.manager
+try:  # an EventPoster (RVC_CALLBACK_URL, RVC_EVENT_SECRET, RVC_OUTBOX), then a TaskManager
+    runtime = TaskRuntime("navigation", known_trigger_types=["eta_below"])
+except RobotMcpKitError as exc:  # e.g. a callback URL without RVC_EVENT_SECRET
+    raise SystemExit(f"navigation: {exc}") from None  # one line, no traceback
+manager = runtime.manager  # nothing runs until serve() enters the runtime
 register_task_tools(mcp, manager)  # get_task / cancel_task / list_tasks / get_task_events
 
 
-@mcp.tool()
 async def navigate_to(
     place: str, speed: float = 1.0, triggers: list[dict[str, Any]] | None = None
 ) -> TaskInfo:
@@ -34,8 +44,8 @@ async def navigate_to(
 
     Progress reports {"eta_s", "percent"}. Trigger: {"type": "eta_below", "seconds": N}.
     """
-    if not speed > 0:
-        raise ValueError(f"speed must be a number > 0, got {speed!r}")
+    if not speed > 0:  # the planner reads {"error": "invalid", "detail": "speed must ..."}
+        raise InvalidArgument(f"speed must be a number > 0, got {speed!r}.")
 
     async def body(ctx: TaskContext) -> dict[str, Any]:
         if place == "nowhere":
@@ -46,13 +56,16 @@ async def navigate_to(
             ctx.raise_if_cancelled()
             await asyncio.sleep(1 / speed)  # your robot work here
             await ctx.progress({"eta_s": eta, "percent": 25 * step})  # fires progress_above
-            for t in ctx.triggers:
-                if t.get("type") == "eta_below" and eta < t["seconds"]:
+            for t in ctx.triggers:  # the kit checked each eta_below's "seconds" at the start
+                if t["type"] == "eta_below" and eta < t["seconds"]:
                     await ctx.fire_trigger(t, {"eta_s": eta})  # at most once unless "repeat"
         return {"arrived": place}  # -> task_done {"result": {"arrived": ...}}
 
+    # A malformed trigger ({"type": "eta_below"} without "seconds") starts nothing: invalid.
     return manager.start("navigate_to", body, triggers=triggers)
 
+
+add_start_tool(mcp, navigate_to)  # answers the TaskInfo, or {"error": "invalid", "detail": ...}
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO)  # to stderr: stdout is the stdio transport's

@@ -10,7 +10,9 @@ a broken network would: a delay, then a status or a dropped connection; a delay 
 on to normal processing), and leaves every other decision to the pure
 :func:`fake_rvc.check_post` (the table of answers is in :mod:`fake_rvc._receive`). A
 verified event is stored once: ``{"accepted": true, ...}``, or for a known ``event_id``
-``{"duplicate": true, ...}``.
+``{"duplicate": true, ...}``; an event of a ``type`` the kit does not know is acknowledged
+the same way, with ``"unknown_type": true`` and a ``post_unknown_type`` WARNING
+(``docs/contract.md`` §4.4).
 
 Every error body is ``{"error": "<code>", "detail": "<sentence>"}``, and no answer carries
 the text of a Python exception (issue 9, finding 7). The inspection API
@@ -206,7 +208,16 @@ def create_app(
         if attempt.outcome != "duplicate":
             for gap in (a for a in attempt.anomalies if a["kind"] == "gap"):
                 repairer.schedule(verdict.server, verdict.event.task_id, gap["expected"] - 1)
-        return _stored_response(attempt)
+        if verdict.unknown_type:
+            _log.warning(
+                "post_unknown_type",
+                server=verdict.server,
+                task_id=verdict.event.task_id,
+                type=verdict.event.type[:100],
+                detail="acknowledged and ignored: a type this receiver does not know "
+                "(docs/contract.md §4.4)",
+            )
+        return _stored_response(attempt, unknown_type=verdict.unknown_type)
 
     app.include_router(inspect_router)
     app.include_router(page_router)
@@ -353,17 +364,21 @@ def _trace_header(request: Request, name: str) -> str | None:
     return None if value is None else value[:MAX_TRACE_HEADER_CHARS]
 
 
-def _stored_response(attempt: Attempt) -> JSONResponse:
+def _stored_response(attempt: Attempt, *, unknown_type: bool = False) -> JSONResponse:
+    """The 200 answer; ``"unknown_type": true`` for an event of a type the kit does not know."""
+    answer: dict[str, Any]
     if attempt.outcome == "duplicate":
-        return JSONResponse({"duplicate": True, "event_id": attempt.event_id})
-    return JSONResponse(
-        {
+        answer = {"duplicate": True, "event_id": attempt.event_id}
+    else:
+        answer = {
             "accepted": True,
             "duplicate": False,
             "event_id": attempt.event_id,
             "anomalies": list(attempt.anomalies),
         }
-    )
+    if unknown_type:
+        answer["unknown_type"] = True
+    return JSONResponse(answer)
 
 
 async def _invalid_request(request: Request, exc: Exception) -> Response:

@@ -22,8 +22,15 @@ The checks, in order; the first failure is the answer:
       ``invalid_json``, ``not_an_object``, ``bad_schema_version``,
       ``invalid_event`` (not a TaskEvent), ``webhook_id_mismatch``,
       ``server_mismatch`` (body ``server`` differs from ``X-RVC-Server``)
-200   the event verified (whether it is new or a duplicate is the recorder's call)
+200   the event verified (whether it is new or a duplicate is the recorder's call);
+      one of a ``type`` the kit does not know too (:attr:`Verdict.unknown_type`)
 ====  =========================================================================
+
+An event of an unknown ``type`` — signed, well formed, only its ``type`` (a non-empty
+string) new — is not bad input (``docs/contract.md`` §4.4): the kit may add event types
+within ``schema_version`` 1, and a refusal would hold back the task's later events for the
+poster's 10 minutes of retries. It is verified like any other and acknowledged; the
+receiver records it (its ``seq`` counts, so it leaves no gap) and acts on nothing in it.
 
 No detail quotes the text of a Python exception (issue 9, finding 7): a body that is not
 valid JSON is described by its position, a body that is not a TaskEvent by each field and
@@ -38,11 +45,12 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import get_args
 
-from pydantic import ValidationError
+from pydantic import Field, ValidationError, create_model
 
 from fake_rvc._bodies import body_server, describe_errors, json_depth, reject_constant
-from robot_mcp_kit import SCHEMA_VERSION, SignatureError, SignatureReason, TaskEvent
+from robot_mcp_kit import SCHEMA_VERSION, EventType, SignatureError, SignatureReason, TaskEvent
 from robot_mcp_kit.signing import (
     DEFAULT_MAX_SKEW_S,
     HEADER_SERVER,
@@ -59,6 +67,7 @@ from robot_mcp_kit.signing import (
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_MAX_JSON_DEPTH",
+    "KNOWN_EVENT_TYPES",
     "BodyReason",
     "Headers",
     "PostHeaders",
@@ -72,6 +81,17 @@ __all__ = [
 DEFAULT_MAX_BODY_BYTES = 1_048_576
 DEFAULT_MAX_JSON_DEPTH = 33
 """Contract §3.2 allows a payload 32 levels deep; the event's envelope is one more level."""
+
+KNOWN_EVENT_TYPES: frozenset[str] = frozenset(get_args(EventType))
+"""The event types of this kit; any other ``type`` is acknowledged and ignored (§4.4)."""
+
+_AnyTypeEvent = create_model(
+    "TaskEvent",
+    __base__=TaskEvent,
+    type=(str, Field(min_length=1)),
+)
+"""A :class:`TaskEvent` whose ``type`` is any non-empty string: the envelope an event of a
+type this kit does not know is checked against (every other field as strict)."""
 
 Headers = Mapping[str, str] | Iterable[tuple[str, str]]
 """Request headers: a mapping, or (name, value) pairs where a repeated header repeats
@@ -121,6 +141,11 @@ class Verdict:
     def accepted(self) -> bool:
         """True when the post verified (``event`` is set)."""
         return self.event is not None
+
+    @property
+    def unknown_type(self) -> bool:
+        """True for a verified event whose ``type`` is not one of :data:`KNOWN_EVENT_TYPES`."""
+        return self.event is not None and self.event.type not in KNOWN_EVENT_TYPES
 
 
 @dataclass(frozen=True)
@@ -358,8 +383,12 @@ def _check_body(head: PostHeaders, server: str, body: bytes, max_json_depth: int
             f"schema_version must be {SCHEMA_VERSION}, got {json.dumps(version)[:40]}.",
             server,
         )
+    kind = obj.get("type")
+    envelope = (
+        _AnyTypeEvent if isinstance(kind, str) and kind not in KNOWN_EVENT_TYPES else TaskEvent
+    )
     try:
-        event = TaskEvent.model_validate_json(body, strict=True)
+        event = envelope.model_validate_json(body, strict=True)
     except ValidationError as exc:
         detail = describe_errors(exc.errors(include_url=False), "The body is not a TaskEvent")
         return _reject(422, BodyReason.INVALID_EVENT, detail, server)

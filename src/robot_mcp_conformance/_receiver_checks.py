@@ -24,6 +24,11 @@ class receiver_clauses:
         "a valid signed TaskEvent is acknowledged with a 2xx, one whose payload is as deep "
         "(32 levels) or as large (256 KiB) as §3.2 allows too",
     )
+    UNKNOWN_TYPE_ACKNOWLEDGED = Clause(
+        "3.1, 4.4",
+        "a signed, well-formed TaskEvent of a type the receiver does not know is acknowledged "
+        "with a 2xx (and ignored), and the task's later events with it",
+    )
     DUPLICATE_ACKNOWLEDGED = Clause(
         "5.3",
         "the same event again (same event_id and body, re-signed: delivery is at least "
@@ -75,7 +80,9 @@ class receiver_clauses:
         "4.4", "a signed body that is not JSON (or not UTF-8, or NaN) is refused with a 4xx"
     )
     NON_TASK_EVENT_REFUSED = Clause(
-        "3.1, 4.4", "a signed JSON body that is not a TaskEvent is refused with a 4xx"
+        "3.1, 4.4",
+        "a signed JSON body that is not a TaskEvent (every field of its type, seq of at least "
+        "1, type a non-empty string: known or not) is refused with a 4xx",
     )
     SERVER_MISMATCH_REFUSED = Clause(
         "3.1, 4.4",

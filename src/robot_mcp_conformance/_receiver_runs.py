@@ -5,7 +5,8 @@ read it, as the server suite's task runs are shared:
 
 * :func:`accept` — events the receiver must acknowledge: a valid one, one sent twice,
   timestamps near the window's edges, both secrets of a rotation, a gap, an out-of-order
-  seq, a large legal payload, and a few more to time the answers;
+  seq, a large legal payload, one of a type no receiver knows (between two known ones of
+  its task), and a few more to time the answers;
 * :func:`refuse` — one post per way a post can be bad (:data:`REFUSAL_CASES`), each
   properly signed except for its one defect, each for a task of its own;
 * :func:`time_compares` — pairs of signatures wrong in their first or their last digit.
@@ -39,6 +40,7 @@ __all__ = [
     "LARGEST_PAYLOAD_BYTES",
     "OUTSIDE_WINDOW_S",
     "REFUSAL_CASES",
+    "UNKNOWN_EVENT_TYPE",
     "VALID_CASES",
     "Acceptance",
     "Refusals",
@@ -61,12 +63,16 @@ DEEPEST_PAYLOAD = 32
 """§3.2's nesting bound: a payload this many levels deep must be taken."""
 VALID_CASES = ("progress", "task-done", "deepest-payload", "largest-payload")
 """The valid events the suite posts, each for a task of its own."""
+UNKNOWN_EVENT_TYPE = "conformance_unknown_event_v1"
+"""An event type no kit sends (as the server suite's unknown trigger type): a receiver must
+acknowledge an event of it (§4.4), the way it will one of a type a later kit adds."""
 DEEP_NESTING = 10_000
 """Levels of nested arrays in the deeply nested body (a parser that recurses overflows)."""
 _OVERSIZE_EXTRA_BYTES = 65_536
 
 REFUSAL_CASES: dict[str, tuple[str, ...]] = {
-    "bad-signature": ("first-digit-flipped", "last-digit-flipped"),
+    # "unknown-type": an unknown type is acknowledged only once the post verifies.
+    "bad-signature": ("first-digit-flipped", "last-digit-flipped", "unknown-type"),
     "wrong-secret": ("another-secret", "empty-secret"),
     "unknown-server": ("not-configured",),
     "missing-header": (HEADER_SERVER, HEADER_TIMESTAMP, HEADER_SIGNATURE),
@@ -82,7 +88,13 @@ REFUSAL_CASES: dict[str, tuple[str, ...]] = {
     ),
     "tampered-body": ("payload-changed", "whitespace-added"),
     "non-json": ("not-json", "truncated", "not-utf8", "nan"),
-    "non-task-event": ("json-array", "missing-seq", "unknown-type", "seq-zero"),
+    "non-task-event": (
+        "json-array",
+        "missing-seq",
+        "type-not-a-string",
+        "seq-zero",
+        "unknown-type-without-seq",
+    ),
     "server-mismatch": ("body-names-another-server",),
     "oversize": ("past-the-body-limit",),
     "deeply-nested": (f"{DEEP_NESTING}-levels",),
@@ -120,11 +132,16 @@ class Acceptance:
     """seq 1, 3, then 2 of one task."""
     timed: list[Exchange]
     """:data:`BUDGET_POSTS` events of one task, whose answer times are judged."""
+    unknown_type: tuple[Exchange, Exchange, Exchange]
+    """seq 1 (progress), seq 2 of type :data:`UNKNOWN_EVENT_TYPE`, seq 3 (progress) of one
+    task."""
 
     def new_events(self) -> list[Exchange]:
-        """Every post that carried an event the receiver had not seen (not :attr:`again`)."""
+        """Every post that carried an event the receiver had not seen (not :attr:`again`),
+        but the event of an unknown type, which a receiver may ignore."""
         posts = [*self.valid.values(), self.first, self.past, self.future]
         posts += [*self.gap, *self.reorder, *self.timed]
+        posts += [self.unknown_type[0], self.unknown_type[2]]
         if self.rotation is not None:
             posts += list(self.rotation)
         return posts
@@ -179,7 +196,19 @@ def accept(probe: Probe) -> Acceptance:
         probe.send(f"seq {seq} of a task (timed)", probe.event(task, seq))
         for seq in range(1, BUDGET_POSTS + 1)
     ]
-    return Acceptance(valid, first, again, past, future, rotation, gap, reorder, timed)
+    task = probe.new_task()
+    unknown_type = (
+        probe.send("seq 1 of a task", probe.event(task, 1)),
+        probe.send(
+            f"seq 2 of the same task, of type {UNKNOWN_EVENT_TYPE!r} (a type the receiver "
+            "does not know)",
+            probe.event(task, 2, type=UNKNOWN_EVENT_TYPE, payload={"level": 3}),
+        ),
+        probe.send("seq 3 of the same task, after the unknown type", probe.event(task, 3)),
+    )
+    return Acceptance(
+        valid, first, again, past, future, rotation, gap, reorder, timed, unknown_type
+    )
 
 
 def _valid(probe: Probe, case: str) -> Exchange:
@@ -220,12 +249,16 @@ def refuse(probe: Probe) -> Refusals:
 
 
 def _bad_signature(probe: Probe, case: str) -> Exchange:
-    event = probe.event(probe.new_task(), 1)
+    kind = UNKNOWN_EVENT_TYPE if case == "unknown-type" else "progress"
+    event = probe.event(probe.new_task(), 1, type=kind)
     body = compact(event)
     headers = probe.headers(body)
-    index = 0 if case == "first-digit-flipped" else -1
+    index = -1 if case == "last-digit-flipped" else 0
     headers[HEADER_SIGNATURE] = _with_digit_flipped(str(headers[HEADER_SIGNATURE]), index)
-    return probe.post(f"bad signature: {case}", body, headers, event)
+    label = f"bad signature: {case}"
+    if case == "unknown-type":
+        label = f"an event of type {kind!r} whose signature's first digit is changed"
+    return probe.post(label, body, headers, event)
 
 
 def _wrong_secret(probe: Probe, case: str) -> Exchange:
@@ -330,8 +363,11 @@ def _non_task_event(probe: Probe, case: str) -> Exchange:
     elif case == "missing-seq":
         value = {k: v for k, v in event.items() if k != "seq"}
         label = "a TaskEvent without seq"
-    elif case == "unknown-type":
-        value, label = {**event, "type": "exploded"}, 'a TaskEvent of type "exploded"'
+    elif case == "type-not-a-string":
+        value, label = {**event, "type": 7}, "a TaskEvent whose type is the number 7"
+    elif case == "unknown-type-without-seq":
+        value = {k: v for k, v in event.items() if k != "seq"} | {"type": UNKNOWN_EVENT_TYPE}
+        label = f"an event of type {UNKNOWN_EVENT_TYPE!r} without seq"
     else:
         value, label = {**event, "seq": 0}, "a TaskEvent with seq 0"
     body = compact(value)

@@ -4,8 +4,8 @@ A long-running tool returns a ``task_id`` at once; the work runs as an asyncio t
 server POSTs HMAC-signed events to the brain (at least once, in order, with retries);
 ``get_task`` / ``cancel_task`` / ``list_tasks`` let the brain reconcile by polling.
 
-Importing this package needs only pydantic and httpx. ``register_task_tools`` needs the
-``mcp`` extra and imports it lazily, on first use.
+Importing this package needs only pydantic and httpx. ``register_task_tools`` and
+``add_start_tool`` need the ``mcp`` extra and import it lazily, on first use.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from robot_mcp_kit._exceptions import (
     ConfigurationError,
     InvalidArgument,
     InvalidPayload,
+    InvalidTrigger,
     ManagerClosed,
     OutboxLocked,
     RobotMcpKitError,
@@ -44,10 +45,19 @@ from robot_mcp_kit.native_tasks import NativeTasks
 from robot_mcp_kit.runtime import TaskRuntime
 from robot_mcp_kit.serving import serve
 from robot_mcp_kit.signing import SignatureReason, sign, verify
-from robot_mcp_kit.tasks import EventSink, TaskBody, TaskContext, TaskError, TaskManager
+from robot_mcp_kit.tasks import (
+    EventSink,
+    NumberField,
+    TaskBody,
+    TaskContext,
+    TaskError,
+    TaskManager,
+    TextField,
+    TriggerType,
+)
 
 if TYPE_CHECKING:
-    from robot_mcp_kit.fastmcp_ext import register_task_tools
+    from robot_mcp_kit.fastmcp_ext import add_start_tool, register_task_tools
 
 
 __all__ = [
@@ -63,8 +73,10 @@ __all__ = [
     "InputAnswer",
     "InvalidArgument",
     "InvalidPayload",
+    "InvalidTrigger",
     "ManagerClosed",
     "NativeTasks",
+    "NumberField",
     "OutboxLocked",
     "PosterStats",
     "RetryPolicy",
@@ -84,7 +96,10 @@ __all__ = [
     "TaskManagerError",
     "TaskRuntime",
     "TaskState",
+    "TextField",
+    "TriggerType",
     "__version__",
+    "add_start_tool",
     "register_task_tools",
     "reliability",
     "serve",
@@ -96,8 +111,8 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # register_task_tools imports mcp; keep it out of the import of the package so the
     # models, signing, poster and task manager work where mcp is not installed.
-    if name == "register_task_tools":
-        from robot_mcp_kit.fastmcp_ext import register_task_tools
+    if name in ("add_start_tool", "register_task_tools"):
+        from robot_mcp_kit import fastmcp_ext
 
-        return register_task_tools
+        return getattr(fastmcp_ext, name)
     raise AttributeError(f"module 'robot_mcp_kit' has no attribute {name!r}")

@@ -7,6 +7,8 @@ issue 13, so a caller catching that builtin keeps working)::
     ├── ConfigurationError           (ValueError) a bad setting or declaration, raised at
     │                                construction so a server fails fast
     ├── InvalidArgument              (ValueError) a call's argument is outside what is valid
+    │   ├── InvalidPayload           (TypeError) a payload that is not one JSON document
+    │   └── InvalidTrigger           a start's trigger is not as its type declares
     ├── SignatureError               an event's signature or timestamp did not verify
     ├── TaskManagerError             (RuntimeError) the task manager cannot start a task
     │   └── ManagerClosed            start() after aclose(): the server is shutting down
@@ -45,6 +47,7 @@ __all__ = [
     "InvalidArgument",
     "InvalidLessonParams",
     "InvalidPayload",
+    "InvalidTrigger",
     "LessonError",
     "LessonNotFound",
     "ManagerClosed",
@@ -102,6 +105,24 @@ class InvalidPayload(InvalidArgument, TypeError):
         self.what = what
         self.path = path
         self.reason = reason
+
+
+class InvalidTrigger(InvalidArgument):
+    """A trigger given to ``TaskManager.start`` is not what its type declares: no task starts.
+
+    ``index`` is the trigger's position in the list, ``type`` its ``type`` (None when it
+    has none), ``field`` the field at fault (None when the trigger itself is: not an object,
+    no string ``type``); the message names all three and what is valid
+    (``trigger 0 (eta_below): "seconds" is missing; it must be a finite number > 0.``). A
+    start tool registered with :func:`~robot_mcp_kit.fastmcp_ext.add_start_tool` answers
+    it as ``{"error": "invalid", "detail": <the message>}``.
+    """
+
+    def __init__(self, message: str, *, index: int, type: str | None, field: str | None) -> None:
+        super().__init__(message)
+        self.index = index
+        self.type = type
+        self.field = field
 
 
 class TaskManagerError(RobotMcpKitError, RuntimeError):

@@ -30,7 +30,13 @@ from robot_mcp_kit._payload import DEFAULT_MAX_PAYLOAD_BYTES, json_payload
 from robot_mcp_kit._task_context import TaskBody, TaskContext, TaskError
 from robot_mcp_kit._task_journal import INTERRUPTED, JournalOwner, TaskJournal
 from robot_mcp_kit._task_state import EventRetention, TaskRecord
-from robot_mcp_kit._triggers import accept_triggers, is_number
+from robot_mcp_kit._triggers import (
+    TriggerType,
+    accept_triggers,
+    check_triggers,
+    is_number,
+    trigger_rules,
+)
 from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.models import (
     TERMINAL_STATES,
@@ -129,9 +135,10 @@ class TaskManager:
         poster: the :class:`EventSink` events are handed to.
         max_finished_retained: how many finished tasks stay queryable; beyond that the
             oldest finished one is forgotten. Running tasks are never evicted.
-        known_trigger_types: trigger types this server implements (see
+        known_trigger_types: trigger types this server implements, by name or as a
+            :class:`~robot_mcp_kit.TriggerType` declaring their fields (see
             :mod:`robot_mcp_kit.tasks`); ``progress_above`` is always known. None: do not
-            judge types.
+            judge type names (the contract's documented types are still checked).
         cancel_grace_s: how long :meth:`cancel` / :meth:`aclose` wait for a body to
             unwind after cancelling it before marking it cancelled anyway.
         clock: returns the current aware UTC datetime (tests inject one).
@@ -165,7 +172,7 @@ class TaskManager:
         poster: EventSink,
         *,
         max_finished_retained: int = DEFAULT_MAX_FINISHED_RETAINED,
-        known_trigger_types: Collection[str] | None = None,
+        known_trigger_types: Collection[str | TriggerType] | None = None,
         cancel_grace_s: float = DEFAULT_CANCEL_GRACE_S,
         clock: Callable[[], datetime] | None = None,
         id_factory: Callable[[str], str] | None = None,
@@ -200,9 +207,13 @@ class TaskManager:
         self.poster = poster
         self.max_payload_bytes = max_payload_bytes
         self.max_finished_retained = max_finished_retained
+        self._trigger_rules = trigger_rules(known_trigger_types)
         self.known_trigger_types: frozenset[str] | None = (
-            None if known_trigger_types is None else frozenset(known_trigger_types)
+            None
+            if known_trigger_types is None
+            else frozenset(k.name if isinstance(k, TriggerType) else k for k in known_trigger_types)
         )
+        """The names given as ``known_trigger_types`` (None: none given)."""
         self.cancel_grace_s = cancel_grace_s
         self.max_events_per_task = max_events_per_task
         self.max_events_retained = max_events_retained
@@ -235,7 +246,7 @@ class TaskManager:
         triggers: builtins.list[dict[str, Any]] | None = None,
         est_duration_s: float | None = None,
         *,
-        known_trigger_types: Collection[str] | None = None,
+        known_trigger_types: Collection[str | TriggerType] | None = None,
     ) -> TaskInfo:
         """Create a task, spawn ``body`` as an asyncio task, return at once (``running``).
 
@@ -244,9 +255,11 @@ class TaskManager:
         :func:`~robot_mcp_kit.fastmcp_ext.add_start_tool`: mcp 2.x and standalone FastMCP
         run a plain ``def`` tool in a worker thread). The lifecycle is in
         :mod:`robot_mcp_kit.tasks`. ``known_trigger_types`` overrides the manager's for
-        this task. Malformed or unknown triggers are kept in the ``TaskInfo`` (as passed
-        in) but logged once at WARNING and never fired by the kit; entries that are not
-        dicts are dropped.
+        this task. A trigger that is not an object with a string ``type``, or whose known
+        type's fields are not as declared (:class:`~robot_mcp_kit.TriggerType`), refuses
+        the start: nothing is created, nothing is sent. A trigger of a type that is not
+        known is kept in the ``TaskInfo`` (as passed in), logged once at WARNING and never
+        fired by the kit.
 
         Each error below is also the ``ToolError`` of every MCP framework loaded in the
         process, so a start tool that lets it escape gives the client its message on
@@ -259,6 +272,9 @@ class TaskManager:
                 a ``RuntimeError``.
             InvalidPayload: a trigger is not one JSON document within
                 ``max_payload_bytes`` (the message names the key path and the reason).
+            InvalidTrigger: a trigger is not an object with a string ``type``, or a field
+                of its known type is missing or not as declared (the message names the
+                trigger's index, its type and the field).
             InvalidArgument: ``est_duration_s`` is not a finite number or None.
         """
         try:
@@ -275,7 +291,7 @@ class TaskManager:
         body: TaskBody,
         triggers: builtins.list[dict[str, Any]] | None,
         est_duration_s: float | None,
-        known_trigger_types: Collection[str] | None,
+        known_trigger_types: Collection[str | TriggerType] | None,
     ) -> TaskInfo:
         try:
             loop = asyncio.get_running_loop()
@@ -297,6 +313,12 @@ class TaskManager:
                 else t
                 for i, t in enumerate(triggers)
             ]
+        rules = (
+            self._trigger_rules
+            if known_trigger_types is None
+            else trigger_rules(known_trigger_types)
+        )
+        check_triggers(triggers, rules)
         if est_duration_s is not None and not (
             is_number(est_duration_s) and math.isfinite(est_duration_s)
         ):
@@ -311,13 +333,7 @@ class TaskManager:
             tool=tool,
             created_at=now,
             updated_at=now,
-            triggers=accept_triggers(
-                task_id,
-                triggers,
-                self.known_trigger_types
-                if known_trigger_types is None
-                else frozenset(known_trigger_types),
-            ),
+            triggers=accept_triggers(task_id, triggers, rules.known),
             est_duration_s=est_duration_s,
         )
         self._tasks[task_id] = task

@@ -1,25 +1,51 @@
-"""Task trigger rules: which triggers a task keeps, which ``progress_above`` are due, identity.
+"""Task triggers: their declared fields, which a task keeps, which ``progress_above`` are due.
 
-Triggers are opaque dicts with a ``type`` (kit spec §3.2); the manager implements only
-``progress_above`` (see :mod:`robot_mcp_kit.tasks`). The rules are functions over plain
-data; the manager and the :class:`~robot_mcp_kit.tasks.TaskContext` call them.
+Triggers are dicts with a ``type`` (``docs/contract.md`` §8). A server declares the types
+it implements (``known_trigger_types``); the kit checks, when a task starts, that each
+trigger is an object with a string ``type`` and that one of a known type carries the fields
+its :class:`TriggerType` declares (:func:`check_triggers`), and refuses the start with
+:class:`~robot_mcp_kit.InvalidTrigger` otherwise: a body can read ``t["seconds"]`` of an
+``eta_below`` without a guard. A type the server does not know is kept, logged once at
+WARNING and never fired (:func:`accept_triggers`). The manager evaluates only
+``progress_above`` itself (:func:`progress_triggers_due`).
+
+::
+
+    runtime = TaskRuntime(
+        "navigation",
+        known_trigger_types=[
+            "eta_below",                                   # the contract's, as documented
+            TriggerType("dock_free", {"bay": TextField(), "within_s": NumberField(gt=0)}),
+        ],
+    )
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, TypeGuard
 
+from robot_mcp_kit._exceptions import ConfigurationError, InvalidTrigger
 from robot_mcp_kit.log import get_logger
 
 __all__ = [
+    "CONTRACT_TRIGGER_TYPES",
     "GENERIC_TRIGGER_TYPES",
+    "NumberField",
+    "TextField",
+    "TriggerField",
+    "TriggerRules",
+    "TriggerType",
     "accept_triggers",
+    "check_triggers",
     "is_number",
     "progress_triggers_due",
     "trigger_key",
+    "trigger_rules",
 ]
 
 _log = get_logger("robot_mcp_kit.tasks")
@@ -33,6 +59,258 @@ def is_number(value: object) -> TypeGuard[float]:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
+_REPEAT = "repeat"
+"""The field every trigger may carry (``"repeat": true``: fire each time the condition
+holds), checked for every type whose fields are checked."""
+
+
+def _shown(value: object) -> str:
+    """``value`` as the planner sent it (JSON, at most 40 characters) and what it is."""
+    kinds = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
+    if value is None:
+        return "null"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    text = json.dumps(value, ensure_ascii=False, default=repr)
+    text = text if len(text) <= 40 else text[:37] + "..."
+    kind = kinds.get(type(value))
+    return text if kind is None else f"{text} ({kind})"
+
+
+@dataclass(frozen=True)
+class NumberField:
+    """A trigger field that holds a finite number (an int or a float, never a bool).
+
+    ``gt`` / ``ge`` / ``lt`` / ``le`` bound it (exclusive / inclusive); ``integer`` asks for
+    a whole number; ``required=False`` lets the trigger leave it out.
+    """
+
+    gt: float | None = None
+    ge: float | None = None
+    lt: float | None = None
+    le: float | None = None
+    integer: bool = False
+    required: bool = True
+
+    def expects(self) -> str:
+        """What a valid value is, for a message: ``a finite number > 0``."""
+        bounds = [
+            f"{word} {limit:g}"
+            for word, limit in ((">", self.gt), (">=", self.ge), ("<", self.lt), ("<=", self.le))
+            if limit is not None
+        ]
+        what = "a whole number" if self.integer else "a finite number"
+        return " and ".join([f"{what} {bounds[0]}", *bounds[1:]]) if bounds else what
+
+    def accepts(self, value: object) -> bool:
+        """True when ``value`` is such a number, within the bounds."""
+        if not is_number(value) or (self.integer and not float(value).is_integer()):
+            return False
+        return not (
+            (self.gt is not None and not value > self.gt)
+            or (self.ge is not None and not value >= self.ge)
+            or (self.lt is not None and not value < self.lt)
+            or (self.le is not None and not value <= self.le)
+        )
+
+
+@dataclass(frozen=True)
+class TextField:
+    """A trigger field that holds a string of ``min_length`` (default 1) to ``max_length``
+    characters, or one of ``choices`` when given; ``required=False`` lets it be left out."""
+
+    min_length: int = 1
+    max_length: int | None = None
+    choices: tuple[str, ...] | None = None
+    required: bool = True
+
+    def expects(self) -> str:
+        """What a valid value is, for a message: ``a non-empty string``."""
+        if self.choices is not None:
+            return "one of " + ", ".join(json.dumps(c) for c in self.choices)
+        if self.max_length is not None:
+            return f"a string of {self.min_length} to {self.max_length} characters"
+        return (
+            "a non-empty string"
+            if self.min_length == 1
+            else (f"a string of at least {self.min_length} characters")
+        )
+
+    def accepts(self, value: object) -> bool:
+        """True when ``value`` is such a string."""
+        if not isinstance(value, str):
+            return False
+        if self.choices is not None:
+            return value in self.choices
+        return len(value) >= self.min_length and (
+            self.max_length is None or len(value) <= self.max_length
+        )
+
+
+TriggerField = NumberField | TextField
+"""What a :class:`TriggerType` declares of one of its fields."""
+
+
+@dataclass(frozen=True)
+class TriggerType:
+    """A trigger type a server implements, with the fields a trigger of it must carry.
+
+    Given in ``known_trigger_types`` (of :class:`~robot_mcp_kit.TaskRuntime`,
+    :class:`~robot_mcp_kit.TaskManager` or one ``start``), it makes ``name`` known and has
+    the kit refuse, when the task starts, a trigger of it whose fields are not as declared
+    (:class:`~robot_mcp_kit.InvalidTrigger`). Fields it does not declare pass as they are;
+    ``repeat``, when present, must be true or false.
+
+    Raises:
+        ConfigurationError: ``name`` is empty, or a field is called ``type`` or ``repeat``
+            (the contract's own), or is not a :data:`TriggerField`.
+    """
+
+    name: str
+    fields: Mapping[str, TriggerField] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ConfigurationError(f"A trigger type needs a non-empty name, got {self.name!r}.")
+        for key, rule in self.fields.items():
+            if key in ("type", _REPEAT):
+                raise ConfigurationError(
+                    f"Trigger type {self.name!r} declares {key!r}, a field every trigger has."
+                )
+            if not isinstance(rule, NumberField | TextField):
+                raise ConfigurationError(
+                    f"Trigger type {self.name!r}: field {key!r} must be a NumberField or a "
+                    f"TextField, got {type(rule).__name__}."
+                )
+        object.__setattr__(self, "fields", MappingProxyType(dict(self.fields)))
+
+    def __hash__(self) -> int:
+        return hash((self.name, tuple(self.fields.items())))
+
+    def problem(self, trigger: Mapping[str, Any]) -> tuple[str, str] | None:
+        """``(field, what is wrong)`` for the first field of ``trigger`` that is not as
+        declared (in declaration order, then ``repeat``), or None when all are."""
+        for key, rule in self.fields.items():
+            if key not in trigger:
+                if rule.required:
+                    return key, f"is missing; it must be {rule.expects()}"
+                continue
+            value = trigger[key]
+            if not rule.accepts(value):
+                return key, f"must be {rule.expects()}, got {_shown(value)}"
+        if _REPEAT in trigger and not isinstance(trigger[_REPEAT], bool):
+            return _REPEAT, f"must be true or false, got {_shown(trigger[_REPEAT])}"
+        return None
+
+
+CONTRACT_TRIGGER_TYPES: Mapping[str, TriggerType] = MappingProxyType(
+    {
+        kind.name: kind
+        for kind in (
+            TriggerType("eta_below", {"seconds": NumberField(gt=0)}),
+            TriggerType("zone_entered", {"zone": TextField()}),
+            TriggerType("progress_above", {"percent": NumberField(ge=0, le=100)}),
+        )
+    }
+)
+"""The trigger types ``docs/contract.md`` §8 documents, with their fields: ``eta_below``
+(``seconds``, a number > 0), ``zone_entered`` (``zone``, a non-empty string) and
+``progress_above`` (``percent``, a number from 0 to 100). A server that names one of them
+in ``known_trigger_types`` gets it checked as documented."""
+
+
+@dataclass(frozen=True)
+class TriggerRules:
+    """What a task knows of trigger types: ``known`` names (None: the server declared none,
+    so no type is unknown) and the :class:`TriggerType` each checked type is held to."""
+
+    known: frozenset[str] | None
+    checked: Mapping[str, TriggerType]
+
+
+def trigger_rules(known: Collection[str | TriggerType] | None) -> TriggerRules:
+    """The rules of a ``known_trigger_types`` value (names and :class:`TriggerType` s).
+
+    A name of :data:`CONTRACT_TRIGGER_TYPES` is checked as documented, a :class:`TriggerType`
+    as declared (it wins over the documented one of its name), and ``progress_above`` is
+    always known and checked. ``None``: every type is accepted, and the documented ones are
+    checked.
+
+    Raises:
+        ConfigurationError: an entry is neither a non-empty string nor a TriggerType, or
+            two TriggerTypes share a name.
+    """
+    if known is None:
+        return TriggerRules(None, CONTRACT_TRIGGER_TYPES)
+    if isinstance(known, str | TriggerType):
+        raise ConfigurationError(
+            f"known_trigger_types must be a collection of type names, got {known!r}; "
+            "wrap it in a list."
+        )
+    names: set[str] = set(GENERIC_TRIGGER_TYPES)
+    checked: dict[str, TriggerType] = {
+        name: CONTRACT_TRIGGER_TYPES[name] for name in GENERIC_TRIGGER_TYPES
+    }
+    declared: set[str] = set()
+    for entry in known:
+        if isinstance(entry, TriggerType):
+            if entry.name in declared:
+                raise ConfigurationError(f"Trigger type {entry.name!r} is declared twice.")
+            declared.add(entry.name)
+            names.add(entry.name)
+            checked[entry.name] = entry
+        elif isinstance(entry, str) and entry:
+            names.add(entry)
+            if entry in CONTRACT_TRIGGER_TYPES and entry not in declared:
+                checked[entry] = CONTRACT_TRIGGER_TYPES[entry]
+        else:
+            raise ConfigurationError(
+                f"known_trigger_types holds {entry!r}; each entry is a type name or a TriggerType."
+            )
+    return TriggerRules(frozenset(names), MappingProxyType(checked))
+
+
+def check_triggers(triggers: list[Any] | None, rules: TriggerRules) -> None:
+    """Refuse the first trigger that is not an object with a string ``type``, or whose
+    known type's fields are not as declared; a type that is not known passes (ignored).
+
+    Raises:
+        InvalidTrigger: naming the trigger's index, its type and the field.
+    """
+    for index, trigger in enumerate(triggers or ()):
+        if not isinstance(trigger, dict):
+            raise InvalidTrigger(
+                f'trigger {index} must be an object with a "type", got {_shown(trigger)}.',
+                index=index,
+                type=None,
+                field=None,
+            )
+        kind = trigger.get("type")
+        if not isinstance(kind, str) or not kind:
+            got = "none" if "type" not in trigger else _shown(kind)
+            raise InvalidTrigger(
+                f'trigger {index} needs a "type", a non-empty string naming the condition; '
+                f"got {got}.",
+                index=index,
+                type=None,
+                field="type",
+            )
+        declared = rules.checked.get(kind)
+        if declared is None or (rules.known is not None and kind not in rules.known):
+            continue
+        wrong = declared.problem(trigger)
+        if wrong is not None:
+            name, problem = wrong
+            raise InvalidTrigger(
+                f'trigger {index} ({kind}): "{name}" {problem}.',
+                index=index,
+                type=kind,
+                field=name,
+            )
+
+
 def trigger_key(trigger: dict[str, Any]) -> str:
     """The identity of a trigger for at-most-once firing: its canonical JSON.
 
@@ -42,52 +320,25 @@ def trigger_key(trigger: dict[str, Any]) -> str:
 
 
 def accept_triggers(
-    task_id: str,
-    triggers: list[dict[str, Any]] | None,
-    known: frozenset[str] | Collection[str] | None,
+    task_id: str, triggers: list[dict[str, Any]] | None, known: frozenset[str] | None
 ) -> list[dict[str, Any]]:
-    """The triggers a new task keeps: copies of the dict entries, in order.
+    """The triggers a new task keeps: copies of the entries, in order.
 
-    Entries that are not dicts are dropped; malformed ones (no string ``type``, a
-    ``progress_above`` without a numeric ``percent``) and, when ``known`` is not None,
-    those of an unknown type are kept but logged once at WARNING (``trigger_ignored``).
+    Called after :func:`check_triggers`, so each is an object with a string ``type``. One
+    of a type not in ``known`` (when ``known`` is not None) is kept but logged once at
+    WARNING (``trigger_ignored``), and never fired by the kit.
     """
-    if not triggers:
-        return []
     accepted: list[dict[str, Any]] = []
-    for trigger in triggers:
-        if not isinstance(trigger, dict):
-            _log.warning(
-                "trigger_ignored",
-                task_id=task_id,
-                trigger=trigger,
-                reason="a trigger must be a dict with a 'type'",
-            )
-            continue
+    for trigger in triggers or ():
         accepted.append(dict(trigger))
         kind = trigger.get("type")
-        if not isinstance(kind, str):
-            _log.warning(
-                "trigger_ignored",
-                task_id=task_id,
-                trigger=trigger,
-                reason="it has no string 'type'",
-            )
-        elif kind == "progress_above":
-            if not is_number(trigger.get("percent")):
-                _log.warning(
-                    "trigger_ignored",
-                    task_id=task_id,
-                    trigger=trigger,
-                    reason="'percent' must be a number",
-                )
-        elif known is not None and kind not in known:
+        if known is not None and kind not in known:
             _log.warning(
                 "trigger_ignored",
                 task_id=task_id,
                 type=kind,
                 reason="unknown type",
-                known=sorted(set(known) | GENERIC_TRIGGER_TYPES),
+                known=sorted(known),
             )
     return accepted
 

@@ -31,8 +31,9 @@ its one text content is the same object as JSON, for clients that read text. The
 schema is ``{"type": "object", "anyOf": [<the answer>, <the error>]}``.
 
 :func:`add_start_tool` registers a server's own start tool the same way (its answer a
-``TaskInfo`` or an error object), and :func:`set_server_version` makes ``serverInfo.version``
-report a version of the caller's choosing (default: this kit's).
+``TaskInfo`` or an error object; an ``InvalidArgument`` it raises, a malformed trigger
+among them, answers ``{"error": "invalid", ...}``), and :func:`set_server_version` makes
+``serverInfo.version`` report a version of the caller's choosing (default: this kit's).
 
 This module imports no framework at import time (a test proves ``import robot_mcp_kit``
 loads none), only inside the functions, from what it is given.
@@ -44,6 +45,7 @@ loads none), only inside the functions, from what it is given.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
@@ -239,17 +241,30 @@ def add_start_tool(
     """Register a start tool whose answer is a ``TaskInfo`` or an error object.
 
     ``fn`` (sync or async) validates its arguments, calls ``manager.start(...)`` and returns
-    the ``TaskInfo``; on bad arguments it returns a :class:`ToolErrorReply` (or a dict
-    ``{"error": ..., "detail": ...}``). The tool's output schema admits both, and the client
-    gets the object as structured content. A start tool that never answers an error needs
-    none of this: ``@server.tool()`` on a function annotated ``-> TaskInfo`` does the same.
+    the ``TaskInfo``. To refuse bad arguments it raises
+    :class:`~robot_mcp_kit.InvalidArgument` (``raise InvalidArgument("speed must be > 0,
+    got -1.")``), or returns a :class:`ToolErrorReply` (or a dict ``{"error": ...,
+    "detail": ...}``). Whatever ``InvalidArgument`` escapes ``fn`` — its own, or
+    ``manager.start``'s :class:`~robot_mcp_kit.InvalidTrigger` for a malformed trigger —
+    is answered ``{"error": "invalid", "detail": <its message>}``, the same on mcp 1.x,
+    mcp 2.x and standalone FastMCP, and no task starts. The tool's output schema admits
+    the ``TaskInfo`` and the error, and the client gets the object as structured content.
 
     Raises:
         TypeError: ``server`` is not a supported framework (see :func:`detect_framework`).
     """
+
+    @functools.wraps(fn)
+    async def start(**kwargs: Any) -> Any:
+        try:
+            value = fn(**kwargs)
+            return await value if inspect.isawaitable(value) else value
+        except InvalidArgument as exc:
+            return ToolErrorReply(error="invalid", detail=str(exc))
+
     _add_tool(
         server,
-        fn,
+        start,
         name=name or fn.__name__,
         description=description if description is not None else inspect.getdoc(fn),
         annotations=None,

@@ -32,7 +32,7 @@ from typing import Any, Generic, Protocol, TypeVar, overload, runtime_checkable
 
 from robot_mcp_kit import _exceptions
 from robot_mcp_kit.events import EventPoster
-from robot_mcp_kit.tasks import EventSink, TaskManager
+from robot_mcp_kit.tasks import EventSink, TaskManager, TriggerType
 
 __all__ = ["RuntimeSink", "TaskRuntime"]
 
@@ -91,7 +91,7 @@ class TaskRuntime(Generic[_Sink]):
         server_name: str,
         *,
         poster: None = None,
-        known_trigger_types: Collection[str] | None = None,
+        known_trigger_types: Collection[str | TriggerType] | None = None,
         manager_options: Mapping[str, Any] | None = None,
     ) -> None: ...
 
@@ -101,7 +101,7 @@ class TaskRuntime(Generic[_Sink]):
         server_name: str,
         *,
         poster: _Sink,
-        known_trigger_types: Collection[str] | None = None,
+        known_trigger_types: Collection[str | TriggerType] | None = None,
         manager_options: Mapping[str, Any] | None = None,
     ) -> None: ...
 
@@ -110,7 +110,7 @@ class TaskRuntime(Generic[_Sink]):
         server_name: str,
         *,
         poster: Any = None,
-        known_trigger_types: Collection[str] | None = None,
+        known_trigger_types: Collection[str | TriggerType] | None = None,
         manager_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.server_name = server_name

@@ -33,14 +33,20 @@ Ordering: ``seq`` is per task, starts at 1 and is allocated under the manager's 
 immediately before the event is handed to the sink, still under the lock, so the sink
 receives one task's events in ``seq`` order with no gaps.
 
-Triggers are opaque dicts with a ``type`` (kit spec §3.2). The manager implements only
+Triggers are dicts with a ``type`` (``docs/contract.md`` §8). The manager implements only
 ``progress_above`` itself (evaluated in :meth:`TaskContext.progress`); every other type is
 the server's business. Because the manager cannot know which types a server implements,
 the server declares them with ``known_trigger_types`` (on the manager, or per
-:meth:`TaskManager.start` call; the per-call value wins). A trigger whose type is not
-known is ignored with one WARNING when the task starts. With ``known_trigger_types=None``
-(the default) the manager does not judge types, and warns only about malformed triggers
-(not a dict, or without a string ``type``).
+:meth:`TaskManager.start` call; the per-call value wins): names, for the contract's
+documented types (:data:`CONTRACT_TRIGGER_TYPES`: ``eta_below``, ``zone_entered``) and
+types without fields to check, or :class:`TriggerType` s declaring a type's fields
+(:class:`NumberField`, :class:`TextField`). When a task starts, a trigger that is not an
+object with a string ``type``, or one of a known type whose fields are not as declared,
+refuses the start (:class:`~robot_mcp_kit.InvalidTrigger`, naming the trigger's index, its
+type and the field; nothing starts), so a body reads ``t["seconds"]`` without a guard. A
+trigger whose type is not known is ignored with one WARNING. With
+``known_trigger_types=None`` (the default) the manager does not judge type names and
+checks the documented types' fields.
 
 Retained events (for ``get_task_events``, gap repair): the manager keeps each task's
 last ``max_events_per_task`` events (default 256) and at most ``max_events_retained``
@@ -77,9 +83,17 @@ from robot_mcp_kit._task_manager import (
     TaskManager,
     new_task_id,
 )
-from robot_mcp_kit._triggers import GENERIC_TRIGGER_TYPES
+from robot_mcp_kit._triggers import (
+    CONTRACT_TRIGGER_TYPES,
+    GENERIC_TRIGGER_TYPES,
+    NumberField,
+    TextField,
+    TriggerField,
+    TriggerType,
+)
 
 __all__ = [
+    "CONTRACT_TRIGGER_TYPES",
     "DEFAULT_CANCEL_GRACE_S",
     "DEFAULT_INTERNAL_ERROR_DETAIL",
     "DEFAULT_MAX_EVENTS_PER_TASK",
@@ -90,9 +104,13 @@ __all__ = [
     "INTERRUPTED",
     "EventSink",
     "InternalErrorDetail",
+    "NumberField",
     "TaskBody",
     "TaskContext",
     "TaskError",
     "TaskManager",
+    "TextField",
+    "TriggerField",
+    "TriggerType",
     "new_task_id",
 ]

@@ -6,7 +6,8 @@ and fail each of its variants in this folder, one defect each, on exactly the cl
 defect breaks (``tests/integration/test_receiver_conformance.py``).
 
 :class:`Receiver` is a plain ASGI app: ``POST /api/agent/events`` verifies (§4.3),
-refuses (§4.4), dedupes and tracks seq (§5.3), and ``GET /inspect?server=…&task_id=…`` is
+refuses (§4.4; an event of a type it does not know is acknowledged and ignored), dedupes
+and tracks seq (§5.3), and ``GET /inspect?server=…&task_id=…`` is
 its inspection hook (§5.5). Each step is a method, the seams the defects override.
 
 Run as a script (``python control.py``) it serves on ``127.0.0.1:$RECEIVER_PORT`` with
@@ -29,7 +30,17 @@ from urllib.parse import parse_qs
 
 EVENTS_PATH = "/api/agent/events"
 HOOK_PATH = "/inspect"
-EVENT_TYPES = frozenset({"progress", "trigger_fired", "task_done", "task_failed", "watch_event"})
+EVENT_TYPES = frozenset(
+    {
+        "progress",
+        "trigger_fired",
+        "task_done",
+        "task_failed",
+        "watch_event",
+        "input_required",
+        "input_answered",
+    }
+)
 TIMESTAMP = re.compile(r"[0-9]{1,12}")
 SKEW_S = 300
 MAX_BODY_BYTES = 1_048_576
@@ -206,14 +217,19 @@ class Receiver:
             or value["schema_version"] != 1
             or not all(isinstance(value.get(k), str) and value[k] for k in strings)
             or not isinstance(value.get("tool"), str)
-            or value.get("type") not in EVENT_TYPES
+            or not isinstance(value.get("type"), str)
+            or not value["type"]
             or type(value.get("seq")) is not int
             or value["seq"] < 1
             or not isinstance(value.get("payload"), dict)
         ):
             raise Refused(422, "invalid_event")
         self.check_server(value, server)
+        self.check_type(value["type"])
         return value
+
+    def check_type(self, kind: str) -> None:
+        """§4.4: a type this receiver does not know is no reason to refuse (it is ignored)."""
 
     def check_server(self, event: dict[str, Any], server: str) -> None:
         if event["server"] != server:
@@ -240,7 +256,8 @@ class Receiver:
             if seq > expected:
                 self._gaps.setdefault(key, set()).update(range(expected, seq))
             self._expected[key] = max(expected, seq + 1)
-            self.store(key, event)
+            if event["type"] in EVENT_TYPES:  # §4.4: an unknown type counts, but is ignored
+                self.store(key, event)
             return True
 
     def check_order(self, expected: int, seq: int) -> None:

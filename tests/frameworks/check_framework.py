@@ -14,7 +14,9 @@ structured content of ``sleep_task``, ``get_task``, ``cancel_task`` and ``list_t
 the ``TaskInfo`` (``{"tasks": [TaskInfo]}``), and its text the same object as JSON;
 ``not_found`` is an object too; ``serverInfo.version`` is the kit's version; a plain ``def``
 start tool either starts its task (mcp 1.x runs it on the loop) or gives the client the
-kit's message (issue 19). Prints one line per check; exits 0 when all hold, 1 with the
+kit's message (issue 19); the README's example answers a malformed trigger and a bad
+argument with ``{"error": "invalid", "detail": ...}`` naming the field, starting nothing
+(issue 32). Prints one line per check; exits 0 when all hold, 1 with the
 first that did not.
 """
 
@@ -250,7 +252,35 @@ async def readme_example(framework: str) -> None:
         check(started.get("state") == "running", "the README's navigate_to answers a TaskInfo")
         got = await call(framework, client, "get_task", task_id=started["task_id"])
         check(got["task_id"] == started["task_id"], "the README's server serves get_task", got)
+        # Issue 32, finding 5: a malformed trigger or a bad argument is refused with the
+        # reason, as an object, and starts nothing, on every framework.
+        for arguments, detail in README_REFUSALS:
+            refused = await call(framework, client, "navigate_to", place="dock", **arguments)
+            check(
+                refused == {"error": "invalid", "detail": detail},
+                f"navigate_to({arguments}) answers invalid naming the field",
+                refused,
+            )
+        listed = await call(framework, client, "list_tasks")
+        check(
+            [t["task_id"] for t in listed["tasks"]] == [started["task_id"]],
+            "no refused navigate_to started a task",
+            listed,
+        )
     await namespace["manager"].aclose()
+
+
+README_REFUSALS: list[tuple[dict[str, Any], str]] = [
+    (
+        {"triggers": [{"type": "eta_below"}]},
+        'trigger 0 (eta_below): "seconds" is missing; it must be a finite number > 0.',
+    ),
+    (
+        {"triggers": [{"type": "eta_below", "seconds": "10"}]},
+        'trigger 0 (eta_below): "seconds" must be a finite number > 0, got "10" (a string).',
+    ),
+    ({"speed": 0}, "speed must be a number > 0, got 0.0."),
+]
 
 
 def main(argv: list[str]) -> int:

@@ -104,6 +104,11 @@ CASES: dict[str, Case] = {
     "reserialized_body": Case(failed=_fails("tampered-body-refused")),
     "non_json_crashes": Case(failed=_fails("non-json-refused")),
     "lax_event": Case(failed=_fails("non-task-event-refused")),
+    "unknown_type_refused": Case(failed=_fails("unknown-type-acknowledged")),
+    # It acknowledges the unknown type's post with a bad signature and the one without seq.
+    "unknown_type_unverified": Case(
+        failed=_fails("bad-signature-refused", "non-task-event-refused")
+    ),
     "server_mismatch_accepted": Case(failed=_fails("server-mismatch-refused")),
     "no_size_limit": Case(failed=_fails("oversize-refused")),
     "recursive_parser": Case(failed=_fails("deeply-nested-refused")),

@@ -3,7 +3,8 @@
 ``examples/navigation.py`` is the README's block word for word (a unit test holds that). Here
 it runs as its author would run it: the commands of ``conformance/README.md`` exactly as
 written (only the two ports swapped for free ones) pass the suite; each transport of the
-convention serves; a bad ``MCP_*`` value is one line; a non-loopback ``MCP_HOST`` on mcp 1.x
+convention serves; a bad ``MCP_*`` value, or a callback URL without ``RVC_EVENT_SECRET``, is
+one line; a non-loopback ``MCP_HOST`` on mcp 1.x
 is reachable; a signal stops it cleanly. The other two frameworks run it in
 ``tests/frameworks/run.sh``.
 """
@@ -185,6 +186,13 @@ async def test_without_mcp_transport_the_example_speaks_stdio():
         (
             {"MCP_TRANSPORT": "sse", "MCP_PORT": "0"},
             "navigation: MCP_PORT must be from 1 to 65535, got 0.",
+        ),
+        (  # issue 32, finding 8: the poster's settings are refused the same way
+            {"RVC_CALLBACK_URL": "http://127.0.0.1:9/api/agent/events"},
+            "navigation: EventPoster for server 'navigation' has a callback URL "
+            "(http://127.0.0.1:9/api/agent/events) but no secret: set RVC_EVENT_SECRET (or "
+            "pass secret=) to the HMAC secret shared with the brain, or unset "
+            "RVC_CALLBACK_URL to run without posting events.",
         ),
     ],
 )

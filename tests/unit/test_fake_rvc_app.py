@@ -178,7 +178,8 @@ class TestBadInput:
         [
             ({"schema_version": 2}, "bad_schema_version", "schema_version"),
             ({"schema_version": True}, "bad_schema_version", "schema_version"),
-            ({"type": "exploded"}, "invalid_event", "type"),
+            ({"type": 7}, "invalid_event", "type"),
+            ({"type": ""}, "invalid_event", "type"),
             ({"seq": 0}, "invalid_event", "seq"),
             ({"seq": "3"}, "invalid_event", "seq"),
             ({"payload": []}, "invalid_event", "payload"),
@@ -188,12 +189,45 @@ class TestBadInput:
         ],
     )
     async def test_not_a_task_event_gets_422(self, client, change, code, mentions, make_event):
-        """Wrong schema_version, unknown type, bad fields and a server mismatch are 422s."""
+        """Wrong schema_version, a type that is no string, bad fields, a server mismatch: 422s."""
         data = json.loads(make_event().model_dump_json()) | change
         response = await post_raw(client, json.dumps(data).encode())
         assert response.status_code == 422
         assert response.json()["error"] == code
         assert mentions in response.json()["detail"]
+
+    async def test_an_unknown_type_is_acknowledged_and_its_seq_counts(
+        self, client, recorder, make_event, capture_logs
+    ):
+        """§4.4: seq 2 of a type the kit does not know is acknowledged, recorded, no gap."""
+        first = make_event(seq=1)
+        unknown = json.loads(make_event(seq=2).model_dump_json()) | {"type": "zone_left"}
+        last = make_event(seq=3)
+        with capture_logs() as logs:
+            assert (await post_event(client, first)).status_code == 200
+            response = await post_raw(client, json.dumps(unknown).encode())
+            assert (await post_event(client, last)).status_code == 200
+        assert response.status_code == 200
+        assert response.json() == {
+            "accepted": True,
+            "duplicate": False,
+            "event_id": unknown["event_id"],
+            "anomalies": [],
+            "unknown_type": True,
+        }
+        timeline = recorder.timeline(first.task_id)
+        assert timeline is not None
+        assert timeline.seqs == [1, 2, 3]
+        assert timeline.anomalies == []
+        assert [e.type for e in timeline.events] == ["progress", "zone_left", "progress"]
+        warned = [e for e in logs if e["event"] == "post_unknown_type"]
+        assert [(e["type"], e["task_id"]) for e in warned] == [("zone_left", first.task_id)]
+        again = await post_raw(client, json.dumps(unknown).encode(), ts=NOW + 1)
+        assert again.json() == {
+            "duplicate": True,
+            "event_id": unknown["event_id"],
+            "unknown_type": True,
+        }
 
     async def test_missing_field_is_named(self, client, make_event):
         """A body missing task_id says so."""

@@ -180,7 +180,8 @@ class TestNoExceptionTextToClients:
         [
             ({"ts": "MARKER-yesterday"}, "ts"),
             ({"seq": "MARKER"}, "seq"),
-            ({"type": "MARKER"}, "type"),
+            ({"type": ["MARKER"]}, "type"),
+            ({"type": "MARKER", "seq": "MARKER"}, "seq"),
             ({"payload": ["MARKER"]}, "payload"),
             ({"seq": 0, "tool": None}, "tool"),
         ],

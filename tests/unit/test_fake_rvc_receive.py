@@ -207,3 +207,68 @@ class TestBody:
         body = body_of(make_event(server="navigation"))
         verdict = decide(signed(body), body)
         assert_rejected(verdict, 422, BodyReason.SERVER_MISMATCH)
+
+
+def unknown_type_body(make_event: Any, **changes: Any) -> bytes:
+    """A TaskEvent's JSON with ``type`` "zone_left" (no type of this kit), then ``changes``."""
+    data = json.loads(body_of(make_event())) | {"type": "zone_left"} | changes
+    return json.dumps(data).encode()
+
+
+class TestUnknownType:
+    """docs/contract.md §4.4: an event of a type the receiver does not know is acknowledged."""
+
+    def test_a_well_formed_event_of_an_unknown_type_is_acknowledged(self, make_event):
+        """Signed and well formed, only its type new: 200 with the event, marked unknown_type."""
+        body = unknown_type_body(make_event)
+        verdict = decide(signed(body), body)
+        assert (verdict.status, verdict.server, verdict.accepted) == (200, "sleeper", True)
+        assert verdict.unknown_type
+        assert verdict.event is not None
+        assert verdict.event.type == "zone_left"
+        assert isinstance(verdict.event, TaskEvent)
+
+    def test_a_known_type_is_not_marked_unknown(self, make_event):
+        """Every type of this kit verifies without the mark."""
+        body = body_of(make_event(type="input_answered"))
+        verdict = decide(signed(body), body)
+        assert verdict.accepted
+        assert not verdict.unknown_type
+
+    def test_an_unknown_type_is_verified_first(self, make_event):
+        """A bad signature is 401 whatever the type: the type is read only after verifying."""
+        body = unknown_type_body(make_event)
+        headers = signed(body, secret="not-the-secret")
+        assert_rejected(decide(headers, body), 401, SignatureReason.BAD_SIGNATURE)
+
+    @pytest.mark.parametrize(
+        ("changes", "field"),
+        [
+            ({"seq": 0}, "seq"),
+            ({"type": ""}, "type"),
+            ({"type": 7}, "type"),
+            ({"type": None}, "type"),
+            ({"payload": []}, "payload"),
+            ({"ts": "yesterday"}, "ts"),
+        ],
+    )
+    def test_an_unknown_type_with_a_malformed_envelope_is_422(self, make_event, changes, field):
+        """The envelope is checked as strictly as any event's: a bad field is invalid_event."""
+        body = unknown_type_body(make_event, **changes)
+        verdict = decide(signed(body), body)
+        assert_rejected(verdict, 422, BodyReason.INVALID_EVENT)
+        assert field in (verdict.detail or "")
+
+    def test_an_unknown_type_without_seq_is_422(self, make_event):
+        """A missing field is named, for an unknown type as for a known one."""
+        data = json.loads(unknown_type_body(make_event))
+        del data["seq"]
+        body = json.dumps(data).encode()
+        verdict = decide(signed(body), body)
+        assert_rejected(verdict, 422, BodyReason.INVALID_EVENT)
+        assert "seq is missing" in (verdict.detail or "")
+
+    def test_an_unknown_type_of_another_server_is_server_mismatch(self, make_event):
+        """A server posting in another's name is refused, whatever the type."""
+        body = unknown_type_body(make_event, server="navigation")
+        assert_rejected(decide(signed(body), body), 422, BodyReason.SERVER_MISMATCH)

@@ -14,12 +14,14 @@ from mcp.server.fastmcp import FastMCP
 from mcp.shared.memory import create_connected_server_and_client_session
 
 from robot_mcp_kit import (
+    InvalidArgument,
     InvalidPayload,
     TaskContext,
     TaskError,
     TaskInfo,
     TaskManager,
     TaskManagerError,
+    add_start_tool,
     register_task_tools,
 )
 
@@ -305,3 +307,65 @@ class TestStartErrorsReachTheClient:
         assert result.isError
         text = result.content[0].text  # type: ignore[union-attr]
         assert "TaskManager for 'sleeper' is closed; no task can be started." in text
+
+
+class TestAddStartTool:
+    """add_start_tool answers an InvalidArgument as {"error": "invalid"} (issue 32, finding 5)."""
+
+    @staticmethod
+    def server_with(manager: TaskManager) -> FastMCP:
+        server = FastMCP("navigation")
+
+        async def go(speed: float, triggers: list[dict[str, Any]] | None = None) -> TaskInfo:
+            """Start going."""
+            if not speed > 0:
+                raise InvalidArgument(f"speed must be > 0, got {speed!r}.")
+            return manager.start("go", succeeds, triggers=triggers)
+
+        def go_sync(kind: str) -> TaskInfo:
+            if kind == "bad":
+                raise InvalidArgument("kind must not be 'bad'.")
+            raise RuntimeError("a bug, not a refusal")
+
+        add_start_tool(server, go)
+        add_start_tool(server, go_sync)
+        return server
+
+    @pytest.mark.parametrize(
+        ("arguments", "detail"),
+        [
+            ({"speed": -1}, "speed must be > 0, got -1.0."),
+            (
+                {"speed": 1, "triggers": [{"type": "progress_above"}]},
+                'trigger 0 (progress_above): "percent" is missing; it must be a finite number '
+                ">= 0 and <= 100.",
+            ),
+            (
+                {"speed": 1, "triggers": [{"type": "progress_above", "percent": 5, "repeat": 1}]},
+                'trigger 0 (progress_above): "repeat" must be true or false, got 1 (an integer).',
+            ),
+        ],
+    )
+    async def test_an_invalid_argument_answers_invalid_and_starts_nothing(
+        self, manager, arguments, detail
+    ):
+        """The tool's own InvalidArgument, and start()'s InvalidTrigger."""
+        async with create_connected_server_and_client_session(self.server_with(manager)) as c:
+            answer = await call(c, "go", **arguments)
+        assert answer == {"error": "invalid", "detail": detail}
+        assert manager.list() == []
+
+    async def test_a_sync_tool_refuses_the_same_way_and_a_bug_stays_an_error(self, manager):
+        """A plain def tool's InvalidArgument is invalid too; any other exception is not."""
+        async with create_connected_server_and_client_session(self.server_with(manager)) as c:
+            refused = await call(c, "go_sync", kind="bad")
+            bug = await c.call_tool("go_sync", {"kind": "good"})
+        assert refused == {"error": "invalid", "detail": "kind must not be 'bad'."}
+        assert bug.isError
+
+    async def test_the_tool_keeps_its_name_description_and_parameters(self, manager):
+        async with create_connected_server_and_client_session(self.server_with(manager)) as c:
+            tools = {t.name: t for t in (await c.list_tools()).tools}
+        assert tools["go"].description == "Start going."
+        assert set(tools["go"].inputSchema["properties"]) == {"speed", "triggers"}
+        assert tools["go"].inputSchema["required"] == ["speed"]

@@ -168,20 +168,51 @@ async def test_invalid_arguments_answer_invalid_without_starting(
     assert listed == {"tasks": []}
 
 
-async def test_malformed_and_unknown_triggers_do_not_crash(sleeper, poster, caplog):
-    """Bad trigger dicts are ignored (unknown types with a WARNING); the task still succeeds."""
-    triggers = [
-        {"type": "eta_below", "seconds": "soon"},
-        {"seconds": 3},
-        {"type": "warp_drive", "factor": 9},
-        {"type": "eta_below"},
-    ]
+@pytest.mark.parametrize(
+    ("trigger", "detail"),
+    [
+        (
+            {"type": "eta_below", "seconds": "soon"},
+            'trigger 1 (eta_below): "seconds" must be a finite number > 0, got "soon" (a string).',
+        ),
+        (
+            {"type": "eta_below"},
+            'trigger 1 (eta_below): "seconds" is missing; it must be a finite number > 0.',
+        ),
+        (
+            {"seconds": 3},
+            'trigger 1 needs a "type", a non-empty string naming the condition; got none.',
+        ),
+    ],
+)
+async def test_a_malformed_trigger_answers_invalid_and_starts_nothing(
+    sleeper, poster, trigger, detail
+):
+    """A trigger of a known type without its field, or with no type, refuses the start."""
+    async with connect(sleeper, poster) as session:
+        refused = await call(
+            session,
+            "sleep_task",
+            duration_s=0.1,
+            triggers=[{"type": "warp_drive", "factor": 9}, trigger],
+        )
+        listed = await call(session, "list_tasks")
+    assert refused == {"error": "invalid", "detail": detail}
+    assert listed == {"tasks": []}
+    assert poster.events == []
+
+
+async def test_unknown_triggers_are_ignored_with_a_warning(sleeper, poster, caplog):
+    """An unknown trigger type is kept, warned about once and never fired; the task runs."""
+    triggers = [{"type": "warp_drive", "factor": 9}, {"type": "eta_below", "seconds": 0.01}]
     with caplog.at_level(logging.WARNING, logger="robot_mcp_kit.tasks"):
         async with connect(sleeper, poster) as session:
             info = await call(session, "sleep_task", duration_s=0.1, tick_s=0.05, triggers=triggers)
             await poster.wait_for(info["task_id"], "task_done")
-    assert "trigger_fired" not in poster.types_for(info["task_id"])
+    events = poster.events_for(info["task_id"])
+    fired = [e.payload["trigger"] for e in events if e.type == "trigger_fired"]
+    assert fired == [triggers[1]]
+    assert info["triggers"] == triggers
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert len(warnings) == 2
-    assert any("warp_drive" in w for w in warnings)
-    assert any("no string 'type'" in w for w in warnings)
+    assert len(warnings) == 1
+    assert "warp_drive" in warnings[0]

@@ -146,14 +146,14 @@ class TestQueries:
     async def test_snapshots_do_not_alias_internal_state(self, poster):
         """Mutating a returned TaskInfo does not change what the manager reports."""
         manager = TaskManager("sleeper", poster)
-        trigger = {"type": "progress_above", "percent": 200}
+        trigger = {"type": "progress_above", "percent": 99}
         info = manager.start("t", quick, [trigger])
         trigger["percent"] = 1
         info.triggers[0]["percent"] = 2
         await poster.wait_for(info.task_id, "task_done")
         final = manager.get(info.task_id)
         assert final is not None
-        assert final.triggers == [{"type": "progress_above", "percent": 200}]
+        assert final.triggers == [{"type": "progress_above", "percent": 99}]
         assert final.result is not None
         final.result["tampered"] = True
         assert manager.get(info.task_id).result == {"task": info.task_id}  # type: ignore[union-attr]

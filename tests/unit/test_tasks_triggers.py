@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
 import pytest
 
-from robot_mcp_kit import TaskContext, TaskManager
+from robot_mcp_kit import (
+    InvalidArgument,
+    InvalidTrigger,
+    TaskContext,
+    TaskManager,
+    TextField,
+    TriggerType,
+)
 from robot_mcp_kit.testing import RecordingPoster
 
 
@@ -213,33 +221,68 @@ class TestUnknownTriggers:
         assert len(messages) == 1
         assert "'eta_below'" in messages[0]
 
-    async def test_without_declared_types_only_malformed_triggers_warn(self, poster, caplog):
-        """With no known_trigger_types the manager judges shape only, never type names."""
+    async def test_without_declared_types_no_type_name_is_judged(self, poster, caplog):
+        """With no known_trigger_types any type name passes without a warning."""
         manager = TaskManager("navigation", poster)
 
         async def body(ctx: TaskContext) -> dict[str, Any]:
             return {}
 
         with caplog.at_level(logging.WARNING, logger="robot_mcp_kit.tasks"):
-            info = manager.start(
-                "t",
-                body,
-                [
-                    {"type": "anything_goes"},
-                    {"seconds": 3},
-                    "not a dict",  # type: ignore[list-item]
-                    {"type": "progress_above", "percent": "lots"},
-                ],
-            )
+            info = manager.start("t", body, [{"type": "anything_goes"}, {"type": "x", "n": 1}])
             await poster.wait_for(info.task_id, "task_done")
-        messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-        assert len(messages) == 3
-        assert "no string 'type'" in messages[0]
-        assert "must be a dict" in messages[1]
-        assert "'percent' must be a number" in messages[2]
-        # The non-dict entry is dropped; dicts are kept as passed in.
-        assert info.triggers == [
-            {"type": "anything_goes"},
-            {"seconds": 3},
-            {"type": "progress_above", "percent": "lots"},
-        ]
+        assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+        assert info.triggers == [{"type": "anything_goes"}, {"type": "x", "n": 1}]
+
+
+class TestMalformedTriggers:
+    """Issue 32, finding 5: a malformed trigger refuses the start; nothing runs or is sent."""
+
+    @pytest.mark.parametrize("known", [None, {"eta_below"}])
+    @pytest.mark.parametrize(
+        ("trigger", "field"),
+        [
+            ({"type": "eta_below"}, "seconds"),
+            ({"type": "eta_below", "seconds": "10"}, "seconds"),
+            ({"type": "progress_above", "percent": "lots"}, "percent"),
+            ({"seconds": 3}, "type"),
+        ],
+    )
+    async def test_start_refuses_and_creates_nothing(self, poster, known, trigger, field):
+        """InvalidTrigger (an InvalidArgument, a ValueError) names the trigger; no task."""
+        manager = TaskManager("navigation", poster, known_trigger_types=known)
+        ran = False
+
+        async def body(ctx: TaskContext) -> dict[str, Any]:
+            nonlocal ran
+            ran = True
+            return {}
+
+        with pytest.raises(InvalidTrigger) as caught:
+            manager.start("navigate_to", body, [{"type": "x"}, trigger])
+        assert isinstance(caught.value, InvalidArgument)
+        assert isinstance(caught.value, ValueError)
+        assert (caught.value.index, caught.value.field) == (1, field)
+        assert str(caught.value).startswith("trigger 1 ")
+        await asyncio.sleep(0)
+        assert manager.list() == []
+        assert poster.events == []
+        assert not ran
+        await manager.aclose()
+
+    async def test_a_declared_type_is_checked_per_start_too(self, poster):
+        """known_trigger_types given to start() may declare fields as the manager's can."""
+        manager = TaskManager("navigation", poster)
+        dock = TriggerType("dock_free", {"bay": TextField()})
+
+        async def body(ctx: TaskContext) -> dict[str, Any]:
+            return {"bay": ctx.triggers[0]["bay"]}
+
+        with pytest.raises(InvalidTrigger, match='"bay" is missing'):
+            manager.start("t", body, [{"type": "dock_free"}], known_trigger_types=[dock])
+        info = manager.start(
+            "t", body, [{"type": "dock_free", "bay": "b2"}], known_trigger_types=[dock]
+        )
+        done = await poster.wait_for(info.task_id, "task_done")
+        assert done.payload == {"result": {"bay": "b2"}}
+        await manager.aclose()

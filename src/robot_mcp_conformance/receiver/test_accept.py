@@ -1,4 +1,5 @@
-"""Acknowledging: a valid event, the same event again, the edges of the window, a rotation."""
+"""Acknowledging: a valid event, one of an unknown type, the same event again, the edges of
+the window, a rotation."""
 
 from __future__ import annotations
 
@@ -7,7 +8,12 @@ import pytest
 from robot_mcp_conformance._checks import Clause, enforces, violation
 from robot_mcp_conformance._probe import Exchange
 from robot_mcp_conformance._receiver_checks import receiver_clauses as clauses
-from robot_mcp_conformance._receiver_runs import INSIDE_WINDOW_S, VALID_CASES, Acceptance
+from robot_mcp_conformance._receiver_runs import (
+    INSIDE_WINDOW_S,
+    UNKNOWN_EVENT_TYPE,
+    VALID_CASES,
+    Acceptance,
+)
 
 
 def require_acknowledged(clause: Clause, exchange: Exchange, why: str = "") -> None:
@@ -26,6 +32,23 @@ def test_a_valid_event_is_acknowledged(accepted: Acceptance, case: str) -> None:
     """§5.1, §5.3: a valid, signed TaskEvent is acknowledged with a 2xx, one whose payload
     is as deep or as large as §3.2 allows too."""
     require_acknowledged(clauses.VALID_EVENT_ACKNOWLEDGED, accepted.valid[case])
+
+
+@enforces(clauses.UNKNOWN_TYPE_ACKNOWLEDGED)
+def test_an_event_of_an_unknown_type_is_acknowledged(accepted: Acceptance) -> None:
+    """§4.4: an event of a type the receiver does not know is acknowledged (and ignored),
+    and so are the task's events after it: the kit adds event types within schema_version 1."""
+    clause = clauses.UNKNOWN_TYPE_ACKNOWLEDGED
+    first, unknown, later = accepted.unknown_type
+    require_acknowledged(clause, first, " (seq 1 of the task, a progress event)")
+    require_acknowledged(
+        clause,
+        unknown,
+        f"; acknowledge an event of a type you do not know ({UNKNOWN_EVENT_TYPE!r} here) and "
+        "ignore it: a refusal is retried for 10 minutes (§5.2) and holds back the task's "
+        "later events (§5.1), and a later kit may send new types",
+    )
+    require_acknowledged(clause, later, " (seq 3 of the task, after the unknown type)")
 
 
 @enforces(clauses.DUPLICATE_ACKNOWLEDGED)
