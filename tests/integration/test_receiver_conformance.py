@@ -85,9 +85,7 @@ def _fails(*ids: str) -> frozenset[str]:
 CASES: dict[str, Case] = {
     "fake_rvc": Case(module="fake_rvc"),
     # robot_mcp_kit.receiver, built from its public API only (with its inspection hook).
-    # It acknowledges an event of an unknown type and ignores it (contract §11.3), which
-    # the suite's non-task-event check still counts as a failure to refuse.
-    "kit_receiver": Case(module="kit_receiver", failed=_fails("non-task-event-refused")),
+    "kit_receiver": Case(module="kit_receiver"),
     "control": Case(),
     "control_without_hook": Case(module="control", hook=False, not_checked=HOOK_CLAUSES),
     # It accepts the signatures wrong in their last digit, so the timing is not judged.

@@ -200,7 +200,7 @@ class TestOnceInOrder:
             await until(lambda: len(brain.updates) == 2)
             inspected = brain.receiver.inspect("sleeper", "slee-000001")
         assert answer.status == 200
-        assert answer.body["ignored"] is True
+        assert answer.body["unknown_type"] is True
         assert brain.seen("slee-000001") == [("progress", 1), ("progress", 3)]
         assert inspected["delivered_seq"] == 3
         assert [e["type"] for e in inspected["events"]] == ["progress", "battery_low", "progress"]

@@ -2,7 +2,7 @@
 
 fake_rvc's own tests (test_fake_rvc_receive.py) hold it to every refusal; these hold the
 parts only the kit's version has: an event of an unknown type is acknowledged and ignored
-(§11.3), the one-parse fast path answers exactly as the diagnosing slow path would, and
+(§4.4), the one-parse fast path answers exactly as the diagnosing slow path would, and
 ``read_event`` reads a ``get_task_events`` entry the same way.
 """
 
@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from robot_mcp_kit import TaskEvent
 from robot_mcp_kit.receiver import (
+    KNOWN_EVENT_TYPES,
     BodyReason,
-    UnknownEvent,
     Verdict,
     check_post,
     read_event,
@@ -46,18 +46,14 @@ def as_dict(event: TaskEvent, **changes: Any) -> dict[str, Any]:
 
 
 class TestUnknownTypes:
-    def test_an_unknown_type_is_acknowledged_and_ignored(self, make_event):
-        """§11.3: a well-formed event of a type the kit does not know: 200, no event."""
+    def test_an_unknown_type_is_acknowledged_with_its_event(self, make_event):
+        """§4.4: a well-formed event of a type the kit does not know: 200, marked."""
         body = json.dumps(as_dict(make_event(seq=4), type="battery_low")).encode()
         verdict = decide(body)
-        assert verdict.status == 200
-        assert verdict.acknowledged
-        assert not verdict.accepted
-        assert verdict.event is None
-        assert verdict.reason == BodyReason.UNKNOWN_TYPE
-        assert verdict.unknown is not None
-        assert (verdict.unknown.type, verdict.unknown.seq) == ("battery_low", 4)
-        assert verdict.unknown.server == "sleeper"
+        assert (verdict.status, verdict.accepted, verdict.unknown_type) == (200, True, True)
+        assert verdict.event is not None
+        assert (verdict.event.type, verdict.event.seq) == ("battery_low", 4)
+        assert "battery_low" not in KNOWN_EVENT_TYPES
 
     @pytest.mark.parametrize(
         ("changes", "reason"),
@@ -76,12 +72,12 @@ class TestUnknownTypes:
         assert (verdict.status, verdict.reason) == (422, reason)
 
     def test_a_get_task_events_entry_is_read_the_same_way(self, make_event):
-        """read_event: an event, an UnknownEvent, or None; never raises."""
+        """read_event: the event (of any type), or None; never raises."""
         event = make_event(seq=3)
         assert read_event(as_dict(event)) == event
-        unknown = read_event(as_dict(event, type="battery_low"))
-        assert isinstance(unknown, UnknownEvent)
-        assert unknown.seq == 3
+        other = read_event(as_dict(event, type="battery_low"))
+        assert other is not None
+        assert (other.type, other.seq) == ("battery_low", 3)
         for bad in (None, [], "x", as_dict(event, seq="3"), as_dict(event, seq=0)):
             assert read_event(bad) is None
 
@@ -154,8 +150,6 @@ class TestOneParse:
         slow = _diagnose(body, "sleeper")
         if isinstance(slow, Verdict):
             assert (verdict.status, verdict.reason) == (slow.status, slow.reason)
-        elif isinstance(slow, UnknownEvent):
-            assert verdict.unknown == slow or verdict.reason == BodyReason.SERVER_MISMATCH
         else:
             assert verdict.event == slow or verdict.reason == BodyReason.SERVER_MISMATCH
 

@@ -36,9 +36,9 @@ from robot_mcp_kit.receiver._updates import Handler, TaskUpdate, UpdateSource
 from robot_mcp_kit.receiver._verdict import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_JSON_DEPTH,
+    KNOWN_EVENT_TYPES,
     Headers,
     PostHeaders,
-    UnknownEvent,
     Verdict,
     check_post,
     read_headers,
@@ -420,7 +420,7 @@ class Receiver:
                 max_json_depth=self.max_json_depth,
             )
         )
-        found: TaskEvent | UnknownEvent | None = verdict.event or verdict.unknown
+        found = verdict.event
         if found is None or verdict.server is None:
             self._counters.add("refused")
             _log.warning(
@@ -457,7 +457,7 @@ class Receiver:
     async def _store_posted(
         self,
         verdict: Verdict,
-        found: TaskEvent | UnknownEvent,
+        found: TaskEvent,
         body: bytes,
         now: float,
         traceparent: str | None,
@@ -491,17 +491,25 @@ class Receiver:
         if not ingested.new:
             self._counters.add("duplicates")
             return Receipt(200, {"duplicate": True, "event_id": found.event_id}, verdict, ingested)
-        self._counters.add("ignored" if isinstance(found, UnknownEvent) else "accepted")
+        self._counters.add("ignored" if verdict.unknown_type else "accepted")
         self._after_store()
         answer: dict[str, Any] = {"accepted": True, "duplicate": False, "event_id": found.event_id}
-        if isinstance(found, UnknownEvent):
-            answer.update(ignored=True, reason=str(verdict.reason))
+        if verdict.unknown_type:
+            answer["unknown_type"] = True
+            _log.warning(
+                "post_unknown_type",
+                server=server,
+                task_id=found.task_id,
+                type=found.type[:100],
+                detail="acknowledged and ignored: a type this receiver does not know "
+                "(docs/contract.md §4.4)",
+            )
         return Receipt(200, answer, verdict, ingested)
 
     async def _absorb(self, server: str, page: EventsPage, source: UpdateSource) -> int:
         """Store events fetched from ``server`` (their lanes wake once committed); return
         how many were new."""
-        new: list[TaskEvent | UnknownEvent] = []
+        new: list[TaskEvent] = []
         now = self._clock()
         for fetched in page.events:
             try:
@@ -525,7 +533,7 @@ class Receiver:
             return 0  # rolled back and logged: the next repair or poll fetches them again
         for event in new:
             self._counters.add("repaired")
-            if isinstance(event, UnknownEvent):
+            if event.type not in KNOWN_EVENT_TYPES:
                 self._counters.add("ignored")
         if new:
             self._after_store()

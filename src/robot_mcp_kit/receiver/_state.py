@@ -26,7 +26,7 @@ from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.models import TERMINAL_EVENT_TYPES, TaskEvent, TaskInfo, TaskState
 from robot_mcp_kit.receiver._store import EventRow, ReceiverStore, TaskRow
 from robot_mcp_kit.receiver._updates import UpdateKind, UpdateSource
-from robot_mcp_kit.receiver._verdict import UnknownEvent, read_event
+from robot_mcp_kit.receiver._verdict import KNOWN_EVENT_TYPES, read_event
 
 __all__ = [
     "LOST",
@@ -97,7 +97,7 @@ class Ingested:
         new: False when this server's ``event_id`` was stored before (a duplicate, which
             is acknowledged and changes nothing).
         original: for a duplicate, the event first stored under the id (None when it is
-            no longer kept, or was of an unknown type).
+            no longer kept).
         gap: the seqs found missing now, first and last (a later event arrived first).
         late: the seq is below the highest seen for the task (it arrived out of order).
         stale: the seq was already delivered or passed over: it will not be handed over.
@@ -106,7 +106,7 @@ class Ingested:
     """
 
     new: bool
-    original: TaskEvent | UnknownEvent | None = None
+    original: TaskEvent | None = None
     gap: tuple[int, int] | None = None
     late: bool = False
     stale: bool = False
@@ -221,7 +221,7 @@ def _pending_of(row: EventRow) -> Pending | None:
         return None
     if found is None:
         return None
-    event = found if isinstance(found, TaskEvent) else None
+    event = found if found.type in KNOWN_EVENT_TYPES else None
     source: UpdateSource = (
         "repair"
         if row.source == "repair"
@@ -301,7 +301,7 @@ class ReceiverState:
     def ingest(
         self,
         server: str,
-        found: TaskEvent | UnknownEvent,
+        found: TaskEvent,
         body: bytes,
         *,
         source: UpdateSource,
@@ -323,7 +323,7 @@ class ReceiverState:
         gaps = record.gaps
         if gap is not None and len(gaps) < _MAX_GAP_RANGES:
             gaps = [*gaps, gap]
-        terminal = isinstance(found, TaskEvent) and found.type in TERMINAL_EVENT_TYPES
+        terminal = found.type in TERMINAL_EVENT_TYPES
         terminal_seq = record.terminal_seq
         if terminal_seq is None and terminal:
             terminal_seq = seq
@@ -377,7 +377,7 @@ class ReceiverState:
         record.last_event_at = now
         item: Pending | None = None
         if not verdict.stale and not verdict.taken:
-            event = found if isinstance(found, TaskEvent) else None
+            event = found if found.type in KNOWN_EVENT_TYPES else None
             item = Pending(seq, event, source, traceparent, ready=False)
             record.pending[seq] = item
         self._tasks[key] = record
@@ -400,7 +400,7 @@ class ReceiverState:
         self.store.batch.hooks(after=committed, undo=rolled_back)
         return verdict, record
 
-    def original(self, server: str, event_id: str) -> TaskEvent | UnknownEvent | None:
+    def original(self, server: str, event_id: str) -> TaskEvent | None:
         """The event stored under ``event_id`` from ``server``, if it is still kept."""
         body = self.store.body(server, event_id)
         if body is None:

@@ -31,7 +31,7 @@ from robot_mcp_kit.models import (
 )
 from robot_mcp_kit.receiver._config import ServerConfig
 from robot_mcp_kit.receiver._exceptions import ServerCallFailed
-from robot_mcp_kit.receiver._verdict import UnknownEvent, read_event
+from robot_mcp_kit.receiver._verdict import read_event
 
 __all__ = ["EventsPage", "Fetched", "ServerTools", "SessionFactory", "ToolSession"]
 
@@ -42,7 +42,7 @@ _MAX_PAGES = 100
 class Fetched:
     """One event read from a ``get_task_events`` page, with its JSON as the receiver keeps it."""
 
-    event: TaskEvent | UnknownEvent
+    event: TaskEvent
     body: bytes
 
 
@@ -50,7 +50,7 @@ class Fetched:
 class EventsPage:
     """A task's events after a seq, every page of ``get_task_events`` read.
 
-    ``events`` oldest first (an event of an unknown type as :class:`UnknownEvent`);
+    ``events`` oldest first (one of a type this kit does not know included);
     ``last_seq`` the task's latest seq; ``first_retained_seq`` the oldest the server still
     keeps (None: it keeps none).
     """

@@ -2,9 +2,8 @@
 
 :func:`check_post` takes the request's headers and body, the secrets and the time, and
 returns a :class:`Verdict`: the status, the reason code and the sentence the receiver
-answers with, and the verified :class:`~robot_mcp_kit.TaskEvent` (or the
-:class:`UnknownEvent` it acknowledges and ignores). It does no I/O, so each verdict is a
-unit test. A receiver that reads the body itself calls :func:`read_headers` and
+answers with, and the verified :class:`~robot_mcp_kit.TaskEvent`. It does no I/O, so
+each verdict is a unit test. A receiver that reads the body itself calls :func:`read_headers` and
 :func:`check_declared_size` first (before reading the body), then :func:`check_post` on
 the body it read; :class:`~robot_mcp_kit.receiver.Receiver` and fake_rvc both do.
 
@@ -23,10 +22,15 @@ The checks, in order; the first failure is the answer:
       ``invalid_json``, ``not_an_object``, ``bad_schema_version``,
       ``invalid_event`` (not a TaskEvent), ``webhook_id_mismatch``,
       ``server_mismatch`` (body ``server`` differs from ``X-RVC-Server``)
-200   the event verified; ``unknown_type`` when its ``type`` is one this kit does
-      not know: acknowledged and ignored (contract §11.3), so its poster does not
-      retry it for ten minutes while the task's later events wait behind it
+200   the event verified; one of a ``type`` this kit does not know too
+      (:attr:`Verdict.unknown_type`)
 ====  =========================================================================
+
+An event of an unknown ``type`` — signed, well formed, only its ``type`` (a non-empty
+string) new — is not bad input (``docs/contract.md`` §4.4): the kit may add event types
+within ``schema_version`` 1, and a refusal would hold back the task's later events for the
+poster's 10 minutes of retries. It is verified like any other and acknowledged; a receiver
+counts its ``seq`` (it leaves no gap) and acts on nothing in it.
 
 No detail quotes the text of a Python exception: a body that is not valid JSON is
 described by its position, a body that is not a TaskEvent by each field and pydantic's
@@ -41,13 +45,18 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import get_args
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError, create_model
 
 from robot_mcp_kit._exceptions import SignatureError
-from robot_mcp_kit.models import SCHEMA_VERSION, TaskEvent
-from robot_mcp_kit.receiver._bodies import body_server, describe_errors, json_depth, reject_constant
+from robot_mcp_kit.models import SCHEMA_VERSION, EventType, TaskEvent
+from robot_mcp_kit.receiver._bodies import (
+    body_server,
+    describe_errors,
+    json_depth,
+    reject_constant,
+)
 from robot_mcp_kit.signing import (
     DEFAULT_MAX_SKEW_S,
     HEADER_SERVER,
@@ -65,11 +74,11 @@ from robot_mcp_kit.signing import (
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_MAX_JSON_DEPTH",
+    "KNOWN_EVENT_TYPES",
     "MAX_TRACE_HEADER_CHARS",
     "BodyReason",
     "Headers",
     "PostHeaders",
-    "UnknownEvent",
     "Verdict",
     "body_too_large",
     "check_declared_size",
@@ -84,6 +93,17 @@ DEFAULT_MAX_BODY_BYTES = 1_048_576
 DEFAULT_MAX_JSON_DEPTH = 33
 """Contract §3.2 allows a payload 32 levels deep; the event's envelope is one more level."""
 
+KNOWN_EVENT_TYPES: frozenset[str] = frozenset(get_args(EventType))
+"""The event types of this kit; any other ``type`` is acknowledged and ignored (§4.4)."""
+
+_AnyTypeEvent = create_model(
+    "TaskEvent",
+    __base__=TaskEvent,
+    type=(str, Field(min_length=1)),
+)
+"""A :class:`TaskEvent` whose ``type`` is any non-empty string: the envelope an event of a
+type this kit does not know is checked against (every other field as strict)."""
+
 Headers = Mapping[str, str] | Iterable[tuple[str, str]]
 """Request headers: a mapping, or (name, value) pairs where a repeated header repeats
 (Starlette's ``request.headers.items()``). Names are matched case-insensitively."""
@@ -94,10 +114,9 @@ _ASCII_DIGITS = re.compile(r"[0-9]+")
 
 
 class BodyReason(StrEnum):
-    """Why the receiver refused a delivery's size or body, or ignored its event.
+    """Why the receiver refused a delivery's size or body: the ``error`` code of its answer.
 
-    The ``error`` (or ``reason``) code of its answer; the header and signature codes are
-    :class:`robot_mcp_kit.SignatureReason`.
+    The header and signature codes are :class:`robot_mcp_kit.SignatureReason`.
     """
 
     TOO_LARGE = "too_large"  # 413: Content-Length or the bytes read exceed the cap
@@ -109,47 +128,13 @@ class BodyReason(StrEnum):
     INVALID_EVENT = "invalid_event"  # 422: not a TaskEvent
     WEBHOOK_ID_MISMATCH = "webhook_id_mismatch"  # 422: webhook-id is not the event_id
     SERVER_MISMATCH = "server_mismatch"  # 422: body server differs from X-RVC-Server
-    UNKNOWN_TYPE = "unknown_type"  # 200: a TaskEvent of a type this kit does not know
-
-
-@dataclass(frozen=True, slots=True)
-class UnknownEvent:
-    """A verified event whose ``type`` this kit does not know (contract §11.3).
-
-    It is acknowledged and ignored: no handler sees it, but it keeps its place in its
-    task's ``seq`` order (the receiver passes over it rather than waiting for it).
-    """
-
-    event_id: str
-    task_id: str
-    server: str
-    tool: str
-    type: str
-    seq: int
-
-
-class _Envelope(BaseModel):
-    """A TaskEvent whose type may be any non-empty string (to pass over unknown types)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    schema_version: int
-    event_id: str = Field(min_length=1)
-    task_id: str = Field(min_length=1)
-    server: str = Field(min_length=1)
-    tool: str
-    type: str = Field(min_length=1)
-    seq: int = Field(ge=1)
-    ts: AwareDatetime
-    payload: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """The receiver's decision on one POST.
 
-    ``status`` 200 with the verified ``event`` (or, for a type this kit does not know,
-    ``unknown`` and ``reason`` ``unknown_type``), or a 4xx with ``reason`` (a
+    ``status`` 200 with the verified ``event``, or a 4xx with ``reason`` (a
     :class:`~robot_mcp_kit.SignatureReason` or :class:`BodyReason`) and ``detail`` (the
     sentence of the answer). ``server`` is the server the post is recorded under: the
     ``X-RVC-Server`` value (or the body's ``server`` for a Standard Webhooks post without
@@ -161,17 +146,16 @@ class Verdict:
     detail: str | None = None
     server: str | None = None
     event: TaskEvent | None = None
-    unknown: UnknownEvent | None = None
 
     @property
     def accepted(self) -> bool:
-        """True when the post verified and carries an event of a known type."""
+        """True when the post verified (``event`` is set)."""
         return self.event is not None
 
     @property
-    def acknowledged(self) -> bool:
-        """True when the answer is a 2xx: a known event, or an unknown type ignored."""
-        return 200 <= self.status < 300
+    def unknown_type(self) -> bool:
+        """True for a verified event whose ``type`` is not one of :data:`KNOWN_EVENT_TYPES`."""
+        return self.event is not None and self.event.type not in KNOWN_EVENT_TYPES
 
 
 @dataclass(frozen=True, slots=True)
@@ -429,7 +413,7 @@ def _check_body(head: PostHeaders, server: str, body: bytes, max_json_depth: int
             f"The JSON nests {depth} levels deep; at most {max_json_depth} are accepted.",
             server,
         )
-    found: TaskEvent | UnknownEvent | None = None
+    found: TaskEvent | None = None
     # The common case parses once: pydantic's JSON parser takes NaN and Infinity, which
     # are not JSON, so a body naming either goes the long way (json.loads refuses them).
     if b"NaN" not in body and b"Infinity" not in body:
@@ -461,19 +445,10 @@ def _check_body(head: PostHeaders, server: str, body: bytes, max_json_depth: int
             f"The body says server {found.server[:100]!r} but {HEADER_SERVER} says {server!r}.",
             server,
         )
-    if isinstance(found, UnknownEvent):
-        return Verdict(
-            status=200,
-            reason=BodyReason.UNKNOWN_TYPE,
-            detail=f"Event type {found.type[:100]!r} is not one this receiver knows; "
-            "acknowledged and ignored.",
-            server=server,
-            unknown=found,
-        )
     return Verdict(status=200, server=server, event=found)
 
 
-def _diagnose(body: bytes, server: str) -> TaskEvent | UnknownEvent | Verdict:
+def _diagnose(body: bytes, server: str) -> TaskEvent | Verdict:
     """Say precisely why ``body`` is not a TaskEvent (the slow path), or read it."""
     try:
         obj = json.loads(body.decode("utf-8"), parse_constant=reject_constant)
@@ -506,43 +481,24 @@ def _diagnose(body: bytes, server: str) -> TaskEvent | UnknownEvent | Verdict:
             f"schema_version must be {SCHEMA_VERSION}, got {json.dumps(version)[:40]}.",
             server,
         )
-    try:
-        return TaskEvent.model_validate_json(body, strict=True)
-    except ValidationError as exc:
-        errors = exc.errors(include_url=False)
-    unknown = _unknown_type(errors, lambda: _Envelope.model_validate_json(body, strict=True))
-    if unknown is not None:
-        return unknown
-    detail = describe_errors(errors, "The body is not a TaskEvent")
-    return _reject(422, BodyReason.INVALID_EVENT, detail, server)
-
-
-def _unknown_type(errors: list[Any], envelope: Any) -> UnknownEvent | None:
-    """The :class:`UnknownEvent` when the only fault is an unknown ``type``, else None."""
-    if not errors or any(
-        tuple(e.get("loc", ())) != ("type",) or e.get("type") != "literal_error" for e in errors
-    ):
-        return None
-    try:
-        found: _Envelope = envelope()
-    except ValidationError:
-        return None
-    return UnknownEvent(
-        event_id=found.event_id,
-        task_id=found.task_id,
-        server=found.server,
-        tool=found.tool,
-        type=found.type,
-        seq=found.seq,
+    kind = obj.get("type")
+    envelope = (
+        _AnyTypeEvent if isinstance(kind, str) and kind not in KNOWN_EVENT_TYPES else TaskEvent
     )
+    try:
+        event: TaskEvent = envelope.model_validate_json(body, strict=True)
+    except ValidationError as exc:
+        detail = describe_errors(exc.errors(include_url=False), "The body is not a TaskEvent")
+        return _reject(422, BodyReason.INVALID_EVENT, detail, server)
+    return event
 
 
-def read_event(raw: object) -> TaskEvent | UnknownEvent | None:
+def read_event(raw: object) -> TaskEvent | None:
     """A TaskEvent from a decoded JSON object (a ``get_task_events`` page's entry).
 
-    Judged as a posted body would be (strict types, ``schema_version`` 1, no NaN):
-    returns the event, an :class:`UnknownEvent` for a well-formed event of a type this
-    kit does not know, or None for anything else. Never raises.
+    Judged as a posted body would be (strict types, ``schema_version`` 1, no NaN; a type
+    this kit does not know is read like any, :data:`KNOWN_EVENT_TYPES` tells). Returns
+    None for anything that is not an event. Never raises.
     """
     if not isinstance(raw, dict):
         return None
