@@ -566,3 +566,40 @@ class TestRetention:
             counts = brain.receiver._store.counts()
         assert counts["receiver_events"] <= 100 + 1_000
         assert len(brain.updates) == 2_500
+
+
+class TestSyntheticUpdatesOnce:
+    def test_a_task_lost_twice_is_handed_over_as_lost_once(self, tmp_path):
+        """A repair and a poll that both find the task gone: one LOST (the second finds it
+        no longer running). Regression: a repair that was waiting on the server queued a
+        second LOST after the poll's was handed over."""
+        from robot_mcp_kit.receiver._state import Final, ReceiverState, TaskRecord
+        from robot_mcp_kit.receiver._store import ReceiverStore
+
+        store = ReceiverStore(tmp_path / "r.db")
+        state = ReceiverState(store)
+        record = TaskRecord(server="sleeper", task_id="slee-000001")
+        state.finish(record, Final(UpdateKind.LOST))
+        state.finish(record, Final(UpdateKind.LOST))
+        assert len(record.finals) == 1
+        state.commit(record, record.finals[0], time.time())
+        state.finish(record, Final(UpdateKind.LOST))
+        state.finish(record, Final(UpdateKind.STATE))
+        assert record.finals == []
+        assert record.state == "lost"
+        store.close()
+
+    async def test_the_first_synthetic_update_after_a_start_is_flagged(self, tmp_path):
+        """A task loaded at start whose first update is synthetic (here LOST) is handed over
+        redelivered: the last process may have handed it over before its state was written."""
+        async with kit_server() as (_manager, _poster, server):
+            first = Brain(tmp_path / "r.db", server=server)
+            async with first.receiver:
+                await first.post(event(1, "slee-0000aa"))
+                await until(lambda: first.updates)
+            second = Brain(tmp_path / "r.db", server=server)
+            async with second.receiver:
+                await second.receiver.reconcile()
+                await until(lambda: second.updates)
+        (lost,) = second.updates
+        assert (lost.kind, lost.redelivered) == (UpdateKind.LOST, True)

@@ -42,7 +42,13 @@ _log = get_logger("robot_mcp_kit.receiver")
 
 
 def _update_of(record: TaskRecord, item: Item, attempt: int) -> TaskUpdate | None:
-    """The update ``item`` hands over; None for an event passed over unseen."""
+    """The update ``item`` hands over; None for an event passed over unseen.
+
+    ``redelivered`` when the handler raised on it before, when it is an event the last
+    process may have been handing over as it died (``maybe_seen``), and for a GAP, STATE
+    or LOST handed over first after a start that loaded the task (``resumed``): one of
+    those may have been handed over, its cursor not yet written, by the last process.
+    """
     if isinstance(item, Pending):
         if item.event is None:
             return None
@@ -64,7 +70,7 @@ def _update_of(record: TaskRecord, item: Item, attempt: int) -> TaskUpdate | Non
             seq=item.last,
             missing=(item.first, item.last),
             source=item.source,
-            redelivered=attempt > 1,
+            redelivered=attempt > 1 or record.resumed,
             attempt=attempt,
         )
     return TaskUpdate(
@@ -74,7 +80,7 @@ def _update_of(record: TaskRecord, item: Item, attempt: int) -> TaskUpdate | Non
         seq=record.delivered_seq,
         info=item.info,
         source=item.source,
-        redelivered=attempt > 1,
+        redelivered=attempt > 1 or record.resumed,
         attempt=attempt,
     )
 
@@ -195,6 +201,7 @@ class Lanes:
 
     def _commit(self, record: TaskRecord, item: Item) -> None:
         """Move the task's cursor (written with the store's next commit)."""
+        record.resumed = False
         self._state.commit(record, item, self._clock())
         if isinstance(item, Skip):
             self._counters.add("gaps")

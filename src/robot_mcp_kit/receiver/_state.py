@@ -132,6 +132,9 @@ class TaskRecord:
     """Loop time at which the task was first seen blocked (None: it is not)."""
     busy: bool = False
     """True while its lane is handing updates over."""
+    resumed: bool = False
+    """True from the start that loaded the task until its first update is handed over: a
+    process that died while its handler ran may have handed that update over already."""
     last_event_at: float = 0.0
     """Unix time of the last event stored for it (reconciliation asks about quiet tasks)."""
 
@@ -284,6 +287,7 @@ class ReceiverState:
             head = record.pending.get(record.delivered_seq + 1)
             if isinstance(head, Pending):
                 head.maybe_seen = True
+            record.resumed = True
             self._tasks[record.key] = record
             loaded.append(record)
         return loaded
@@ -528,8 +532,12 @@ class ReceiverState:
             record.pending[first] = Skip(first, last, source)
 
     def finish(self, record: TaskRecord, final: Final) -> None:
-        """Queue the server's word on the task, handed over after everything waiting."""
-        if not any(f.kind is final.kind for f in record.finals):
+        """Queue the server's word on the task, handed over after everything waiting.
+
+        Only for a task held as running, once per kind: a repair and a poll that both find
+        the task gone queue one LOST, and none once it is handed over.
+        """
+        if record.running and not any(f.kind is final.kind for f in record.finals):
             record.finals.append(final)
 
     def forget_if_idle(self, record: TaskRecord) -> None:
