@@ -11,8 +11,10 @@ async def handle(update: TaskUpdate) -> None:
     """Called once per update, each task's in seq order; return when it is handled."""
     if update.kind is UpdateKind.EVENT and update.type == "input_required":
         await receiver.answer(update, content={"confirm": True})  # a task asks: say yes
-    # A handler whose effect must happen once stores update.key with it (unique).
-    print(update.describe(), f"({update.source})", flush=True)
+    # An effect that must happen once is stored with update.key (unique): a redelivered
+    # update (the handler raised, or the process died as it ran) may have been seen.
+    again = " redelivered" if update.redelivered else ""
+    print(update.describe(), f"({update.source}){again}", flush=True)
 
 
 receiver = Receiver(

@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 REPO = Path(__file__).resolve().parents[2]
 SECRET = "brain-example-secret"
-LINE = re.compile(r"^sleeper (\S+) #(\d+) (\w+) \((\w+)\)$")
+LINE = re.compile(r"^sleeper (\S+) #(\d+) (\w+) \((\w+)\)( redelivered)?$")
 
 
 async def call(url: str, tool: str, args: dict[str, Any]) -> dict[str, Any]:
