@@ -7,14 +7,19 @@ the event's first attempt, settles it, reads back what a previous process left p
 hands the manager its :class:`~robot_mcp_kit._task_journal.TaskJournal`, and closes the file.
 The poster talks to either through :class:`Backlog`.
 
-When the file cannot be written (a full disk, a read-only file), nothing is sent that is
-not in it: :meth:`DurableBacklog.make_durable` retries the write, pausing
-:data:`WRITE_RETRY_FIRST_S` doubling to :data:`WRITE_RETRY_MAX_S`, while the events wait in
-memory under the poster's ``queue_max`` (beyond it the oldest is dropped, as always). One
-ERROR line starts such an episode (``outbox_write_failing``) and one WARNING ends it
-(``outbox_write_recovered``), folded as :class:`~robot_mcp_kit._failures.FailureEpisodes`
-says. Events still unwritten when the poster closes are written once more, and counted
-lost (``outbox_events_lost``, ERROR) if that fails too.
+Delivery comes first. When the file cannot be written (a full disk, a read-only file), an
+event whose row is not in it is sent all the same (in order with its task's other events,
+signed, retried as usual) and counted *not durable*: until its row is written, a crash
+loses it. :meth:`DurableBacklog.write_ahead` tries the write once before an event's first
+attempt and never holds the event back for it; while writes fail a background task
+retries them, pausing :data:`WRITE_RETRY_FIRST_S` doubling to :data:`WRITE_RETRY_MAX_S`,
+and once the disk has room the rows are written in acceptance order, each with the state
+its event reached by then (delivered, given up), so a later crash recovers what is still
+pending. One ERROR line starts such an episode (``outbox_write_failing``) and one WARNING
+ends it (``outbox_write_recovered``), folded as
+:class:`~robot_mcp_kit._failures.FailureEpisodes` says. Rows still unwritten when the poster
+closes are written once more; an undelivered event whose row cannot be written then is
+counted lost (``outbox_events_lost``, ERROR).
 """
 
 from __future__ import annotations
@@ -24,10 +29,10 @@ import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
 
 from robot_mcp_kit._failures import FailureEpisodes
-from robot_mcp_kit._outbox import EventRow, Outbox, OutboxRow
+from robot_mcp_kit._outbox import EventRow, Outbox, OutboxRow, OutboxState
 from robot_mcp_kit._task_journal import TaskJournal
 from robot_mcp_kit.log import get_logger
 
@@ -95,8 +100,11 @@ class Backlog(Protocol):
         """Record a newly posted event (wall time ``now``)."""
         ...
 
-    async def make_durable(self, item: QueuedEvent) -> None:
-        """Return once ``item`` survives a crash (before its first attempt)."""
+    async def write_ahead(self, item: QueuedEvent) -> None:
+        """Before ``item``'s first attempt: make it survive a crash if the file takes it.
+
+        Never holds ``item`` back for a write that fails: it is then sent not durable.
+        """
         ...
 
     async def settle(self, item: QueuedEvent, state: Settled) -> None:
@@ -113,6 +121,10 @@ class Backlog(Protocol):
 
     def trim(self) -> None:
         """Bound the file after recovery."""
+        ...
+
+    async def stop(self) -> None:
+        """At close, before :meth:`keep`: stop writing in the background."""
         ...
 
     def keep(self, items: Sequence[QueuedEvent]) -> list[QueuedEvent]:
@@ -133,7 +145,17 @@ class Backlog(Protocol):
 
     @property
     def unwritten(self) -> int:
-        """Events accepted whose rows are not yet known to be in the file (unsent)."""
+        """Events accepted whose rows are not yet known to be in the file."""
+        ...
+
+    @property
+    def not_durable(self) -> int:
+        """Events sent before their rows were in the file, so far (each counted once)."""
+        ...
+
+    @property
+    def written_late(self) -> int:
+        """Of :attr:`not_durable`, the events whose rows were written afterwards."""
         ...
 
     @property
@@ -149,6 +171,8 @@ class MemoryBacklog:
     journal: None = None
     write_failures: Final = 0
     unwritten: Final = 0
+    not_durable: Final = 0
+    written_late: Final = 0
     failing: Final = False
 
     def __repr__(self) -> str:
@@ -157,8 +181,8 @@ class MemoryBacklog:
     def accept(self, item: QueuedEvent, now: float) -> None:
         """Nothing to record."""
 
-    async def make_durable(self, item: QueuedEvent) -> None:
-        """Nothing to wait for."""
+    async def write_ahead(self, item: QueuedEvent) -> None:
+        """Nothing to write."""
 
     async def settle(self, item: QueuedEvent, state: Settled) -> None:
         """Nothing to record."""
@@ -172,6 +196,9 @@ class MemoryBacklog:
 
     def trim(self) -> None:
         """Nothing to bound."""
+
+    async def stop(self) -> None:
+        """Nothing runs in the background."""
 
     def keep(self, items: Sequence[QueuedEvent]) -> list[QueuedEvent]:
         """Nothing outlives the process: every item is lost."""
@@ -192,12 +219,15 @@ class DurableBacklog:
         adopt: called with each event the journal commits after :meth:`recover` ran (a
             manager built on a running poster reports ``INTERRUPTED`` tasks that way);
             before that such events are simply among the pending rows.
-        sleep: awaited between two attempts to write unwritten event rows (the poster's
-            clock's).
+        sleep: awaited between two attempts to write unwritten event rows while writes
+            fail (the poster's clock's).
 
     Raises:
         OutboxLocked: another process holds the file.
         robot_mcp_kit.store.StoreError: the file cannot be opened (damaged, too new, ...).
+
+    Not thread-safe: the poster's loop calls it, and :meth:`keep` runs in a thread once
+    nothing else does.
     """
 
     def __init__(
@@ -220,21 +250,37 @@ class DurableBacklog:
         self._closed = False
         self._accepted_n = 0  # events accepted so far (their numbers, for the logs)
         # Accepted events whose rows are not yet known to be in the file, in acceptance
-        # order, with their wall time of acceptance; none of them has been sent.
+        # order, with their wall time of acceptance.
         self._unwritten: dict[str, tuple[QueuedEvent, float]] = {}
+        # Of those, the ones already sent (not durable): the background writer runs until
+        # none is left.
+        self._exposed: set[str] = set()
+        # Settlements the file may lack: of events whose rows are unwritten, made while
+        # writes fail, or handed to the store when one of its hot writes then failed.
+        # Written with the rows, after them.
+        self._marks: dict[str, OutboxState] = {}
+        # Settlements handed to the store as hot writes and not yet known written: kept
+        # until a flush shows that none of the store's hot writes failed meanwhile.
+        self._hot_marks: dict[str, OutboxState] = {}
         # True from a row found missing until the cold rewrite that follows succeeds: new
         # rows then wait for that rewrite (so rows stay in acceptance order), not the store.
         self._rewriting = False
         self._episodes = FailureEpisodes()  # of writing event rows
         self._write_lock: asyncio.Lock | None = None
         self._write_lock_loop: asyncio.AbstractEventLoop | None = None
+        self._writer: asyncio.Task[None] | None = None  # the background writer, while it runs
+        self._stopped = False
+        self._not_durable = 0
+        self._written_late = 0
+        self._hot_failed_seen = 0  # the store's failed hot writes at our last check
         self._settled_since_trim = 0
 
     def __repr__(self) -> str:
         state = "failing" if self.failing else "ok"
         return (
             f"<DurableBacklog {str(self.path)!r} {state} accepted={self._accepted_n} "
-            f"unwritten={len(self._unwritten)} write_failures={self.write_failures}>"
+            f"unwritten={len(self._unwritten)} not_durable={self._not_durable} "
+            f"written_late={self._written_late} write_failures={self.write_failures}>"
         )
 
     @property
@@ -254,13 +300,26 @@ class DurableBacklog:
 
     @property
     def unwritten(self) -> int:
-        """Events accepted whose rows are not yet known to be in the file (none sent)."""
+        """Events accepted whose rows are not yet known to be in the file."""
         return len(self._unwritten)
 
     @property
+    def not_durable(self) -> int:
+        """Events sent before their rows were in the file, so far (each counted once)."""
+        return self._not_durable
+
+    @property
+    def written_late(self) -> int:
+        """Of :attr:`not_durable`, the events whose rows were written afterwards."""
+        return self._written_late
+
+    @property
     def failing(self) -> bool:
-        """True while event rows cannot be written, or the store's writes fail."""
-        return self._episodes.failing or self._outbox.failing
+        """True while writes to the file fail: event rows, from a failure until a write of
+        them succeeds, or the store's hot writes, when one failed since the last check."""
+        return self._episodes.failing or (
+            self._outbox.failing and self._outbox.hot_write_failures > self._hot_failed_seen
+        )
 
     def accept(self, item: QueuedEvent, now: float) -> None:
         """Number ``item`` and queue its pending row (a hot write; held while rewriting)."""
@@ -270,52 +329,125 @@ class DurableBacklog:
         if not self._rewriting and not self._episodes.failing:
             self._outbox.add(item.row(now))
 
-    async def make_durable(self, item: QueuedEvent) -> None:
-        """Return once ``item``'s row is in the file; at once if it already is.
+    async def write_ahead(self, item: QueuedEvent) -> None:
+        """Before ``item``'s first attempt: get its row into the file if the file takes it.
 
-        One flush and one read cover every event accepted before it started, so a burst
-        costs one wait. Rows the store did not write are written again, with every other
-        unwritten one, until that succeeds (see the module docstring): ``item`` is never
-        reported durable before it is. Cancelling the wait (the poster's close) leaves
-        ``item`` unwritten, for :meth:`keep`.
+        Returns at once if the row is in the file already. Otherwise one flush and one
+        read cover every event accepted so far (a burst costs one wait), and rows the
+        store did not write are written again, with every other unwritten one, in
+        acceptance order. If that fails, or writes are failing already, ``item`` is not
+        held back: it goes out *not durable* (counted once), and the background writer
+        puts its row into the file once the file takes it (see the module docstring).
+        Cancelling the wait (the poster's close) leaves ``item`` unwritten, for
+        :meth:`keep`.
         """
         if item.event_id not in self._unwritten:
             return
+        if not self._episodes.failing:
+            async with self._lock():
+                if item.event_id in self._unwritten and not self._episodes.failing:
+                    await self._write_unwritten()
+        if item.event_id in self._unwritten and item.event_id not in self._exposed:
+            self._exposed.add(item.event_id)
+            self._not_durable += 1
+            # A receiver may see it: the journal may claim its seq (see TaskJournal).
+            self._journal.reached(item.task_id, item.seq)
+            self._start_writer()
+
+    def _lock(self) -> asyncio.Lock:
+        """The lock of this loop that one write attempt at a time holds."""
         loop = asyncio.get_running_loop()
         if self._write_lock is None or self._write_lock_loop is not loop:
             self._write_lock, self._write_lock_loop = asyncio.Lock(), loop
-        async with self._write_lock:
-            pause = WRITE_RETRY_FIRST_S
-            while item.event_id in self._unwritten:
-                if await self._write_unwritten():
-                    continue
+        return self._write_lock
+
+    def _start_writer(self) -> None:
+        """Start the background writer on the running loop unless it runs there (or we
+        stopped). A writer left on a loop that stopped (the poster moved) is replaced."""
+        if self._stopped or self._closed:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # pragma: no cover - every caller runs on the poster's loop
+            return
+        writer = self._writer
+        if writer is not None and not writer.done() and writer.get_loop() is loop:
+            return
+        self._writer = loop.create_task(
+            self._write_in_background(), name=f"DurableBacklog[{self.server_name}] writer"
+        )
+
+    async def _write_in_background(self) -> None:
+        """Write the rows of events sent not durable, and remembered settlements, until
+        they are all in the file: at once, then every 0.1 s doubling to 5 s while it fails.
+        """
+        pause = WRITE_RETRY_FIRST_S
+        while (self._exposed or self._marks) and not self._closed:
+            if self._episodes.failing:
                 await self._sleep(pause)
                 pause = min(pause * 2, WRITE_RETRY_MAX_S)
+            async with self._lock():
+                if await self._write_unwritten():
+                    pause = WRITE_RETRY_FIRST_S
 
     async def _write_unwritten(self) -> bool:
-        """One attempt to get every unwritten row into the file; False when it failed."""
-        batch = dict(self._unwritten)
+        """One attempt to get every unwritten row and remembered settlement into the file.
+
+        False when it failed (logged once per episode).
+        """
+        batch, hot = dict(self._unwritten), dict(self._hot_marks)
         try:
             if not self._rewriting and not self._episodes.failing:
                 missing = await asyncio.to_thread(self._outbox.missing, list(batch))
-                if not missing:
-                    self._written(batch)
+                self._check_hot_marks(hot, flushed=True)
+                marks = dict(self._marks)
+                if missing:
+                    # Rewrite them all, in acceptance order, with whatever came in meanwhile.
+                    self._rewriting = True
+                    batch, marks = dict(self._unwritten), dict(self._marks)
+                else:
+                    if marks:
+                        await asyncio.to_thread(self._outbox.write_events, (), marks)
+                    self._written(batch, marks)
                     return True
-                # Rewrite them all, in acceptance order, with whatever came in meanwhile.
-                self._rewriting = True
-                batch = dict(self._unwritten)
-            await asyncio.to_thread(self._outbox.write_events, _rows(batch))
+            else:
+                self._check_hot_marks(hot, flushed=False)
+                marks = dict(self._marks)
+            await asyncio.to_thread(self._outbox.write_events, _rows(batch), marks)
         except Exception as exc:
             self._write_failed(exc)
             return False
         self._rewriting = False
-        self._written(batch)
+        self._written(batch, marks)
         return True
 
-    def _written(self, batch: dict[str, tuple[QueuedEvent, float]]) -> None:
+    def _check_hot_marks(self, hot: dict[str, OutboxState], *, flushed: bool) -> None:
+        """Settle what is known of the hot settlements ``hot`` (those handed to the store
+        before a flush, when ``flushed``): if a hot write failed since the last check, or
+        the store was not flushed, they join the settlements to write cold."""
+        failed = self._outbox.hot_write_failures
+        if not flushed or failed > self._hot_failed_seen:
+            for event_id, state in hot.items():
+                self._marks.setdefault(event_id, state)
+        self._hot_failed_seen = failed
+        for event_id, state in hot.items():
+            if self._hot_marks.get(event_id) == state:
+                del self._hot_marks[event_id]
+
+    def _written(
+        self, batch: dict[str, tuple[QueuedEvent, float]], marks: dict[str, OutboxState]
+    ) -> None:
+        late = 0
         for event_id, (item, _) in batch.items():
             self._unwritten.pop(event_id, None)
-            self._journal.written(item.task_id, item.seq)
+            if event_id in self._exposed:
+                self._exposed.discard(event_id)
+                late += 1
+            self._journal.reached(item.task_id, item.seq)
+        self._written_late += late
+        for event_id, state in marks.items():
+            if self._marks.get(event_id) == state:
+                del self._marks[event_id]
         if self._episodes.succeeded():
             _log.warning(
                 "outbox_write_recovered",
@@ -324,6 +456,7 @@ class DurableBacklog:
                 failed_attempts=self._episodes.failures,
                 seconds=self._episodes.seconds(),
                 written=len(batch),
+                written_late=late,
                 write_failures=self.write_failures,
             )
 
@@ -338,16 +471,16 @@ class DurableBacklog:
             error=f"{type(exc).__name__}: {exc}",
             unwritten=len(self._unwritten),
             then=(
-                "no event is sent before its row is in the file: they wait in memory "
-                f"(queue_max {self.queue_max}, oldest dropped beyond it) and the write is "
-                f"retried every {WRITE_RETRY_FIRST_S:g} s to {WRITE_RETRY_MAX_S:g} s; "
+                "events are sent all the same, in order, and are not durable until their "
+                "rows are written: a crash before then loses those not yet delivered; the "
+                f"write is retried every {WRITE_RETRY_FIRST_S:g} s to {WRITE_RETRY_MAX_S:g} s; "
                 "free space or fix the file's permissions"
             ),
         )
 
     async def settle(self, item: QueuedEvent, state: Settled) -> None:
         """Mark ``item``'s row; every so often trim the file (in a thread)."""
-        self._outbox.mark(item.event_id, state)
+        self._mark(item.event_id, state)
         self._settled_since_trim += 1
         if self._settled_since_trim >= max(100, self._outbox.delivered_tail):
             self._settled_since_trim = 0
@@ -357,9 +490,21 @@ class DurableBacklog:
                 _log.exception("outbox_trim_failed", server=self.server_name, outbox=str(self.path))
 
     def drop(self, item: QueuedEvent) -> None:
-        """Mark ``item``'s row ``dropped`` (an unwritten one has no row to mark)."""
+        """Mark ``item``'s row ``dropped``; an unwritten one (never sent) is not written."""
         self._unwritten.pop(item.event_id, None)
-        self._outbox.mark(item.event_id, "dropped")
+        self._exposed.discard(item.event_id)
+        self._mark(item.event_id, "dropped")
+
+    def _mark(self, event_id: str, state: OutboxState) -> None:
+        """Record a settlement: a hot write (after the row's own, if the store has it),
+        also remembered for the next write of unwritten rows when the file may lack the
+        row or the write may fail."""
+        if event_id in self._unwritten or self.failing:
+            self._marks[event_id] = state
+            self._start_writer()
+        else:
+            self._hot_marks[event_id] = state
+        self._outbox.mark(event_id, state)
 
     def recover(self) -> list[QueuedEvent]:
         """Read the pending rows a previous process left (once; logged)."""
@@ -390,42 +535,78 @@ class DurableBacklog:
         except Exception:
             _log.exception("outbox_trim_failed", server=self.server_name, outbox=str(self.path))
 
-    def keep(self, items: Sequence[QueuedEvent]) -> list[QueuedEvent]:
-        """Write the rows of undelivered events not yet in the file; return those lost.
+    async def stop(self) -> None:
+        """Stop the background writer (for good), waiting for it; :meth:`keep` follows."""
+        self._stopped = True
+        writer, self._writer = self._writer, None
+        if writer is None or writer.done() or writer.get_loop() is not asyncio.get_running_loop():
+            return
+        writer.cancel()
+        await asyncio.wait([writer])
 
-        Every item already in the file stays pending there for the next start. Blocking:
-        the poster's close runs it in a thread, once no lane runs any more.
+    def keep(self, items: Sequence[QueuedEvent]) -> list[QueuedEvent]:
+        """Write the rows (and settlements) not yet in the file; return the ``items`` lost.
+
+        ``items`` are the undelivered events: every one already in the file stays pending
+        there for the next start; one whose row cannot be written now is lost (ERROR
+        ``outbox_events_lost``). A delivered event whose row cannot be written is not lost
+        to any receiver, only absent from the file (WARNING ``outbox_rows_unwritten``).
+        Blocking: the poster's close runs it in a thread, once no lane runs any more and
+        :meth:`stop` returned.
         """
-        if not self._unwritten:
+        if self._outbox.hot_write_failures > self._hot_failed_seen:
+            self._check_hot_marks(dict(self._hot_marks), flushed=False)
+        if not self._unwritten and not self._marks:
             return []
-        batch = dict(self._unwritten)
+        batch, marks = dict(self._unwritten), dict(self._marks)
         try:
             missing = (
                 set(batch)
                 if self._rewriting or self._episodes.failing
                 else self._outbox.missing(list(batch))
             )
-            if missing:
-                self._outbox.write_events(_rows(batch))
+            if missing or marks:
+                self._outbox.write_events(_rows(batch) if missing else (), marks)
         except Exception as exc:
             lost = [item for item in items if item.event_id in batch]
             self._unwritten.clear()
-            if lost:
-                _log.error(
-                    "outbox_events_lost",
-                    server=self.server_name,
-                    outbox=str(self.path),
-                    events=len(lost),
-                    first_event_id=lost[0].event_id,
-                    first_task_id=lost[0].task_id,
-                    first_seq=lost[0].seq,
-                    error=f"{type(exc).__name__}: {exc}",
-                    reason="the poster closed and their rows could not be written",
-                    covered_by="the brain's reconciliation poll",
-                )
+            self._exposed.clear()
+            self._marks.clear()
+            self._log_unwritten_at_close(lost, len(batch) - len(lost), len(marks), exc)
             return lost
-        self._written(batch)
+        self._written(batch, marks)
         return []
+
+    def _log_unwritten_at_close(
+        self, lost: list[QueuedEvent], settled: int, marks: int, exc: BaseException
+    ) -> None:
+        common: dict[str, Any] = {
+            "server": self.server_name,
+            "outbox": str(self.path),
+            "error": f"{type(exc).__name__}: {exc}",
+            "settled_unwritten": settled,  # delivered or given up, absent from the file
+            "settlements_unwritten": marks,  # a restart sends those events again
+        }
+        if lost:
+            _log.error(
+                "outbox_events_lost",
+                events=len(lost),
+                first_event_id=lost[0].event_id,
+                first_task_id=lost[0].task_id,
+                first_seq=lost[0].seq,
+                reason="the poster closed and their rows could not be written",
+                covered_by="the brain's reconciliation poll",
+                **common,
+            )
+        elif settled or marks:
+            _log.warning(
+                "outbox_rows_unwritten",
+                reason=(
+                    "the poster closed with the outbox still failing: these events were "
+                    "delivered or given up, but the file lacks them or how they ended"
+                ),
+                **common,
+            )
 
     def close(self) -> None:
         """Write what is queued and close the file. Idempotent; a failure is logged."""

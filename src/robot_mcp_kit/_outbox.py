@@ -32,15 +32,18 @@ last ``seq`` it allocated. A task found ``running`` at the next start was interr
 the process dying; the manager reports it ``task_failed`` / ``INTERRUPTED``.
 
 Durability: rows are written by the store's writer thread. Before an event's first
-attempt the poster makes its row durable and checks that it is: one flush covering every
-event accepted so far, then a read of which of them are in the file
-(:meth:`Outbox.missing`); a row the store could not write (a full disk, a read-only file,
-a full hot queue) is written again in one cold transaction with every other unwritten one,
-in acceptance order (:meth:`Outbox.write_events`), until that succeeds. So a receiver never
-sees an event that is not in the file. An event accepted but not yet in the file when the
-process is killed is lost with its ``seq``; the next start reuses that ``seq`` for the
-``INTERRUPTED`` event (the last ``seq`` of a task is its newest event row's), so the
-receiver sees no gap.
+attempt the poster tries to make its row durable: one flush covering every event accepted
+so far, then a read of which of them are in the file (:meth:`Outbox.missing`); a row the
+store could not write (a full disk, a read-only file, a full hot queue) is written again in
+one cold transaction with every other unwritten one, in acceptance order
+(:meth:`Outbox.write_events`). If that fails too, delivery comes first: the event is sent
+all the same, *not durable*, and its row is written (with the state its event reached by
+then) once the file takes it. So a receiver may see an event the file lacks only while the
+file cannot be written; a crash then loses the undelivered ones, and the next start
+continues each task's seqs from the newest the file knows of (see :meth:`Outbox.tasks`).
+An event accepted but not yet sent when the process is killed is lost with its ``seq``;
+the next start reuses that ``seq`` for the ``INTERRUPTED`` event, so the receiver sees no
+gap.
 
 One process per file: the outbox holds an exclusive lock on ``<file>.lock`` from before
 the file is opened until it is closed (:mod:`robot_mcp_kit._lockfile`); a second process
@@ -58,7 +61,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -314,13 +317,17 @@ class Outbox:
             raise
         return set(wanted) - found
 
-    def write_events(self, rows: Iterable[EventRow]) -> None:
-        """Write event rows (see :data:`EventRow`) in one transaction.
+    def write_events(
+        self, rows: Iterable[EventRow], marks: Mapping[str, OutboxState] | None = None
+    ) -> None:
+        """Write event rows (see :data:`EventRow`), then settlements, in one transaction.
 
-        A cold write, for events none of which was sent yet: any row one of them already
+        A cold write, for events whose rows the file may lack: any row one of them already
         has is replaced, so the rows end up in the order given (acceptance order) even
-        when the store wrote some of them and not others. Raises what the write raises
-        (counted in ``cold_write_failures``); then nothing of it was written.
+        when the store wrote some of them and not others; each is written ``pending``, and
+        ``marks`` (event id → state) then set the state of those that were settled
+        meanwhile (and of any other row they name). Raises what the write raises (counted
+        in ``cold_write_failures``); then nothing of it was written.
         """
         rows = list(rows)
         try:
@@ -329,6 +336,7 @@ class Outbox:
                     "DELETE FROM outbox_events WHERE event_id = ?", [(r[0],) for r in rows]
                 )
                 conn.executemany(_INSERT_EVENT, rows)
+                conn.executemany(_MARK_EVENT, [(st, e) for e, st in (marks or {}).items()])
         except Exception:
             self.cold_write_failures += 1
             raise
@@ -337,6 +345,11 @@ class Outbox:
     def write_failures(self) -> int:
         """Writes to the file that failed: hot ones (the store's) and cold ones."""
         return self.store.stats.failed + self.cold_write_failures
+
+    @property
+    def hot_write_failures(self) -> int:
+        """Hot writes the store executed and that failed (not those it refused)."""
+        return self.store.stats.failed
 
     @property
     def failing(self) -> bool:
@@ -376,16 +389,17 @@ class Outbox:
     def tasks(self) -> list[tuple[TaskInfo, int]]:
         """Every journalled task with its last seq, oldest update first (a read).
 
-        The last seq is the task's newest event row's (trimming spares it), and the task
-        row's only when the task has none. An event is sent only once its row is in the
-        file, so no seq a receiver saw is above it, and the journal writes a task row's
-        seq no higher than its newest event row known written (:class:`TaskJournal
-        <robot_mcp_kit._task_journal.TaskJournal>`), so a task row written where its
-        event rows were not (a nearly full disk) does not make the next seq skip any.
+        The last seq is the higher of the task row's and its newest event row's (trimming
+        spares that row). The journal writes a task row's seq no higher than the newest
+        event a receiver may have seen or will get after a restart: one in the file, or
+        one sent before its row was (:class:`TaskJournal
+        <robot_mcp_kit._task_journal.TaskJournal>`). So a task row written where its event
+        rows were not (a nearly full disk) neither makes the next seq skip one nor repeat
+        one the receiver saw.
         """
         rows = self.store.query(
-            "SELECT t.info, coalesce((SELECT max(e.seq) FROM outbox_events e "
-            "WHERE e.task_id = t.task_id), t.seq) FROM tasks t ORDER BY t.updated_at, t.rowid"
+            "SELECT t.info, max(t.seq, coalesce((SELECT max(e.seq) FROM outbox_events e "
+            "WHERE e.task_id = t.task_id), 0)) FROM tasks t ORDER BY t.updated_at, t.rowid"
         )
         out: list[tuple[TaskInfo, int]] = []
         for info_json, seq in rows:

@@ -60,10 +60,15 @@ class PosterStats:
         recovered: events a poster found pending in its outbox file at start, from a
             previous process (always 0 without an outbox).
         outbox_write_failures: writes to the outbox file that failed (event rows,
-            settlements, task rows, trims); always 0 without an outbox. An event is never
-            sent before its row is written: a failed event row is written again.
-        outbox_unwritten: events accepted whose rows are not yet in the outbox file; they
-            wait in memory, unsent (always 0 without an outbox).
+            settlements, task rows, trims); always 0 without an outbox.
+        outbox_unwritten: events accepted whose rows are not yet in the outbox file, sent
+            or waiting (always 0 without an outbox).
+        outbox_not_durable: events sent before their row was in the outbox file (the file
+            could not be written, e.g. a full disk): delivery comes first. Until its row
+            is written a crash loses such an event. Each is counted once; always 0
+            without an outbox.
+        outbox_written_late: of ``outbox_not_durable``, the events whose rows were written
+            afterwards, once the file took them (durable again).
         outbox_failing: True while writes to the outbox file fail, from the first failure
             (one ERROR line, ``outbox_write_failing``) until a write succeeds (one WARNING
             line, ``outbox_write_recovered``).
@@ -81,6 +86,8 @@ class PosterStats:
     outbox_write_failures: int = 0
     outbox_unwritten: int = 0
     outbox_failing: bool = False
+    outbox_not_durable: int = 0
+    outbox_written_late: int = 0
 
 
 class EventPoster:
@@ -278,6 +285,8 @@ class EventPoster:
             outbox_write_failures=self._backlog.write_failures,
             outbox_unwritten=self._backlog.unwritten,
             outbox_failing=self._backlog.failing,
+            outbox_not_durable=self._backlog.not_durable,
+            outbox_written_late=self._backlog.written_late,
         )
 
     async def post(self, event: TaskEvent) -> None:
@@ -331,9 +340,10 @@ class EventPoster:
 
         Whatever is still undelivered after the grace is kept in the durable outbox (sent
         by the next start) or, without one, dropped; either is counted and logged at
-        WARNING (``poster_closed``). An event whose row could not be written to the outbox
-        (a full disk) is tried once more, then dropped (ERROR ``outbox_events_lost``).
-        Then the HTTP client and the outbox file are closed.
+        WARNING (``poster_closed``). Rows the outbox file still lacks (a full disk) are
+        written once more; an undelivered event whose row cannot be written then is
+        dropped (ERROR ``outbox_events_lost``). Then the HTTP client and the outbox file
+        are closed.
         """
         if self._closed:
             if self._close_done is not None and self._loop is asyncio.get_running_loop():
@@ -354,6 +364,8 @@ class EventPoster:
                 self._delivery.reset()
         finally:
             try:
+                if same_loop:
+                    await self._backlog.stop()
                 left = self._take_leftovers()
                 if same_loop and self._backlog.path is not None:
                     lost = await asyncio.to_thread(self._backlog.keep, left)
@@ -457,7 +469,8 @@ class EventPoster:
             health = "failing" if s.outbox_failing else "ok"
             outbox = (
                 f", outbox={health!r}, outbox_write_failures={s.outbox_write_failures}, "
-                f"outbox_unwritten={s.outbox_unwritten}"
+                f"outbox_unwritten={s.outbox_unwritten}, "
+                f"outbox_not_durable={s.outbox_not_durable}"
             )
         return (
             f"EventPoster(server={self.server_name!r}, {where}, {state}, posted={s.posted}, "
@@ -576,7 +589,7 @@ class EventPoster:
                 self._inflight[task_id] = item
                 outcome: Literal["delivered", "given_up"]
                 try:
-                    await self._backlog.make_durable(item)
+                    await self._backlog.write_ahead(item)
                     result = await self._delivery.deliver(item, self._stop_at, self._slots)
                     if result.outcome == "grace_expired":
                         return  # aclose() counts the in-flight event and the rest as left over
@@ -664,7 +677,7 @@ def _observe_poster(poster: EventPoster) -> None:
     """Report the poster's counters and queue depth as metrics (telemetry on; else no-op)."""
     server = {"robot_mcp.server": poster.server_name}
     observe("robot_mcp.poster.queue_depth", poster, lambda p: [(p.stats.queued, server)])
-    for name in ("sent", "retried", "dropped", "given_up"):
+    for name in ("sent", "retried", "dropped", "given_up", "outbox_not_durable"):
         observe(f"robot_mcp.poster.{name}", poster, functools.partial(_counter, name, server))
 
 

@@ -48,16 +48,17 @@ class TaskJournal:
             can queue it when it has already read its pending rows.
 
     Writes are hot (the store's writer thread) except :meth:`interrupt`, which commits.
-    A task row's seq is written no higher than the task's newest event known to be in the
-    file (the owner reports them through :meth:`written`): the next start continues a
-    task's seqs from what a receiver could have seen, whichever writes failed.
+    A task row's seq is written no higher than the task's newest event a receiver may have
+    seen or gets after a restart: one known to be in the file, or one sent before its row
+    was (the owner reports both through :meth:`reached`). The next start continues a
+    task's seqs from there, whichever writes failed.
     """
 
     def __init__(self, outbox: Outbox, on_pending: Callable[[OutboxRow], None]) -> None:
         self._outbox = outbox
         self._on_pending = on_pending
-        # Per journalled task, the highest seq whose event row is known written.
-        self._written: dict[str, int] = {}
+        # Per journalled task, the highest seq known written or sent (see reached()).
+        self._reached: dict[str, int] = {}
 
     def __repr__(self) -> str:
         return f"<TaskJournal {str(self.path)!r}>"
@@ -69,17 +70,17 @@ class TaskJournal:
 
     def save(self, info: TaskInfo, seq: int) -> None:
         """Record a task's current state and last seq (hot write; see the class docstring)."""
-        written = self._written.setdefault(info.task_id, 0)
-        self._outbox.save_task(info, min(seq, written))
+        reached = self._reached.setdefault(info.task_id, 0)
+        self._outbox.save_task(info, min(seq, reached))
 
-    def written(self, task_id: str, seq: int) -> None:
-        """The owner wrote event ``seq`` of ``task_id`` to the file (a journalled task's)."""
-        if task_id in self._written and seq > self._written[task_id]:
-            self._written[task_id] = seq
+    def reached(self, task_id: str, seq: int) -> None:
+        """Event ``seq`` of ``task_id`` is in the file, or was sent before its row was."""
+        if task_id in self._reached and seq > self._reached[task_id]:
+            self._reached[task_id] = seq
 
     def forget(self, task_id: str) -> None:
         """Forget a task the manager no longer remembers (hot write)."""
-        self._written.pop(task_id, None)
+        self._reached.pop(task_id, None)
         self._outbox.forget_task(task_id)
 
     def recover(self, max_finished: int, max_events: int) -> Recovered:

@@ -43,10 +43,12 @@ order with its original ``event_id``, its 10-minute budget counted from when it 
 accepted. The size cap is ``queue_max``, as without an outbox. Without ``outbox`` nothing
 of this runs.
 
-An event is sent only once its row is in the file. When the file cannot be written (a full
-disk), events wait in memory, unsent, and the write is retried; ``stats.outbox_failing``,
-``outbox_unwritten`` and ``outbox_write_failures`` say so, and the log has one line when it
-starts and one when it ends. One process per file: a second poster on a file another holds
+Delivery comes first: when the file cannot be written (a full disk), events are sent all
+the same, in order, counted not durable (``stats.outbox_not_durable``; a crash before
+their rows are written loses them), and their rows are written once the file takes them
+(``outbox_written_late``); ``stats.outbox_failing``, ``outbox_unwritten`` and
+``outbox_write_failures`` say how it stands, and the log has one line when it starts and
+one when it ends. One process per file: a second poster on a file another holds
 raises :class:`~robot_mcp_kit.OutboxLocked`; a damaged file raises
 :class:`~robot_mcp_kit.store.StoreUnreadable` at construction, nothing in it sent.
 

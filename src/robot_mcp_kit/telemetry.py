@@ -107,6 +107,11 @@ INSTRUMENTS: Final[Mapping[str, Instrument]] = {
     "robot_mcp.poster.given_up": Instrument(
         "observable_counter", "{event}", "Events lost after the retry cap."
     ),
+    "robot_mcp.poster.outbox_not_durable": Instrument(
+        "observable_counter",
+        "{event}",
+        "Events sent while their outbox row could not be written (a full disk).",
+    ),
     "robot_mcp.poster.delivery.duration": Instrument(
         "histogram", "s", "From an event's first attempt to its 2xx (or its giving up)."
     ),

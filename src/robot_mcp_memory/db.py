@@ -22,9 +22,11 @@ table                   kind         why
                                      frequencies (what a rewrite or delete takes out again)
 ``processes_revisions`` record       the versions a document had before a save, a revert, a merge
                                      or a delete replaced them (rendered markdown, counters
-                                     included); the newest ``REVISIONS_KEEP`` per document
-                                     are kept (``MEMORY_REVISIONS_KEEP``), older ones pruned
-                                     through the kit's chokepoint in the write's transaction
+                                     included), each with the life of its id it belongs to and
+                                     its owner then (``robot``, ``shared``); the newest
+                                     ``REVISIONS_KEEP`` per id are kept
+                                     (``MEMORY_REVISIONS_KEEP``), older ones pruned through the
+                                     kit's chokepoint in the write's transaction
 ``processes_vectors``   derived      each document's two embedding vectors (float32 blobs) with
                                      the model's name and dimension; recomputed by a save, by
                                      ``reindex()`` and, for a changed model, at open
@@ -53,7 +55,15 @@ into them when it opens the file (:meth:`robot_mcp_memory.store.ProcessStore.syn
 ``revision`` (1 for every existing document), ``recent_outcomes`` (the last
 :data:`~robot_mcp_memory.limits.STALE_WINDOW` outcomes, oldest first, ``s``/``f``) and
 ``last_success`` (a timestamp, NULL before the first success), the last two written on the
-hot path with the counters.
+hot path with the counters; 6 gives every document a ``life`` (:func:`_to_v6`): an id freed
+by a delete or a merge and saved again starts a new life, whose revisions are numbered from
+1 and never show an earlier life's (decision 0029). The step adds ``processes.life`` and
+rebuilds ``processes_revisions`` with ``life``, ``robot`` and ``shared`` (primary key
+``(doc_id, life, revision)``), keeping every revision: a version-5 file numbered an id's
+revisions on across lives, so the step tells the lives apart by the revisions that ended
+one (:func:`legacy_lives`). ``robot`` and ``shared`` stay NULL there: the store reads a
+revision's owner from its own frontmatter when it lists it
+(:func:`robot_mcp_memory.store.revision_owner`).
 ``fleet_robots.group_id`` references ``fleet_groups`` (the kit turns ``foreign_keys`` on),
 so a robot can never name a group that does not exist. :mod:`robot_mcp_memory.fleet` is
 the only writer of the fleet tables.
@@ -67,6 +77,9 @@ NULL and defaults are added where the store always writes a value. Row conventio
 - ``tags`` is a JSON array; ``processes_fts.tags`` holds the same text (the tokenizer
   splits on the JSON punctuation, so the tags are indexed as words);
 - ``shared`` is 0/1 (a fleet-wide document, DESIGN §5);
+- ``processes.life`` is the life of its id the row is in (1 for an id's first); a kept
+  revision carries the life it was in, and the ``robot`` and ``shared`` of the row it
+  kept (who could read it then);
 - ``processes_vectors.doc_rowid`` is the rowid of its ``processes`` row, written in the
   same transaction as the row (and deleted with it); ``model``/``dim`` say which embedder
   made it, and a row of another model is recomputed rather than compared;
@@ -83,7 +96,7 @@ NULL and defaults are added where the store always writes a value. Row conventio
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from robot_mcp_kit.store import Kind, MigrationStep, Schema, SqliteStore, Table
@@ -94,6 +107,7 @@ __all__ = [
     "FLEET_ROBOTS",
     "FLEET_SETTINGS",
     "INDEX_FILENAME",
+    "LIFE_ENDING_REASONS",
     "MIGRATIONS",
     "PROCESSES",
     "PROCESSES_FTS",
@@ -101,6 +115,7 @@ __all__ = [
     "PROCESSES_OWNER_TERMS",
     "PROCESSES_POSTINGS",
     "PROCESSES_REVISIONS",
+    "PROCESSES_REVISIONS_V5",
     "PROCESSES_V1",
     "PROCESSES_VECTORS",
     "PROCESS_COLUMNS",
@@ -108,17 +123,19 @@ __all__ = [
     "SCHEMA_VERSION",
     "TOKENIZE",
     "WRITE_CACHE_KIB",
+    "legacy_lives",
     "open_index",
 ]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """The version of ``index.db`` this code writes."""
 
 INDEX_FILENAME = "index.db"
 """The file's name inside ``MEMORY_DATA_DIR``."""
 
 # The processes table as versions 1-4 created it; version 5 adds three columns
-# (_PROCESSES_COLUMNS_V5). Kept for what it was: tests build older files from it.
+# (_PROCESSES_COLUMNS_V5), version 6 one (_PROCESSES_LIFE_V6). Kept for what it was: tests
+# build older files from it.
 _PROCESSES_V1 = """
     CREATE TABLE processes (
       id TEXT PRIMARY KEY,
@@ -161,7 +178,8 @@ PROCESSES = Table(
       shared INTEGER NOT NULL DEFAULT 0,
       revision INTEGER NOT NULL DEFAULT 1,
       recent_outcomes TEXT NOT NULL DEFAULT '',
-      last_success TEXT
+      last_success TEXT,
+      life INTEGER NOT NULL DEFAULT 1
     )
     """,
     indexes=(_PROCESSES_ROBOT_INDEX,),
@@ -344,9 +362,10 @@ _PROCESSES_COLUMNS_V5 = (
     "ALTER TABLE processes ADD COLUMN last_success TEXT",
 )
 
-PROCESSES_REVISIONS = Table(
+PROCESSES_REVISIONS_V5 = Table(
     "processes_revisions", Kind.RECORD, _PROCESSES_REVISIONS_V5, time_column="replaced"
 )
+"""``processes_revisions`` as schema version 5 declared it (for building older files)."""
 
 
 def _to_v5(conn: sqlite3.Connection) -> None:
@@ -357,7 +376,88 @@ def _to_v5(conn: sqlite3.Connection) -> None:
         conn.execute(ddl)
 
 
-MIGRATIONS: Mapping[int, MigrationStep] = {2: _to_v2, 3: _to_v3, 4: _to_v4, 5: _to_v5}
+# Version 6 (issue 32): lives. An id freed by a delete or a merge and saved again starts a
+# new life; a revision is read under the owner it had.
+_PROCESSES_REVISIONS_V6 = """
+    CREATE TABLE processes_revisions (
+      doc_id TEXT NOT NULL,
+      revision INTEGER NOT NULL,
+      replaced TEXT NOT NULL,
+      reason TEXT NOT NULL,
+      markdown TEXT NOT NULL,
+      life INTEGER NOT NULL DEFAULT 1,
+      robot TEXT,
+      shared INTEGER,
+      PRIMARY KEY (doc_id, life, revision)
+    )
+    """
+_PROCESSES_LIFE_V6 = "ALTER TABLE processes ADD COLUMN life INTEGER NOT NULL DEFAULT 1"
+
+PROCESSES_REVISIONS = Table(
+    "processes_revisions", Kind.RECORD, _PROCESSES_REVISIONS_V6, time_column="replaced"
+)
+
+LIFE_ENDING_REASONS = frozenset({"delete", "merged"})
+"""The ``reason`` of a revision that was the last version of its life: the document was
+deleted (by its robot or the admin), or merged away into another."""
+
+
+def legacy_lives(
+    kept: Sequence[tuple[int, str]],
+) -> tuple[dict[int, int], int]:
+    """The lives of an id's revisions as a version-5 store kept them, which numbered an
+    id's revisions on across its lives: ``kept`` is its ``(revision, reason)`` pairs.
+    Returns each revision's life and the life a row of the id is in now.
+
+    A life ends with a revision of :data:`LIFE_ENDING_REASONS`; the next revision, or the
+    row, is in the next life (a deleted id that the admin brought back by a revert counts
+    as a new life too: it cannot be told from a re-created one, and the stricter reading
+    keeps the earlier versions to the admin). Pure; both backends' migrations use it.
+    """
+    lives: dict[int, int] = {}
+    life = 1
+    for revision, reason in sorted(kept):
+        lives[revision] = life
+        if reason in LIFE_ENDING_REASONS:
+            life += 1
+    return lives, life
+
+
+def _to_v6(conn: sqlite3.Connection) -> None:
+    """Migration step 5 -> 6: ``processes.life`` and the revisions rebuilt with ``life``,
+    ``robot`` and ``shared`` under the key ``(doc_id, life, revision)``. Every revision is
+    kept; each id's lives are told apart by :func:`legacy_lives`. ``robot`` and ``shared``
+    stay NULL: the store reads such a revision's owner from its frontmatter."""
+    conn.execute(_PROCESSES_LIFE_V6)
+    conn.execute(_PROCESSES_REVISIONS_V6.replace("processes_revisions", "processes_revisions_v6"))
+    ids = [str(r[0]) for r in conn.execute("SELECT DISTINCT doc_id FROM processes_revisions")]
+    for doc_id in ids:
+        kept = [
+            (int(r[0]), str(r[1]))
+            for r in conn.execute(
+                "SELECT revision, reason FROM processes_revisions WHERE doc_id = ?", (doc_id,)
+            )
+        ]
+        lives, now = legacy_lives(kept)
+        for revision, life in lives.items():
+            conn.execute(
+                "INSERT INTO processes_revisions_v6 (doc_id, revision, replaced, reason, "
+                "markdown, life) SELECT doc_id, revision, replaced, reason, markdown, ? "
+                "FROM processes_revisions WHERE doc_id = ? AND revision = ?",
+                (life, doc_id, revision),
+            )
+        conn.execute("UPDATE processes SET life = ? WHERE id = ?", (now, doc_id))
+    conn.execute("DROP TABLE processes_revisions")
+    conn.execute("ALTER TABLE processes_revisions_v6 RENAME TO processes_revisions")
+
+
+MIGRATIONS: Mapping[int, MigrationStep] = {
+    2: _to_v2,
+    3: _to_v3,
+    4: _to_v4,
+    5: _to_v5,
+    6: _to_v6,
+}
 """Key N is the step from version N-1 to N (the kit runs them in order)."""
 
 SCHEMA = Schema(

@@ -8,6 +8,10 @@ tools                                       scoped tenant (robot token)
 ==========================================  ===============================================
 find / get / list processes                 own group + ``shared``; out of scope = absent
                                             (:func:`visible_robots`)
+get_process revisions                       the current life of a document it may read,
+                                            each revision by the owner it had
+                                            (:func:`may_read_revision`); an earlier life
+                                            of the id is the admin's (:func:`require_admin`)
 save_process                                pinned to itself; never a shared document
                                             (:func:`pin_document`); updates only in its
                                             scope, else the id is suffixed
@@ -56,6 +60,7 @@ __all__ = [
     "acting_robot",
     "check_text",
     "may_add_note",
+    "may_read_revision",
     "own_group",
     "pin_document",
     "require_admin",
@@ -138,6 +143,21 @@ def may_add_note(tenant: Tenant | None, owner: Owner) -> bool:
     what reliability learns from); its note is left out and the answer says so.
     """
     return tenant is None or not tenant.scoped or not owner.shared
+
+
+def may_read_revision(visible: frozenset[str] | None, robot: str | None, shared: bool) -> bool:
+    """Whether a call may read a kept revision whose own frontmatter said ``robot`` and
+    ``shared``: the visibility rule of a document, applied to the owner the revision had,
+    not the current document's (a document that changed hands, or a robot regrouped since,
+    does not hand its earlier versions to the new readers). ``visible`` is the call's
+    :func:`visible_robots` (None: every document, the admin), read from the registry once
+    per call. ``robot`` None (an owner not known) is the admin's only (decision 0029).
+    """
+    if visible is None:
+        return True
+    if robot is None:
+        return False
+    return shared or robot in visible
 
 
 def pin_document(doc: ProcessDoc, tenant: Tenant) -> ProcessDoc:

@@ -46,16 +46,23 @@ class ProcessesPort(Protocol):
     document (also after the document was deleted) and may drop older ones. A save with
     the same content and an outcome (counters, note) are not new revisions.
 
+    Lives (decision 0029): an id freed by a delete or a merge and written again (a save, a
+    load) starts a new life, numbered one past the id's highest, whose revisions start at 1;
+    each kept revision carries its life and its owner then (``robot``, ``shared``). The
+    latest life of an id is its row's, or, after a delete, the deleted one's.
+
     What each issue-22 call must do on any backend:
 
     - ``states(ids)``: per existing id, its revision, its last ``STALE_WINDOW`` outcomes
-      (``"s"``/``"f"``, oldest first, updated with every counted outcome) and
-      ``last_success``; missing ids are absent.
+      (``"s"``/``"f"``, oldest first, updated with every counted outcome),
+      ``last_success`` and its life; missing ids are absent.
     - ``list(..., stale=True|False)``: only the documents that are (are not) stale by
       :class:`~robot_mcp_memory.store.DocState`'s rule, in id order like the rest.
-    - ``revisions(id)``: the kept earlier versions, newest first, also of a deleted id.
-    - ``get_revision(id, n)``: that version as it was (counters of then); the current one
-      for the current number; None when not kept.
+    - ``lives(id)``: the lives of ``id`` with a row or a kept revision, oldest first.
+    - ``revisions(id, life=)``: the kept earlier versions of that life (None: the latest),
+      newest first, also of a deleted id, each with its life and owner.
+    - ``get_revision(id, n, life=)``: that version of that life (None: the latest) as it
+      was (counters of then); the current one for the current number; None when not kept.
     - ``near_duplicates(id, robots=)``: stored documents within ``robots`` (as ``find``
       filters) that are near-copies of ``id``, most similar first, never ``id`` itself.
     - ``save(..., expected_revision=n)``: where the caller may update the row with this
@@ -63,8 +70,9 @@ class ProcessesPort(Protocol):
       :class:`~robot_mcp_memory.store.RevisionConflict` with the current revision (None:
       the id does not exist; 0 asks for a new id); a row the caller may not update is
       passed over as without it. Writes nothing on a conflict.
-    - ``revert(id, n)``: make kept version ``n`` current as a new revision (counters kept,
-      a merge's counts taken off again; a deleted id re-created); None when not kept.
+    - ``revert(id, n, life=)``: make kept version ``n`` of that life (None: the latest)
+      current as a new revision (counters kept, a merge's counts taken off again; a deleted
+      id re-created in its latest life); None when not kept.
     - ``merge(keep, gone)``: in one transaction, add ``gone``'s counters to ``keep``, append
       its outcome-log lines, keep both prior versions as revisions, delete ``gone``; None
       when either is unknown.
@@ -94,9 +102,13 @@ class ProcessesPort(Protocol):
 
     def states(self, ids: Collection[str]) -> dict[str, DocState]: ...
 
-    def revisions(self, id: str) -> builtins.list[Revision]: ...
+    def lives(self, id: str) -> builtins.list[int]: ...
 
-    def get_revision(self, id: str, revision: int) -> ProcessDoc | None: ...
+    def revisions(self, id: str, *, life: int | None = None) -> builtins.list[Revision]: ...
+
+    def get_revision(
+        self, id: str, revision: int, *, life: int | None = None
+    ) -> ProcessDoc | None: ...
 
     def near_duplicates(
         self, id: str, *, robots: Collection[str] | None = None
@@ -111,7 +123,7 @@ class ProcessesPort(Protocol):
         expected_revision: int | None = None,
     ) -> Saved: ...
 
-    def revert(self, id: str, revision: int) -> Saved | None: ...
+    def revert(self, id: str, revision: int, *, life: int | None = None) -> Saved | None: ...
 
     def import_document(self, doc: ProcessDoc, *, suffix: bool = False) -> Imported: ...
 

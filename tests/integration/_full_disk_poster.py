@@ -1,26 +1,39 @@
-"""A child process for test_sleeper_outbox_guards: an EventPoster whose outbox file fills up.
+"""A child process for test_outbox_full_disk: an EventPoster whose outbox's disk fills up.
 
-``python _full_disk_poster.py URL SECRET OUTBOX [close-while-failing]``. Through the public
-API only: it posts 20 events (all delivered), lowers its own ``RLIMIT_FSIZE`` to the
-outbox's current size (with ``SIGXFSZ`` ignored, every write past it fails with ``EFBIG``: a
-full disk, for this file), posts 200 more over two tasks, and prints its ``stats`` and
-``repr`` as one JSON line. It then waits for a line on stdin, lifts the limit (the disk has
-room again), flushes, prints the stats again, closes the poster and prints them a last
-time; with ``close-while-failing`` it closes the poster at once instead, the limit still
-on, and prints the stats. Logs go to stderr (a pipe: the limit applies to regular files
-only).
+``python _full_disk_poster.py URL SECRET DIR DISK [close-while-full]``, the outbox being
+``DIR/outbox.db``. Through the public API only:
+
+1. posts 20 events of task ``sleep-a`` and waits until they are delivered;
+2. fills the disk: ``DISK=tmpfs``: ``DIR`` is a 2 MiB tmpfs (the test mounts it in a user and
+   mount namespace) and a ballast file takes its last free byte, so writes fail with
+   ``ENOSPC``; ``DISK=rlimit``: ``RLIMIT_FSIZE`` drops to the outbox's current size, with
+   ``SIGXFSZ`` ignored, so writes past it fail with ``EFBIG``;
+3. posts 50 new events over two tasks (``sleep-a`` 21..45, ``sleep-b`` 1..25, interleaved),
+   waits up to 15 s for them to be delivered, and prints one JSON line (phase ``full``):
+   the poster's ``stats`` and ``repr`` and the outbox's rows (event id → state);
+4. with ``close-while-full``, closes the poster at once, the disk still full, prints the
+   phase ``closed`` and exits; otherwise waits for a line on stdin, frees the space (the
+   ballast deleted, or the limit lifted), waits up to 30 s for every row to be written and
+   prints the phase ``recovered``, then closes the poster and prints ``closed``.
+
+The file is read by this process (a tmpfs mounted in its namespace is gone when it exits).
+Logs go to stderr (a pipe: neither the limit nor the tmpfs applies to it).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
+import errno
 import json
 import logging
 import os
 import resource
 import signal
+import sqlite3
 import sys
+from pathlib import Path
 from typing import Any
 
 from robot_mcp_kit import EventPoster, TaskEvent
@@ -40,40 +53,87 @@ def event(task_id: str, seq: int) -> TaskEvent:
     )
 
 
-def report(phase: str, poster: EventPoster, **extra: Any) -> None:
+def rows_of(outbox: Path) -> dict[str, str]:
+    uri = f"{outbox.as_uri()}?mode=ro"
+    with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
+        return dict(conn.execute("SELECT event_id, state FROM outbox_events ORDER BY id"))
+
+
+def report(phase: str, poster: EventPoster, outbox: Path, **extra: Any) -> None:
     stats = dataclasses.asdict(poster.stats)
-    print(json.dumps({"phase": phase, "stats": stats, "repr": repr(poster), **extra}), flush=True)
+    line = {"phase": phase, "stats": stats, "repr": repr(poster), "rows": rows_of(outbox)}
+    print(json.dumps({**line, **extra}), flush=True)
 
 
-async def main(url: str, secret: str, outbox: str, mode: str = "") -> None:
+class Disk:
+    """Fills the outbox's disk and frees it again, the way ``kind`` says."""
+
+    def __init__(self, kind: str, outbox: Path) -> None:
+        self.kind = kind
+        self.outbox = outbox
+        self.ballast = outbox.with_name("ballast")
+        self.hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
+
+    def fill(self) -> int:
+        """Make the outbox's next growth fail; return the bytes left free (or the limit)."""
+        if self.kind == "rlimit":
+            limit = max(os.path.getsize(f"{self.outbox}{tail}") for tail in ("", "-wal"))
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, self.hard))
+            return limit
+        fd = os.open(self.ballast, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            for size in (64 * 1024, 4096, 512, 1):
+                try:
+                    while True:
+                        os.write(fd, b"\0" * size)
+                except OSError as exc:
+                    if exc.errno != errno.ENOSPC:
+                        raise
+        finally:
+            os.close(fd)
+        return os.statvfs(self.outbox.parent).f_bavail
+
+    def free(self) -> None:
+        if self.kind == "rlimit":
+            resource.setrlimit(resource.RLIMIT_FSIZE, (self.hard, self.hard))
+        else:
+            self.ballast.unlink()
+
+
+async def wait_until(poster: EventPoster, ok: Any, timeout_s: float) -> None:
+    for _ in range(int(timeout_s / 0.05)):
+        if ok(dataclasses.asdict(poster.stats)):  # a dict: counters main lacks read as absent
+            return
+        await asyncio.sleep(0.05)
+
+
+async def main(url: str, secret: str, directory: str, disk_kind: str, mode: str = "") -> None:
+    outbox = Path(directory) / "outbox.db"
     poster = EventPoster("sleeper", url, secret, outbox=outbox, close_grace_s=0.5)
     await poster.start()
     for seq in range(1, 21):
         await poster.post(event("sleep-a", seq))
     await poster.flush()
-    limit = max(os.path.getsize(outbox + tail) for tail in ("", "-wal"))
-    hard = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
-    for seq in range(21, 121):
+    disk = Disk(disk_kind, outbox)
+    left = disk.fill()
+    for seq in range(21, 46):
         await poster.post(event("sleep-a", seq))
         await poster.post(event("sleep-b", seq - 20))
-    for _ in range(500):  # read as a dict: a poster without these counters still reports
-        stats = dataclasses.asdict(poster.stats)
-        if stats.get("outbox_failing") and stats.get("outbox_write_failures", 0) >= 3:
-            break
-        await asyncio.sleep(0.01)
+    await wait_until(poster, lambda s: s["sent"] >= 70 and s["outbox_write_failures"] >= 3, 15)
     await asyncio.sleep(0.5)  # writes keep failing: more attempts, no more log lines
-    report("failing", poster, limit=limit)
-    if mode == "close-while-failing":
+    report("full", poster, outbox, left=left)
+    if mode == "close-while-full":
         await poster.aclose()
-        report("closed", poster)
+        report("closed", poster, outbox)
         return
     await asyncio.to_thread(sys.stdin.readline)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))
-    await poster.flush()
-    report("recovered", poster)
+    disk.free()
+    await wait_until(
+        poster, lambda s: not s["outbox_failing"] and s.get("outbox_unwritten") == 0, 30
+    )
+    report("recovered", poster, outbox)
     await poster.aclose()
-    report("closed", poster)
+    report("closed", poster, outbox)
 
 
 if __name__ == "__main__":
@@ -81,4 +141,4 @@ if __name__ == "__main__":
     logging.basicConfig(
         level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
     )
-    asyncio.run(main(*sys.argv[1:5]))
+    asyncio.run(main(*sys.argv[1:6]))

@@ -118,7 +118,7 @@ async def test_dump_load_dump_is_byte_identical_and_load_merges_by_the_rules(
     for id, text in markdown.items():
         assert (first / "processes" / f"{id}.md").read_text(encoding="utf-8") == text
     manifest = json.loads((first / "manifest.json").read_text())
-    assert manifest["schema_version"] == 5
+    assert manifest["schema_version"] == 6
     assert manifest["counts"] == {"documents": 3, "groups": 2, "robots": 3, "lessons": 2}
     assert set(manifest["files"]) == set(files(first)) - {"manifest.json"}
     robots = json.loads((first / "fleet" / "robots.json").read_text())

@@ -408,3 +408,96 @@ class TestOperationsTenancy:
         async with fleet.session() as admin:
             reverted = await mcp_call(admin, "revert_process", id="doc-rap-1", revision=1)
             assert reverted["revision"] == 3
+
+    async def test_a_recreated_id_starts_a_new_life_its_robot_cannot_read(self, fleet, mcp_call):
+        """Issue 32, finding 1: line-b's robot saves an id twice (a secret in the body), then
+        the id is freed (its delete, a merge, an admin delete); line-a's robot saving the
+        freed id starts a new life at revision 1 and can list, read and address none of the
+        earlier life's revisions. The admin reads the earlier life with ``life``."""
+        secret = "cage code 7391"
+
+        def coil(id: str, robot: str, step: str) -> str:
+            return (
+                f"---\nid: {id}\ntitle: Copper coil intake\nrobot: {robot}\n---\n\n"
+                f"## Steps\n1. {step}\n"
+            )
+
+        freed = ("copper-coil-intake", "coil-merged-away", "coil-admin-deleted")
+        async with fleet.session(TOKENS["rap-3"]) as line_b:
+            for id in freed:
+                for step in (f"open the cage with {secret}", f"open the cage twice, {secret}"):
+                    saved = await mcp_call(line_b, "save_process", markdown=coil(id, "rap-3", step))
+                    assert saved["id"] == id, saved
+            assert await mcp_call(line_b, "delete_process", id=freed[0]) == {"deleted": freed[0]}
+        async with fleet.session() as admin:
+            merged = await mcp_call(
+                admin, "merge_processes", keep_id="doc-rap-3", merge_id=freed[1]
+            )
+            assert merged["merged_revision"] == 2
+            assert await mcp_call(admin, "delete_process", id=freed[2]) == {"deleted": freed[2]}
+        async with fleet.session(TOKENS["rap-1"]) as line_a:
+            for id in freed:
+                mine = await mcp_call(
+                    line_a, "save_process", markdown=coil(id, "rap-1", "sweep the floor")
+                )
+                assert (mine["id"], mine["inserted"], mine["revision"]) == (id, True, 1), mine
+                now = await mcp_call(line_a, "get_process", id=id)
+                assert (now["revision"], now["current_revision"], now["revisions"]) == (1, 1, [])
+                assert "life" not in now
+                assert "lives" not in now
+                answers = [now]
+                for n in (2, 3):
+                    old = await mcp_call(line_a, "get_process", id=id, revision=n)
+                    assert old["error"] == "not_found", old
+                    answers.append(old)
+                refused = await mcp_call(line_a, "get_process", id=id, life=1)
+                assert refused["error"] == "forbidden"
+                answers.append(refused)
+                reverted = await mcp_call(line_a, "revert_process", id=id, revision=1)
+                assert reverted["error"] == "forbidden"
+                assert secret not in json.dumps(answers)
+        async with fleet.session() as admin:
+            for id in freed:
+                now = await mcp_call(admin, "get_process", id=id)
+                assert (now["life"], now["lives"], now["robot"]) == (2, [1, 2], "rap-1"), now
+                assert now["revisions"] == []
+                earlier = await mcp_call(admin, "get_process", id=id, life=1)
+                assert (earlier["life"], earlier["robot"]) == (1, "rap-3")
+                assert secret in earlier["markdown"]
+                assert earlier["revision"] == earlier["revisions"][0]["revision"] == 2
+                first = await mcp_call(admin, "get_process", id=id, life=1, revision=1)
+                assert "open the cage with" in first["markdown"]
+            # The merge's undo names the life of the merged-away version.
+            assert merged["merged_life"] == 1
+            assert f"id={freed[1]!r}, revision=2, life=1" in merged["undo"]
+            # The admin brings the earlier life's text back into the current life.
+            back = await mcp_call(admin, "revert_process", id=freed[0], revision=1, life=1)
+            assert (back["revision"], back["robot"], back["recreated"]) == (2, "rap-3", False)
+
+    async def test_each_revision_is_read_by_the_owner_it_had(self, fleet, mcp_call):
+        """Issue 32, finding 1: a document that changed hands inside one life (rap-2 of
+        line-a updated rap-1's, then rap-2 moved to line-b) shows line-b only the versions
+        whose own owner line-b may read: rap-1's revision stays line-a's."""
+        secret = "line-a gate pin 4410"
+        text = doc("bench-press", "rap-1").replace("go to the mailroom", secret)
+        async with fleet.session(TOKENS["rap-1"]) as rap1:
+            assert (await mcp_call(rap1, "save_process", markdown=text))["revision"] == 1
+        async with fleet.session(TOKENS["rap-2"]) as rap2:
+            update = doc("bench-press", "rap-2").replace("go to the mailroom", "press the bench")
+            taken = await mcp_call(rap2, "save_process", markdown=update)
+            assert (taken["inserted"], taken["revision"], taken["robot"]) == (False, 2, "rap-2")
+        async with fleet.session() as admin:
+            await mcp_call(admin, "set_group", robot_id="rap-2", group_id="line-b")
+        for robot in ("rap-3", "rap-2"):  # line-b now
+            async with fleet.session(TOKENS[robot]) as line_b:
+                now = await mcp_call(line_b, "get_process", id="bench-press")
+                assert (now["revision"], now["revisions"]) == (2, []), now
+                old = await mcp_call(line_b, "get_process", id="bench-press", revision=1)
+                assert old["error"] == "not_found"
+                assert secret not in json.dumps([now, old])
+        async with fleet.session(TOKENS["rap-1"]) as rap1:
+            gone = await mcp_call(rap1, "get_process", id="bench-press", revision=1)
+            assert gone["error"] == "not_found"  # the document is line-b's now
+        async with fleet.session() as admin:
+            everything = await mcp_call(admin, "get_process", id="bench-press", revision=1)
+            assert secret in everything["markdown"]

@@ -18,6 +18,7 @@ from robot_mcp_kit.store import (
     Table,
 )
 from robot_mcp_memory import db
+from robot_mcp_memory.documents import ProcessDoc
 from robot_mcp_memory.fleet import FleetRegistry
 from robot_mcp_memory.search import HashingEmbedder
 from robot_mcp_memory.store import ProcessStore
@@ -52,8 +53,8 @@ class TestDeclaration:
         for name, kind in kinds.items():
             if kind is Kind.DERIVED:
                 assert db.SCHEMA.table(name).derived_from == "processes"
-        assert db.SCHEMA.version == db.SCHEMA_VERSION == 5
-        assert set(db.SCHEMA.migrations) == {2, 3, 4, 5}
+        assert db.SCHEMA.version == db.SCHEMA_VERSION == 6
+        assert set(db.SCHEMA.migrations) == {2, 3, 4, 5, 6}
 
     def test_only_the_revisions_are_pruned(self) -> None:
         """No definition ages out; the revisions are pruned by count (issue 22)."""
@@ -69,7 +70,7 @@ class TestDeclaration:
 
     def test_processes_has_the_spec_columns_plus_ours(self, index: SqliteStore) -> None:
         """Spec §4's columns in order, then `shared` defaulting to 0, then the revision and
-        the recent outcomes (version 5)."""
+        the recent outcomes (version 5), then the life (version 6)."""
         cols = [(r["name"], r["dflt_value"]) for r in index.query("PRAGMA table_info(processes)")]
         assert [c for c, _ in cols] == [
             "id",
@@ -88,9 +89,11 @@ class TestDeclaration:
             "revision",
             "recent_outcomes",
             "last_success",
+            "life",
         ]
         assert dict(cols)["shared"] == "0"
         assert dict(cols)["revision"] == "1"
+        assert dict(cols)["life"] == "1"
 
     def test_fts_uses_the_porter_tokenizer(self, index: SqliteStore) -> None:
         """processes_fts stems (porter over unicode61), so 'parcels' matches 'parcel'."""
@@ -104,13 +107,13 @@ class TestDeclaration:
 
 class TestOpen:
     def test_open_creates_directory_file_and_version(self, tmp_path: Path) -> None:
-        """open_index makes data_dir/index.db at the current schema version (5)."""
+        """open_index makes data_dir/index.db at the current schema version (6)."""
         store = db.open_index(tmp_path / "a" / "b")
         try:
             assert store.path == (tmp_path / "a" / "b" / "index.db").absolute()
             row = store.query_one("SELECT value FROM store_meta WHERE key = 'schema_version'")
             assert row is not None
-            assert row[0] == str(db.SCHEMA_VERSION) == "5"
+            assert row[0] == str(db.SCHEMA_VERSION) == "6"
         finally:
             store.close()
 
@@ -155,11 +158,11 @@ class TestOpen:
         assert path.read_text() == '{"truncated": '
 
     def test_newer_file_is_refused_untouched(self, tmp_path: Path) -> None:
-        """A file written by schema version 6 raises SchemaTooNew and keeps its bytes."""
+        """A file written by schema version 7 raises SchemaTooNew and keeps its bytes."""
         db.open_index(tmp_path).close()
         path = tmp_path / "index.db"
         conn = sqlite3.connect(path)
-        conn.execute("UPDATE store_meta SET value = '6' WHERE key = 'schema_version'")
+        conn.execute("UPDATE store_meta SET value = '7' WHERE key = 'schema_version'")
         conn.commit()
         conn.close()
         before = path.read_bytes()
@@ -171,6 +174,25 @@ class TestOpen:
 # What version 1 of this code declared: the tables it created, unchanged since (store_meta,
 # declared then by this package too, is the kit's own table).
 V1_SCHEMA = Schema(version=1, tables=(db.PROCESSES_V1, db.PROCESSES_FTS))
+
+# What version 5 declared (its processes table is v1's plus the columns its step adds).
+V5_SCHEMA = Schema(
+    version=5,
+    tables=(
+        db.PROCESSES_V1,
+        db.PROCESSES_FTS,
+        db.PROCESSES_POSTINGS,
+        db.PROCESSES_OWNER_TERMS,
+        db.PROCESSES_LENGTHS,
+        db.PROCESSES_VECTORS,
+        db.PROCESSES_REVISIONS_V5,
+        db.FLEET_GROUPS,
+        db.FLEET_ROBOTS,
+        db.FLEET_SETTINGS,
+    ),
+    migrations={n: db.MIGRATIONS[n] for n in (2, 3, 4, 5)},
+    pruned=frozenset({"processes_revisions"}),
+)
 
 
 def _insert_documents(store: SqliteStore, *docs: tuple[str, str, str, int]) -> None:
@@ -207,9 +229,20 @@ def _tables(path: Path) -> set[str]:
         conn.close()
 
 
+class TestLegacyLives:
+    def test_a_delete_or_a_merge_ends_a_life(self) -> None:
+        """Revisions numbered on across lives (schema 5) are split after each revision
+        that ended a life; the row is in the life after the last one."""
+        lives, now = db.legacy_lives([(3, "save"), (1, "save"), (2, "delete"), (4, "save")])
+        assert (lives, now) == ({1: 1, 2: 1, 3: 2, 4: 2}, 2)
+        assert db.legacy_lives([(1, "merged")]) == ({1: 1}, 2)
+        assert db.legacy_lives([(1, "revert"), (2, "merge:b:1")]) == ({1: 1, 2: 1}, 1)
+        assert db.legacy_lives([]) == ({}, 1)
+
+
 class TestMigration:
-    def test_v1_file_migrates_to_v5_and_keeps_its_documents(self, tmp_path: Path) -> None:
-        """A file made by the v1 declaration opens at v5: the fleet tables and their index
+    def test_v1_file_migrates_to_v6_and_keeps_its_documents(self, tmp_path: Path) -> None:
+        """A file made by the v1 declaration opens at v6: the fleet tables and their index
         exist, the documents, counters and search index are intact."""
         _make_v1(tmp_path)
         assert "fleet_robots" not in _tables(tmp_path / "index.db")
@@ -217,7 +250,7 @@ class TestMigration:
         try:
             row = store.store.query_one("SELECT value FROM store_meta WHERE key = 'schema_version'")
             assert row is not None
-            assert row[0] == "5"
+            assert row[0] == "6"
             assert {"fleet_robots", "fleet_groups", "fleet_settings"} <= _tables(store.store.path)
             indexes = {
                 r[0] for r in store.store.query("SELECT name FROM sqlite_schema WHERE type='index'")
@@ -368,6 +401,100 @@ class TestMigration:
         finally:
             store.close()
         # The migrated table is the declared one.
+        fresh = db.open_index(tmp_path / "fresh")
+        fresh.close()
+
+        def shape(path: Path) -> list[tuple[object, ...]]:
+            conn = sqlite3.connect(path)
+            try:
+                return [
+                    tuple(r)
+                    for t in ("processes", "processes_revisions")
+                    for r in conn.execute(f"PRAGMA table_info({t})")
+                ]
+            finally:
+                conn.close()
+
+        assert shape(tmp_path / "index.db") == shape(tmp_path / "fresh" / "index.db")
+
+    def test_v5_file_migrates_to_v6_keeping_every_revision_in_its_life(
+        self, tmp_path: Path
+    ) -> None:
+        """v5 -> v6 (issue 32): every kept revision stays, in the life the revisions that
+        ended one (a delete, a merge) tell apart; a revision's owner is read from its own
+        frontmatter; the migrated tables are the declared ones."""
+        with SqliteStore(tmp_path / "index.db", V1_SCHEMA):
+            pass
+        with SqliteStore(tmp_path / "index.db", V5_SCHEMA) as old:
+            _insert_documents(
+                old,
+                ("coil", "Coil", "sweep the floor\n", 0),
+                ("undone", "Undone", "back again\n", 0),
+                ("plain", "Plain", "second text\n", 0),
+                ("keep", "Keep", "kept text\n", 3),
+            )
+            stamp = "2026-01-02T03:04:05Z"
+            with old.transaction() as conn:
+                for id, revision, reason, robot, when in (
+                    ("coil", 1, "save", "rap-2", "2026-01-01T00:00:00Z"),
+                    ("coil", 2, "delete", "rap-2", "2026-01-01T00:01:00Z"),
+                    ("coil", 3, "save", "rap-1", "2026-01-01T00:02:00Z"),
+                    ("undone", 1, "save", "rap-2", stamp),
+                    ("undone", 2, "delete", "rap-2", "2026-01-02T03:05:00Z"),
+                    ("plain", 1, "save", "rap-1", stamp),
+                    ("gone", 1, "merged", "rap-2", stamp),
+                    ("keep", 1, "merge:gone:1", "rap-1", stamp),
+                ):
+                    count = 1 if id == "gone" else 0
+                    markdown = ProcessDoc.parse(
+                        f"---\nid: {id}\ntitle: {id} v{revision}\nrobot: {robot}\n"
+                        f"success_count: {count}\n---\n\nversion {revision}\n"
+                    ).render()
+                    conn.execute(
+                        "INSERT INTO processes_revisions VALUES (?, ?, ?, ?, ?)",
+                        (id, revision, when, reason, markdown),
+                    )
+                for id, revision in (("coil", 4), ("undone", 3), ("plain", 2), ("keep", 2)):
+                    conn.execute("UPDATE processes SET revision = ? WHERE id = ?", (revision, id))
+        store = ProcessStore(db.open_index(tmp_path))
+        try:
+            assert store.store.counts()["processes_revisions"] == 8
+            assert store.lives("coil") == [1, 2]
+            assert store.states(["coil"])["coil"].life == 2
+            (now,) = store.revisions("coil")
+            assert (now.revision, now.life, now.robot, now.shared) == (3, 2, "rap-1", False)
+            earlier = store.revisions("coil", life=1)
+            assert [(r.revision, r.reason, r.robot) for r in earlier] == [
+                (2, "delete", "rap-2"),
+                (1, "save", "rap-2"),
+            ]
+            first = store.get_revision("coil", 1, life=1)
+            assert first is not None
+            assert first.title == "coil v1"
+            assert store.get_revision("coil", 1) is None  # not in the current life
+            # A document a v5 store brought back after its delete cannot be told from a
+            # re-created one: its earlier versions are an earlier life (the admin's).
+            assert store.lives("undone") == [1, 2]
+            assert store.revisions("undone") == []
+            assert store.lives("plain") == [1]
+            assert [r.revision for r in store.revisions("plain")] == [1]
+            assert [r.reason for r in store.revisions("gone")] == ["merged"]
+            # Writes go on in each life.
+            coil = store.get("coil")
+            assert coil is not None
+            coil.body = "sweep the floor twice\n"
+            assert store.save(coil).revision == 5
+            assert [r.revision for r in store.revisions("coil")] == [4, 3]
+            back = ProcessDoc.parse("---\nid: gone\ntitle: Gone again\n---\n\nnew\n")
+            assert store.save(back).revision == 1
+            assert store.lives("gone") == [1, 2]
+            # The merge a v5 store made is undone as it was: the merged counts come off.
+            store.store.flush()
+            reverted = store.revert("keep", 1)
+            assert reverted is not None
+            assert reverted.doc.success_count == 2
+        finally:
+            store.close()
         fresh = db.open_index(tmp_path / "fresh")
         fresh.close()
 

@@ -21,6 +21,7 @@ from robot_mcp_memory.settings import Settings
 from robot_mcp_memory.tenant import Tenant, current_tenant
 from robot_mcp_memory.tools import ADMIN_TOOLS
 from robot_mcp_memory.tools.processes import (
+    delete_process,
     find_processes,
     get_process,
     list_processes,
@@ -369,6 +370,234 @@ class TestTenancy:
         assert scoped == admin - ADMIN_TOOLS
         assert len(scoped) == 13
         assert refused["error"] == "forbidden"
+
+
+SECRET = "cage code 7391"
+
+
+def coil(id: str, robot: str, step: str, **fields: object) -> str:
+    return doc(id, "Copper coil intake", f"## Steps\n1. {step}\n", robot=robot, **fields)
+
+
+class TestLives:
+    """Issue 32, finding 1: an id freed by a delete, a merge or an admin delete and saved
+    again starts a new life whose earlier revisions no robot lists, reads or reverts to;
+    each kept revision is read by the owner it had; the admin reads every life."""
+
+    @pytest.fixture
+    def fleet(self, memory):
+        memory.fleet.upsert_group("line-a")
+        memory.fleet.upsert_group("line-b")
+        memory.fleet.register_robot("rap-1", group_id="line-a")
+        memory.fleet.register_robot("rap-3", group_id="line-a")
+        memory.fleet.register_robot("rap-2", group_id="line-b")
+        return memory
+
+    def _freed(self, memory: Memory, how: str, id: str) -> None:
+        """line-b's rap-2 saves ``id`` twice (a secret in each), then ``how`` frees it."""
+        rap2 = Tenant.for_robot("rap-2")
+        for step in (f"open the cage with {SECRET}", f"open the cage twice, {SECRET}"):
+            assert save_process(memory, rap2, markdown=coil(id, "rap-2", step))["id"] == id
+        if how == "merge":
+            save_process(memory, rap2, markdown=coil("b-keep", "rap-2", "keep the coil"))
+            merged = merge_processes(memory, None, keep_id="b-keep", merge_id=id)
+            assert (merged["merged_revision"], merged["merged_life"]) == (2, 1)
+        else:
+            deleter = rap2 if how == "delete" else None
+            assert delete_process(memory, deleter, id=id) == {"deleted": id}
+
+    @pytest.mark.parametrize("how", ["delete", "admin delete", "merge"])
+    def test_a_recreated_id_shows_its_new_robot_nothing_of_the_earlier_life(self, fleet, how):
+        self._freed(fleet, how, "coil")
+        rap1 = Tenant.for_robot("rap-1")
+        mine = save_process(fleet, rap1, markdown=coil("coil", "rap-1", "sweep the floor"))
+        assert (mine["id"], mine["inserted"], mine["revision"]) == ("coil", True, 1)
+        now = get_process(fleet, rap1, id="coil")
+        assert (now["revision"], now["current_revision"], now["revisions"]) == (1, 1, [])
+        assert "life" not in now
+        assert "lives" not in now
+        hidden = _failure(get_process, fleet, rap1, id="coil", revision=2)
+        assert hidden.code == "not_found"
+        assert "kept: none" in hidden.detail
+        assert _failure(get_process, fleet, rap1, id="coil", life=1).code == "forbidden"
+        assert _failure(revert_process, fleet, rap1, id="coil", revision=2).code == "forbidden"
+        assert SECRET not in json.dumps([now, hidden.detail])
+        # Its own second version is revision 2 of the new life, and that is all it lists.
+        save_process(fleet, rap1, markdown=coil("coil", "rap-1", "sweep the floor twice"))
+        assert [r["revision"] for r in get_process(fleet, rap1, id="coil")["revisions"]] == [1]
+
+        admin = get_process(fleet, None, id="coil")
+        assert (admin["life"], admin["lives"], admin["revision"]) == (2, [1, 2], 2)
+        earlier = get_process(fleet, None, id="coil", life=1)
+        assert (earlier["life"], earlier["revision"], earlier["robot"]) == (1, 2, "rap-2")
+        assert SECRET in earlier["markdown"]
+        assert [r["revision"] for r in earlier["revisions"]] == [2, 1]
+        assert earlier["revisions"][0]["reason"] == ("merged" if how == "merge" else "delete")
+        first = get_process(fleet, None, id="coil", life=1, revision=1)
+        assert "open the cage with" in first["markdown"]
+        missing = _failure(get_process, fleet, None, id="coil", life=3)
+        assert missing.code == "not_found"
+        elsewhere = _failure(get_process, fleet, None, id="coil", revision=5)
+        assert "other lives: 1, read with life=n" in elsewhere.detail
+
+    def test_the_admin_brings_an_earlier_life_back_into_the_current_one(self, fleet):
+        self._freed(fleet, "delete", "coil")
+        rap1 = Tenant.for_robot("rap-1")
+        save_process(fleet, rap1, markdown=coil("coil", "rap-1", "sweep the floor"))
+        back = revert_process(fleet, None, id="coil", revision=1, life=1)
+        assert (back["revision"], back["robot"], back["recreated"]) == (2, "rap-2", False)
+        # Now line-b's document again: rap-2 reads it and its current life, in which
+        # rap-1's version stays line-a's.
+        rap2 = Tenant.for_robot("rap-2")
+        got = get_process(fleet, rap2, id="coil")
+        assert SECRET in got["markdown"]
+        assert got["revisions"] == []
+        assert _failure(get_process, fleet, rap2, id="coil", revision=1).code == "not_found"
+        unknown = _failure(revert_process, fleet, None, id="coil", revision=9, life=1)
+        assert "in life 1" in unknown.detail
+
+    def test_a_revert_of_a_deleted_id_resumes_its_life(self, fleet):
+        """Undoing a delete brings the document back with its own history."""
+        rap2 = Tenant.for_robot("rap-2")
+        save_process(fleet, rap2, markdown=coil("coil", "rap-2", "open the cage"))
+        save_process(fleet, rap2, markdown=coil("coil", "rap-2", "open the cage twice"))
+        delete_process(fleet, rap2, id="coil")
+        back = revert_process(fleet, None, id="coil", revision=2)
+        assert (back["recreated"], back["revision"]) == (True, 3)
+        got = get_process(fleet, rap2, id="coil")
+        assert [r["revision"] for r in got["revisions"]] == [2, 1]
+        assert get_process(fleet, None, id="coil")["lives"] == [1]
+
+    def test_each_revision_is_read_by_the_owner_it_had(self, fleet):
+        """rap-3 (line-a) took over rap-1's document, then moved to line-b: line-b reads
+        the versions rap-3 and the admin wrote, never rap-1's; a version that was
+        fleet-wide is everyone's."""
+        rap1, rap2, rap3 = (Tenant.for_robot(f"rap-{n}") for n in (1, 2, 3))
+        save_process(fleet, rap1, markdown=coil("bench", "rap-1", f"press with {SECRET}"))
+        taken = save_process(fleet, rap3, markdown=coil("bench", "rap-3", "press the bench"))
+        assert (taken["inserted"], taken["revision"]) == (False, 2)
+        fleet.fleet.set_group("rap-3", "line-b")
+        for robot in (rap2, rap3):
+            now = get_process(fleet, robot, id="bench")
+            assert now["revisions"] == []
+            hidden = _failure(get_process, fleet, robot, id="bench", revision=1)
+            assert hidden.code == "not_found"
+            assert SECRET not in json.dumps([now, hidden.detail])
+        assert _failure(get_process, fleet, rap1, id="bench").code == "not_found"
+        # The admin makes it fleet-wide: line-a reads it again, and of its versions its
+        # own (rap-1's), not rap-3's (line-b's).
+        save_process(fleet, None, markdown=coil("bench", "rap-3", "press it", shared="true"))
+        seen = get_process(fleet, rap1, id="bench")
+        assert [r["revision"] for r in seen["revisions"]] == [1]
+        assert SECRET in get_process(fleet, rap1, id="bench", revision=1)["markdown"]
+        assert _failure(get_process, fleet, rap1, id="bench", revision=2).code == "not_found"
+        # Once it is saved again as line-b's, the fleet-wide version is line-b's to read too.
+        save_process(fleet, None, markdown=coil("bench", "rap-3", "press it again"))
+        assert [r["revision"] for r in get_process(fleet, rap2, id="bench")["revisions"]] == [
+            3,
+            2,
+        ]
+
+    def test_a_merge_undo_names_the_life_and_works_after_the_id_is_taken_again(self, fleet):
+        save_process(fleet, None, markdown=coil("keep", "rap-2", "keep the coil"))
+        save_process(fleet, None, markdown=coil("gone", "rap-2", "the coil that goes"))
+        record_outcome(fleet, None, id="gone", success=True)
+        flush(fleet)
+        merged = merge_processes(fleet, None, keep_id="keep", merge_id="gone")
+        assert "revision=1, life=1)" in merged["undo"]
+        save_process(fleet, None, markdown=coil("gone", "rap-1", "another coil"))
+        revert_process(fleet, None, id="keep", revision=merged["revision"] - 1)
+        back = revert_process(
+            fleet,
+            None,
+            id="gone",
+            revision=merged["merged_revision"],
+            life=merged["merged_life"],
+        )
+        assert "the coil that goes" in get_process(fleet, None, id="gone")["markdown"]
+        assert back["revision"] == 2  # a new revision of the id's current life
+        keep = get_process(fleet, None, id="keep")
+        assert keep["success_count"] == 0  # the merge's counts went with its undo
+
+
+class TestLivesThroughOperations:
+    """A backup restores every life with its owners; a loaded document that takes a freed
+    id starts a new life."""
+
+    def test_a_backup_restores_every_life_and_the_owners_that_guard_them(self, tmp_path):
+        from robot_mcp_memory.operations import backup_store, restore_store
+
+        settings = Settings(data_dir=tmp_path / "data", search="lexical")
+        memory = open_memory(settings)
+        try:
+            memory.fleet.upsert_group("line-a")
+            memory.fleet.upsert_group("line-b")
+            memory.fleet.register_robot("rap-1", group_id="line-a")
+            memory.fleet.register_robot("rap-2", group_id="line-b")
+            TestLives()._freed(memory, "delete", "coil")
+            rap1 = Tenant.for_robot("rap-1")
+            save_process(memory, rap1, markdown=coil("coil", "rap-1", "sweep the floor"))
+            save_process(memory, rap1, markdown=coil("coil", "rap-1", "sweep it twice"))
+        finally:
+            memory.close()
+        backup_store(tmp_path / "data", tmp_path / "backup")
+        restore_store(tmp_path / "backup", tmp_path / "restored")
+        restored = open_memory(settings.model_copy(update={"data_dir": tmp_path / "restored"}))
+        try:
+            mine = get_process(restored, Tenant.for_robot("rap-1"), id="coil")
+            assert [r["revision"] for r in mine["revisions"]] == [1]
+            assert SECRET not in json.dumps(mine)
+            admin = get_process(restored, None, id="coil")
+            assert (admin["life"], admin["lives"]) == (2, [1, 2])
+            assert SECRET in get_process(restored, None, id="coil", life=1)["markdown"]
+            (kept,) = restored.processes.revisions("coil")
+            assert (kept.robot, kept.shared) == ("rap-1", False)
+        finally:
+            restored.close()
+
+    def test_a_loaded_document_on_a_freed_id_starts_a_new_life(self, memory):
+        from robot_mcp_memory.documents import ProcessDoc
+
+        memory.fleet.upsert_group("line-a")
+        memory.fleet.upsert_group("line-b")
+        memory.fleet.register_robot("rap-1", group_id="line-a")
+        memory.fleet.register_robot("rap-2", group_id="line-b")
+        TestLives()._freed(memory, "delete", "coil")
+        loaded = memory.processes.import_document(
+            ProcessDoc.parse(coil("coil", "rap-1", "sweep the floor"))
+        )
+        assert (loaded.action, loaded.id) == ("inserted", "coil")
+        got = get_process(memory, Tenant.for_robot("rap-1"), id="coil")
+        assert (got["revision"], got["revisions"]) == (1, [])
+        assert get_process(memory, None, id="coil")["lives"] == [1, 2]
+
+
+class TestMayReadRevision:
+    """The rule itself: a revision's own owner against what the call may read, as the
+    registry says at the call."""
+
+    def test_each_owner_is_judged_as_a_document_would_be(self, memory):
+        from robot_mcp_memory.policy import may_read_revision, visible_robots
+
+        memory.fleet.upsert_group("line-a")
+        memory.fleet.register_robot("rap-1", group_id="line-a")
+        memory.fleet.register_robot("rap-3", group_id="line-a")
+        memory.fleet.register_robot("rap-2")
+        rap1 = Tenant.for_robot("rap-1")
+        visible = visible_robots(memory.fleet, None, rap1)
+        assert may_read_revision(visible, "rap-1", False)
+        assert may_read_revision(visible, "rap-3", False)  # its group's
+        assert not may_read_revision(visible, "rap-2", False)
+        assert may_read_revision(visible, "rap-2", True)  # fleet-wide then
+        assert not may_read_revision(visible, None, False)  # owner not known
+        assert not may_read_revision(visible, None, True)
+        for admin in (None, Tenant(name="admin")):
+            everything = visible_robots(memory.fleet, None, admin)
+            assert may_read_revision(everything, None, False)
+            assert may_read_revision(everything, "rap-2", False)
+        memory.fleet.set_group("rap-3", None)  # regrouped: the next call judges anew
+        again = visible_robots(memory.fleet, None, rap1)
+        assert not may_read_revision(again, "rap-3", False)
 
 
 def memory_near(memory: Memory, id: str) -> list[str]:

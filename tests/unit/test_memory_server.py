@@ -126,13 +126,13 @@ class TestSurface:
             }
             assert shape == {
                 "find_processes": (["k", "query", "robot"], ["query"]),
-                "get_process": (["id", "revision"], ["id"]),
+                "get_process": (["id", "life", "revision"], ["id"]),
                 "save_process": (["expected_revision", "markdown"], ["markdown"]),
                 "record_outcome": (["id", "note", "success"], ["id", "success"]),
                 "delete_process": (["id"], ["id"]),
                 "list_processes": (["limit", "offset", "robot", "stale"], []),
                 "reindex": ([], []),
-                "revert_process": (["id", "revision"], ["id", "revision"]),
+                "revert_process": (["id", "life", "revision"], ["id", "revision"]),
                 "merge_processes": (["keep_id", "merge_id"], ["keep_id", "merge_id"]),
                 "register_robot": (["group_id", "meta", "name", "robot_id"], ["robot_id"]),
                 "set_robot_meta": (["meta", "robot_id"], ["meta", "robot_id"]),

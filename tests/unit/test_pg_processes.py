@@ -20,7 +20,7 @@ import pytest
 from robot_mcp_kit.store import StoreUnavailable
 from robot_mcp_memory._exceptions import DocError, DocTooLarge, RevisionConflict
 from robot_mcp_memory.documents import ProcessDoc
-from robot_mcp_memory.postgres import SCHEMA, PgDatabase
+from robot_mcp_memory.postgres import SCHEMA, PgDatabase, PgSchema
 from robot_mcp_memory.postgres._process_index import rebuild_index
 from robot_mcp_memory.postgres.processes import PgProcessStore
 from robot_mcp_memory.search import HashingEmbedder
@@ -287,6 +287,115 @@ class TestRevisionsAcrossReplicas:
         back = store.revert("gate", 5)
         assert back is not None
         assert (back.created, back.revision, back.doc.title) == (True, 6, "Open the gate v4")
+
+
+class TestLivesMigration:
+    """Issue 32: a version-1 database (revisions numbered on across an id's lives) opens
+    at version 2 with every kept revision in its life and its owner read from its own
+    frontmatter."""
+
+    def test_a_version_1_database_keeps_every_revision_in_its_life(self, pg_url: str) -> None:
+        from robot_mcp_memory.postgres._fleet_tables import FLEET_TABLES
+        from robot_mcp_memory.postgres._lesson_tables import LESSON_TABLES
+        from robot_mcp_memory.postgres._process_tables import (
+            NEEDS,
+            PROCESSES_OWNER_TERMS,
+            PROCESSES_POSTINGS,
+            PROCESSES_REVISIONS_V1,
+            PROCESSES_SEARCH,
+            PROCESSES_V1,
+            PROCESSES_VECTORS,
+        )
+        from robot_mcp_memory.postgres._schema import IDENTITY
+
+        v1 = PgSchema(
+            IDENTITY,
+            1,
+            (
+                PROCESSES_V1,
+                PROCESSES_REVISIONS_V1,
+                PROCESSES_SEARCH,
+                PROCESSES_POSTINGS,
+                PROCESSES_OWNER_TERMS,
+                PROCESSES_VECTORS,
+                *FLEET_TABLES,
+                *LESSON_TABLES,
+            ),
+            extensions=("vector",),
+            needs=NEEDS,
+        )
+        old = PgDatabase(pg_url)
+        old.open(v1)
+        stamp = "2026-01-02T03:04:05Z"
+        with old.connection() as conn:
+            for id, revision, successes in (("coil", 4, 0), ("plain", 2, 0), ("keep", 2, 3)):
+                conn.execute(
+                    "INSERT INTO processes (id, title, robot, body, revision, success_count) "
+                    "VALUES (%s, %s, 'rap-1', 'text', %s, %s)",
+                    (id, id.title(), revision, successes),
+                )
+            for id, revision, reason, robot, when in (
+                ("coil", 1, "save", "rap-2", "2026-01-01T00:00:00Z"),
+                ("coil", 2, "delete", "rap-2", "2026-01-01T00:01:00Z"),
+                ("coil", 3, "save", "rap-1", "2026-01-01T00:02:00Z"),
+                ("plain", 1, "save", "rap-1", stamp),
+                ("gone", 1, "merged", "rap-2", stamp),
+                ("keep", 1, "merge:gone:1", "rap-1", stamp),
+            ):
+                markdown = ProcessDoc.parse(
+                    f"---\nid: {id}\ntitle: {id} v{revision}\nrobot: {robot}\n"
+                    f"success_count: {int(id == 'gone')}\n---\n\nversion {revision}\n"
+                ).render()
+                conn.execute(
+                    "INSERT INTO processes_revisions VALUES (%s, %s, %s, %s, %s)",
+                    (id, revision, when, reason, markdown),
+                )
+            conn.execute(
+                "INSERT INTO processes_revisions VALUES ('odd', 1, %s, 'delete', 'no frontmatter')",
+                (stamp,),
+            )
+        old.close()
+        db = PgDatabase(pg_url)
+        db.open(SCHEMA)
+        try:
+            store = PgProcessStore(db)
+            with db.connection() as conn:
+                version = conn.execute("SELECT value FROM store_meta WHERE key='schema_version'")
+                assert version.fetchone() == ("2",)
+                assert conn.execute("SELECT count(*) FROM processes_revisions").fetchone() == (7,)
+                key = conn.execute(
+                    "SELECT a.attname FROM pg_index AS i JOIN pg_attribute AS a ON "
+                    "a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) WHERE "
+                    "i.indrelid = 'processes_revisions'::regclass AND i.indisprimary"
+                ).fetchall()
+                assert sorted(k[0] for k in key) == ["doc_id", "life", "revision"]
+            assert store.lives("coil") == [1, 2]
+            assert store.states(["coil"])["coil"].life == 2
+            (now,) = store.revisions("coil")
+            assert (now.revision, now.life, now.robot, now.shared) == (3, 2, "rap-1", False)
+            earlier = store.revisions("coil", life=1)
+            assert [(r.revision, r.reason, r.robot) for r in earlier] == [
+                (2, "delete", "rap-2"),
+                (1, "save", "rap-2"),
+            ]
+            assert store.get_revision("coil", 1) is None
+            first = store.get_revision("coil", 1, life=1)
+            assert first is not None
+            assert first.title == "coil v1"
+            assert [r.revision for r in store.revisions("plain")] == [1]
+            (odd,) = store.revisions("odd")
+            assert (odd.robot, odd.shared) == (None, False)  # unreadable: the admin's only
+            coil = store.get("coil")
+            assert coil is not None
+            coil.body = "sweep the floor twice\n"
+            assert store.save(coil).revision == 5
+            assert store.save(doc("gone")).revision == 1
+            assert store.lives("gone") == [1, 2]
+            reverted = store.revert("keep", 1)
+            assert reverted is not None
+            assert reverted.doc.success_count == 2  # the v1 merge's counts come off
+        finally:
+            db.close()
 
 
 class TestFaults:

@@ -71,7 +71,7 @@ def failed_event(task_id: str, seq: int) -> TaskEvent:
 async def test_memory_backlog_keeps_nothing():
     b = MemoryBacklog()
     b.accept(item(1), 0.0)
-    await b.make_durable(item(1))
+    await b.write_ahead(item(1))
     await b.settle(item(1), "delivered")
     assert (b.path, b.journal, b.recover()) == (None, None, [])
     b.close()
@@ -84,7 +84,7 @@ async def test_accepted_events_are_durable_and_settled(tmp_path):
     for it in (first, second, third):
         b.accept(it, 1000.0)
     assert (first.n, second.n, third.n) == (1, 2, 3)
-    await b.make_durable(first)  # one flush covers every row accepted so far
+    await b.write_ahead(first)  # one flush covers every row accepted so far
     assert states(path) == {"ev-1": "pending", "ev-2": "pending", "ev-3": "pending"}
     await b.settle(first, "delivered")
     await b.settle(second, "given_up")
@@ -107,7 +107,7 @@ async def test_a_trim_keeps_an_old_pending_event_behind_newer_settled_ones(tmp_p
         b.accept(last, 1000.0 + n)
         await b.settle(last, "delivered")
     b.accept(last := item(40, task_id="nav-busy"), 1040.0)
-    await b.make_durable(last)  # every mark above is committed
+    await b.write_ahead(last)  # every mark above is committed
     b.trim()
     b.close()
     kept = states(path)
@@ -144,7 +144,7 @@ async def test_the_journal_recovers_plain_data_and_trims_task_rows(tmp_path):
         journal.save(info(task_id, TaskState.RUNNING, minute), 0)  # what start() writes
         for seq in range(1, last_seq + 1):
             b.accept(last := item(seq, task_id=task_id, event_id=f"{task_id}-{seq}"), 1.0)
-    await b.make_durable(last)
+    await b.write_ahead(last)
     journal.save(info("old", TaskState.SUCCEEDED, 1), 2)
     journal.save(info("new", TaskState.FAILED, 2), 3)
     journal.save(info("run", TaskState.RUNNING, 3), 1)
@@ -175,7 +175,7 @@ async def test_a_task_row_never_claims_a_seq_whose_event_is_not_in_the_file(tmp_
     journal = b.journal
     journal.save(info("run", TaskState.RUNNING, 1), 0)
     b.accept(first := item(1, task_id="run", event_id="run-1"), 1.0)
-    await b.make_durable(first)
+    await b.write_ahead(first)
     journal.save(info("run", TaskState.RUNNING, 1), 1)
     journal.save(info("run", TaskState.RUNNING, 1), 5)  # events 2..5 never reached the file
     b.close()
@@ -206,7 +206,7 @@ async def test_a_task_journalled_running_whose_terminal_event_is_in_the_file_is_
     )
     b.accept(item(1, task_id="run", event_id="run-1"), 1.0)
     b.accept(last := QueuedEvent("run-2", "run", 2, done.model_dump_json().encode()), 2.0)
-    await b.make_durable(last)
+    await b.write_ahead(last)
     b.close()
     again = backlog(path)
     recovered = again.journal.recover(10, 100)
@@ -278,14 +278,14 @@ async def test_a_trim_keeps_the_newest_event_of_each_journalled_task(tmp_path):
     )
     b.journal.save(info("quiet", TaskState.RUNNING, 1), 0)
     b.accept(first := item(1, task_id="quiet", event_id="quiet-1"), 1000.0)
-    await b.make_durable(first)
+    await b.write_ahead(first)
     await b.settle(first, "delivered")
     for n in range(2, 40):
         b.accept(other := item(n, task_id="busy"), 1000.0 + n)
-        await b.make_durable(other)
+        await b.write_ahead(other)
         await b.settle(other, "delivered")
     b.accept(last := item(40, task_id="busy"), 1040.0)
-    await b.make_durable(last)
+    await b.write_ahead(last)
     b.trim()
     b.close()
     kept = states(path)

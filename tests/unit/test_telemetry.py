@@ -398,6 +398,7 @@ class TestLogsAndMetrics:
                     points.setdefault(metric.name, []).extend(metric.data.data_points)
         assert [p.value for p in points["robot_mcp.poster.sent"]] == [1]
         assert [p.value for p in points["robot_mcp.poster.retried"]] == [1]
+        assert [p.value for p in points["robot_mcp.poster.outbox_not_durable"]] == [0]
         assert [p.value for p in points["robot_mcp.poster.queue_depth"]] == [0]
         (duration,) = points["robot_mcp.poster.delivery.duration"]
         assert duration.count == 1

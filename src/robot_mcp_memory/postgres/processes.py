@@ -66,6 +66,7 @@ from robot_mcp_memory.postgres._process_index import (
     unindex_document,
 )
 from robot_mcp_memory.postgres._process_revisions import (
+    LATEST_LIFE_SQL,
     ROW,
     insert_row,
     keep_revision,
@@ -259,44 +260,74 @@ class PgProcessStore:
             return {}
         with self.db.connection() as conn:
             rows = conn.execute(
-                "SELECT id, revision, recent_outcomes, last_success FROM processes "
+                "SELECT id, revision, recent_outcomes, last_success, life FROM processes "
                 "WHERE id = ANY(%s)",
                 (wanted,),
             ).fetchall()
         return {
-            str(r[0]): DocState(revision=int(r[1]), recent=str(r[2] or ""), last_success=r[3])
+            str(r[0]): DocState(
+                revision=int(r[1]), recent=str(r[2] or ""), last_success=r[3], life=int(r[4])
+            )
             for r in rows
         }
 
-    def revisions(self, id: str) -> builtins.list[Revision]:
-        """The kept earlier versions of ``id``, newest first (also after it was deleted)."""
+    def lives(self, id: str) -> builtins.list[int]:
+        """The lives of ``id`` that have a row or a kept revision, oldest first (see
+        :meth:`robot_mcp_memory.store.ProcessStore.lives`)."""
         if "\x00" in id:
             return []
         with self.db.connection() as conn:
             rows = conn.execute(
-                "SELECT revision, replaced, reason FROM processes_revisions WHERE doc_id = %s "
-                "ORDER BY revision DESC",
-                (id,),
+                "SELECT life FROM processes WHERE id = %s "
+                "UNION SELECT life FROM processes_revisions WHERE doc_id = %s ORDER BY 1",
+                (id, id),
             ).fetchall()
-        return [Revision(int(r[0]), str(r[1]), str(r[2])) for r in rows]
+        return [int(r[0]) for r in rows]
 
-    def get_revision(self, id: str, revision: int) -> ProcessDoc | None:
-        """Revision ``revision`` of ``id`` as it was (counters of then), or None if it is not
-        kept; the current revision is :meth:`get`'s document. One read."""
+    def revisions(self, id: str, *, life: int | None = None) -> builtins.list[Revision]:
+        """The kept earlier versions of ``id`` in life ``life`` (None: its latest), newest
+        first, each with its owner then."""
+        if "\x00" in id:
+            return []
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                "SELECT revision, replaced, reason, life, robot, shared FROM processes_revisions "  # noqa: S608 - constant SQL
+                f"WHERE doc_id = %s AND life = coalesce(%s, ({LATEST_LIFE_SQL})) "
+                "ORDER BY revision DESC",
+                (id, life, id, id),
+            ).fetchall()
+        return [
+            Revision(
+                int(r[0]),
+                str(r[1]),
+                str(r[2]),
+                int(r[3]),
+                None if r[4] is None else str(r[4]),
+                bool(r[5]),
+            )
+            for r in rows
+        ]
+
+    def get_revision(self, id: str, revision: int, *, life: int | None = None) -> ProcessDoc | None:
+        """Revision ``revision`` of ``id``'s life ``life`` (None: its latest) as it was
+        (counters of then), or None if it is not kept; the current revision is
+        :meth:`get`'s document. One read."""
         if "\x00" in id:
             return None
         with self.db.connection() as conn:
             kept = conn.execute(
-                "SELECT markdown FROM processes_revisions WHERE doc_id = %s AND revision = %s",
-                (id, revision),
+                "SELECT markdown FROM processes_revisions WHERE doc_id = %s AND revision = %s "  # noqa: S608 - constant SQL
+                f"AND life = coalesce(%s, ({LATEST_LIFE_SQL}))",
+                (id, revision, life, id, id),
             ).fetchone()
             if kept is not None:
                 return ProcessDoc.parse(str(kept[0]))
             row = (
                 conn.cursor(row_factory=dict_row)
                 .execute(
-                    f"SELECT {COLUMNS} FROM processes WHERE id = %s AND revision = %s",  # noqa: S608
-                    (id, revision),
+                    f"SELECT {COLUMNS} FROM processes WHERE id = %s AND revision = %s "  # noqa: S608
+                    "AND life = coalesce(%s, life)",
+                    (id, revision, life),
                 )
                 .fetchone()
             )
@@ -518,24 +549,26 @@ class PgProcessStore:
         imported: Imported = self._retrying(write)
         return imported
 
-    def revert(self, id: str, revision: int) -> Saved | None:
-        """Make kept revision ``revision`` of ``id`` current again as a new revision; None
-        when it is not kept. SQLite's rule
+    def revert(self, id: str, revision: int, *, life: int | None = None) -> Saved | None:
+        """Make kept revision ``revision`` of ``id``'s life ``life`` (None: its latest)
+        current again as a new revision; None when it is not kept. SQLite's rule
         (:meth:`robot_mcp_memory.store.ProcessStore.revert`): the current version is kept
-        (``reason="revert"``), the counters stay the current ones except that reverting
-        the version a merge replaced takes the merged document's counts off again, and a
-        deleted id comes back with the revision's counters. One transaction, the row
-        locked."""
+        (``reason="revert"``), the counters stay the current ones except that reverting,
+        in its own life, the version a merge replaced takes the merged document's counts
+        off again, and a deleted id comes back in its latest life with the revision's
+        counters. One transaction, the row locked."""
         if "\x00" in id:
             return None
         with self.db.connection() as conn:
             found = conn.execute(
-                "SELECT markdown FROM processes_revisions WHERE doc_id = %s AND revision = %s",
-                (id, revision),
+                "SELECT markdown, life FROM processes_revisions WHERE doc_id = %s "  # noqa: S608 - constant SQL
+                f"AND revision = %s AND life = coalesce(%s, ({LATEST_LIFE_SQL}))",
+                (id, revision, life, id, id),
             ).fetchone()
         if found is None:
             return None
         doc = ProcessDoc.parse(str(found[0]))
+        life = int(found[1])
         document_terms(self._tokenizer, doc.title, doc.task_pattern, tags_json(doc.tags), doc.body)
         vectors = self._vectors.embed(
             [document_texts(doc.title, doc.task_pattern, doc.tags, doc.body)]
@@ -544,12 +577,13 @@ class PgProcessStore:
 
         def write(conn: psycopg.Connection[Any]) -> Saved | None:
             kept = conn.execute(
-                "SELECT reason FROM processes_revisions WHERE doc_id = %s AND revision = %s",
-                (id, revision),
+                "SELECT reason, replaced FROM processes_revisions WHERE doc_id = %s "
+                "AND life = %s AND revision = %s",
+                (id, life, revision),
             ).fetchone()
             if kept is None:
                 return None  # pruned by another replica's write just now
-            merged = merged_counters(conn, str(kept[0]))
+            merged = merged_counters(conn, str(kept[0]), str(kept[1]))
             cur = conn.cursor(row_factory=dict_row)
             while True:
                 row = cur.execute(
@@ -557,7 +591,7 @@ class PgProcessStore:
                     (id,),
                 ).fetchone()
                 if row is None:
-                    inserted = insert_row(conn, doc, id, doc.robot, now)
+                    inserted = insert_row(conn, doc, id, doc.robot, now, resume_life=True)
                     if inserted is None:
                         continue
                     rid, created = inserted, True
@@ -568,7 +602,8 @@ class PgProcessStore:
                     conn.execute(
                         "UPDATE processes SET source_mission_id = NULL WHERE rid = %s", (rid,)
                     )
-                if merged is not None:  # undoing a merge: its counts go with it
+                if merged is not None and int(row["life"]) == life:
+                    # undoing a merge: its counts go with it
                     conn.execute(
                         "UPDATE processes SET success_count = GREATEST(success_count - %s, 0), "
                         "failure_count = GREATEST(failure_count - %s, 0) WHERE rid = %s",
@@ -672,6 +707,7 @@ class PgProcessStore:
                 ),
                 merged_id=merge_id,
                 merged_revision=merged_revision,
+                merged_life=int(gone["life"]),
             )
 
         merged: Merged | None = self._retrying(write)

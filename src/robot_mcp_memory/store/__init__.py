@@ -15,6 +15,7 @@ from robot_mcp_memory.store._process_store import (
     Revision,
     near_copies,
     probe_terms,
+    revision_owner,
     stale_sql,
 )
 from robot_mcp_memory.store._writes import (
@@ -48,6 +49,7 @@ __all__ = [
     "outcome_line",
     "outcome_lines",
     "probe_terms",
+    "revision_owner",
     "robot_documents_refusal",
     "same_mission",
     "stale_sql",

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING
 from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.models import format_ts, utc_now
 from robot_mcp_kit.store import SqliteStore
+from robot_mcp_memory._exceptions import DocError
 from robot_mcp_memory.documents import Owner, ProcessDoc
 from robot_mcp_memory.documents.rows import (
     COLUMNS,
@@ -81,6 +82,7 @@ from robot_mcp_memory.search import (
     visible_owners,
 )
 from robot_mcp_memory.store._writes import (
+    LATEST_LIFE_SQL,
     Imported,
     Merged,
     ProcessWriter,
@@ -98,6 +100,7 @@ __all__ = [
     "Revision",
     "near_copies",
     "probe_terms",
+    "revision_owner",
     "stale_sql",
 ]
 
@@ -122,7 +125,8 @@ def stale_sql(prefix: str = "") -> str:
 class DocState:
     """What the store knows about a document beyond its markdown.
 
-    ``revision`` is its current revision; ``recent`` its last
+    ``revision`` is its current revision, ``life`` the life of its id it is in (1 for an
+    id's first, decision 0029); ``recent`` its last
     :data:`~robot_mcp_memory.limits.STALE_WINDOW` outcomes, oldest first (``s``/``f``);
     ``last_success`` when it last succeeded (None: never, or before schema version 5).
     ``stale`` is True when at least ``STALE_MIN_OUTCOMES`` recent outcomes are recorded
@@ -132,6 +136,7 @@ class DocState:
     revision: int
     recent: str
     last_success: str | None
+    life: int = 1
 
     @property
     def stale(self) -> bool:
@@ -146,11 +151,16 @@ class DocState:
 class Revision:
     """One kept earlier version of a document: its number, when it was replaced (or
     deleted) and by what (``save``, ``revert``, ``merge:<id>:<rev>``, ``merged``,
-    ``delete``)."""
+    ``delete``); the life of its id it belongs to; and who owned it then (``robot`` and
+    ``shared`` of the version itself, which decide who may read it; ``robot`` None: not
+    known, the admin's only)."""
 
     revision: int
     replaced: str
     reason: str
+    life: int = 1
+    robot: str | None = None
+    shared: bool = False
 
 
 @dataclass(frozen=True)
@@ -295,7 +305,7 @@ class ProcessStore:
         if not ids:
             return {}
         rows = self.store.query(
-            "SELECT id, revision, recent_outcomes, last_success FROM processes "
+            "SELECT id, revision, recent_outcomes, last_success, life FROM processes "
             "WHERE id IN (SELECT value FROM json_each(?))",
             (json.dumps(sorted(set(ids))),),
         )
@@ -304,32 +314,68 @@ class ProcessStore:
                 revision=int(r["revision"]),
                 recent=str(r["recent_outcomes"] or ""),
                 last_success=r["last_success"],
+                life=int(r["life"]),
             )
             for r in rows
         }
 
-    def revisions(self, id: str) -> builtins.list[Revision]:
-        """The kept earlier versions of ``id``, newest first (also after it was deleted)."""
+    def lives(self, id: str) -> builtins.list[int]:
+        """The lives of ``id`` that have a row or a kept revision, oldest first (the last
+        is the latest: the current document's, or the deleted one's)."""
         return [
-            Revision(int(r["revision"]), str(r["replaced"]), str(r["reason"]))
+            int(r[0])
             for r in self.store.query(
-                "SELECT revision, replaced, reason FROM processes_revisions WHERE doc_id = ? "
-                "ORDER BY revision DESC",
-                (id,),
+                "SELECT life FROM processes WHERE id = ? "
+                "UNION SELECT life FROM processes_revisions WHERE doc_id = ? ORDER BY 1",
+                (id, id),
             )
         ]
 
-    def get_revision(self, id: str, revision: int) -> ProcessDoc | None:
-        """Revision ``revision`` of ``id`` as it was (counters of then), or None if it is not
-        kept. The current revision is :meth:`get`'s document."""
+    def revisions(self, id: str, *, life: int | None = None) -> builtins.list[Revision]:
+        """The kept earlier versions of ``id`` in life ``life`` (None: its latest life, the
+        current document's or, after a delete, the deleted one's), newest first."""
+        kept = []
+        for r in self.store.query(
+            # A revision kept before schema version 6 has no owner columns: its markdown is
+            # read for them (only then).
+            "SELECT revision, replaced, reason, life, robot, shared, CASE WHEN robot IS NULL "  # noqa: S608 - constant SQL
+            "AND shared IS NULL THEN markdown END AS unowned FROM processes_revisions "
+            f"WHERE doc_id = ? AND life = coalesce(?, ({LATEST_LIFE_SQL})) "
+            "ORDER BY revision DESC",
+            (id, life, id, id),
+        ):
+            robot, shared = (
+                (None if r["robot"] is None else str(r["robot"]), bool(r["shared"]))
+                if r["unowned"] is None
+                else revision_owner(str(r["unowned"]))
+            )
+            kept.append(
+                Revision(
+                    int(r["revision"]),
+                    str(r["replaced"]),
+                    str(r["reason"]),
+                    int(r["life"]),
+                    robot,
+                    shared,
+                )
+            )
+        return kept
+
+    def get_revision(self, id: str, revision: int, *, life: int | None = None) -> ProcessDoc | None:
+        """Revision ``revision`` of ``id``'s life ``life`` (None: its latest) as it was
+        (counters of then), or None if it is not kept. The current revision (of the current
+        life) is :meth:`get`'s document."""
         row = self.store.query_one(
-            "SELECT markdown FROM processes_revisions WHERE doc_id = ? AND revision = ?",
-            (id, revision),
+            "SELECT markdown FROM processes_revisions WHERE doc_id = ? AND revision = ? "  # noqa: S608 - constant SQL
+            f"AND life = coalesce(?, ({LATEST_LIFE_SQL}))",
+            (id, revision, life, id, id),
         )
         if row is not None:
             return ProcessDoc.parse(str(row["markdown"]))
         state = self.states([id]).get(id)
-        return self.get(id) if state is not None and state.revision == revision else None
+        if state is None or state.revision != revision or life not in (None, state.life):
+            return None
+        return self.get(id)
 
     def near_duplicates(
         self, id: str, *, robots: Collection[str] | None = None
@@ -446,10 +492,11 @@ class ProcessStore:
         with ``suffix``, a suffixed id)."""
         return self._writer.import_document(doc, suffix=suffix)
 
-    def revert(self, id: str, revision: int) -> Saved | None:
-        """Make kept revision ``revision`` of ``id`` current again (a new revision); None
-        when it is not kept. See :meth:`ProcessWriter.revert`."""
-        return self._writer.revert(id, revision)
+    def revert(self, id: str, revision: int, *, life: int | None = None) -> Saved | None:
+        """Make kept revision ``revision`` of ``id``'s life ``life`` (None: its latest)
+        current again (a new revision); None when it is not kept. See
+        :meth:`ProcessWriter.revert`."""
+        return self._writer.revert(id, revision, life=life)
 
     def merge(self, keep_id: str, merge_id: str) -> Merged | None:
         """Merge ``merge_id`` into ``keep_id`` (counters added, outcome logs joined, the
@@ -595,6 +642,18 @@ def _cosine(a: dict[str, float], b: dict[str, float], a_norm: float) -> float:
     dot = sum(w * large[t] for t, w in small.items() if t in large)
     norm = a_norm * math.sqrt(sum(w * w for w in b.values()))
     return dot / norm if norm else 0.0
+
+
+def revision_owner(markdown: str) -> tuple[str | None, bool]:
+    """``(robot, shared)`` of a kept revision, read from its own frontmatter; ``(None,
+    False)`` (an owner not known: the admin's only) when it cannot be read. For revisions
+    kept before schema version 6, which stored no owner. Pure; every backend's."""
+    try:
+        doc = ProcessDoc.parse(markdown)
+    except DocError:
+        _log.warning("process_revision_owner_unknown", reason="unreadable_markdown")
+        return None, False
+    return doc.robot, doc.shared
 
 
 def probe_terms(terms: Collection[str], df: dict[str, int]) -> builtins.list[str]:

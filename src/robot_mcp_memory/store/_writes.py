@@ -3,10 +3,16 @@ merge, reindex, and the outcome note appended to a body.
 
 Every write that changes a document's content (a save with other content, a revert, a
 merge, a delete) first keeps the version it replaces in ``processes_revisions`` (its
-markdown as :meth:`ProcessDoc.render` writes it, counters included) and bumps the row's
-``revision``; the newest ``revisions_keep`` versions of the document are kept, older ones
-pruned through the kit's chokepoint (``SqliteStore.prune``), all in the write's one
-transaction. A save with the same content, and an outcome note, are not new revisions.
+markdown as :meth:`ProcessDoc.render` writes it, counters included, with the row's
+``life`` and its owner: ``robot``, ``shared``) and bumps the row's ``revision``; the newest
+``revisions_keep`` versions of the id are kept, older ones pruned through the kit's
+chokepoint (``SqliteStore.prune``), all in the write's one transaction. A save with the
+same content, and an outcome note, are not new revisions.
+
+Lives (decision 0029): an id freed by a delete or a merge and written again by a save or a
+load starts a new life (the id's highest life plus one), numbered from revision 1; an
+earlier life's revisions stay under their own life number. A revert of a deleted id brings
+the document back in the id's latest life (undoing the delete), after its kept revisions.
 
 Each write puts a document's row, its search index entry (``processes_fts``, same rowid),
 its per-owner term statistics (:mod:`robot_mcp_memory.search._term_index`) and its vectors
@@ -61,6 +67,7 @@ from robot_mcp_memory.search import (
 )
 
 __all__ = [
+    "LATEST_LIFE_SQL",
     "Imported",
     "Merged",
     "ProcessWriter",
@@ -76,6 +83,16 @@ __all__ = [
 ]
 
 _log = get_logger("robot_mcp_memory.store")
+
+_ROW = f"{COLUMNS}, revision, life"
+"""The columns a write reads of the row it replaces or keeps (after ``rowid``)."""
+
+LATEST_LIFE_SQL = (
+    "SELECT max(life) FROM (SELECT life FROM processes WHERE id = ? "
+    "UNION ALL SELECT life FROM processes_revisions WHERE doc_id = ?)"
+)
+"""The latest life of an id (its row's, else the highest kept; NULL when neither), bound
+``(id, id)``."""
 
 _SEQUENTIAL_SUFFIXES = 99  # id-2 … id-99, then random ones: nobody can fill the family
 _RANDOM_SUFFIX_TRIES = 16
@@ -112,12 +129,14 @@ class Imported:
 
 @dataclass(frozen=True)
 class Merged:
-    """The outcome of a merge: the kept document as stored, and the revision under which
-    the merged-away document was kept (revert it to bring that document back)."""
+    """The outcome of a merge: the kept document as stored, and the revision (of its
+    life ``merged_life``) under which the merged-away document was kept (revert it to
+    bring that document back)."""
 
     kept: Saved
     merged_id: str
     merged_revision: int
+    merged_life: int = 1
 
 
 def _suffixed(base: str, n: int) -> str:
@@ -255,7 +274,7 @@ class ProcessWriter:
             candidate, n = base, 1
             while True:
                 row = conn.execute(
-                    f"SELECT rowid, {COLUMNS}, revision FROM processes WHERE id = ?",  # noqa: S608
+                    f"SELECT rowid, {_ROW} FROM processes WHERE id = ?",  # noqa: S608
                     (candidate,),
                 ).fetchone()
                 if row is None:
@@ -306,7 +325,7 @@ class ProcessWriter:
     ) -> sqlite3.Row:
         """The statistics and vectors of the row just written; the row as stored."""
         stored: sqlite3.Row = conn.execute(
-            f"SELECT {COLUMNS}, revision FROM processes WHERE id = ?",  # noqa: S608
+            f"SELECT {_ROW} FROM processes WHERE id = ?",  # noqa: S608
             (id,),
         ).fetchone()
         index_document(conn, rowid, owner_key(str(stored["robot"]), bool(stored["shared"])), terms)
@@ -316,7 +335,8 @@ class ProcessWriter:
     def _keep_revision(
         self, conn: sqlite3.Connection, row: sqlite3.Row, reason: str, now: str
     ) -> None:
-        """Keep ``row`` (the version being replaced) as a revision; prune past the bound.
+        """Keep ``row`` (the version being replaced, read with :data:`_ROW`) as a revision
+        of its life, with its owner; prune past the bound.
 
         A row too damaged to render is not kept (logged): the write it precedes goes on.
         """
@@ -327,9 +347,18 @@ class ProcessWriter:
             _log.warning("process_revision_skipped", id=id, reason="damaged_row")
             return
         conn.execute(
-            "INSERT OR REPLACE INTO processes_revisions (doc_id, revision, replaced, reason, "
-            "markdown) VALUES (?, ?, ?, ?, ?)",
-            (id, int(row["revision"]), now, reason, markdown),
+            "INSERT OR REPLACE INTO processes_revisions (doc_id, life, revision, replaced, "
+            "reason, markdown, robot, shared) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                id,
+                int(row["life"]),
+                int(row["revision"]),
+                now,
+                reason,
+                markdown,
+                str(row["robot"]),
+                int(bool(row["shared"])),
+            ),
         )
         # The kit's chokepoint, nested in this transaction (a savepoint), confined to this
         # document's revisions (the primary key's prefix serves it: no table scan).
@@ -338,8 +367,19 @@ class ProcessWriter:
         )
 
     def _insert(
-        self, conn: sqlite3.Connection, doc: ProcessDoc, id: str, robot: str, now: str
+        self,
+        conn: sqlite3.Connection,
+        doc: ProcessDoc,
+        id: str,
+        robot: str,
+        now: str,
+        *,
+        resume_life: bool = False,
     ) -> int:
+        """Insert ``doc`` as the free ``id``: in a new life of the id (its highest kept
+        life plus one, 1 for a new id), at revision 1; with ``resume_life`` (a revert
+        bringing a deleted id back) in its latest life, after that life's kept revisions.
+        """
         tags = tags_json(doc.tags)
         cursor = conn.execute(
             f"INSERT INTO processes ({COLUMNS}) "  # noqa: S608 - constant columns
@@ -361,11 +401,14 @@ class ProcessWriter:
             ),
         )
         rowid = int(cursor.lastrowid or 0)
-        # A re-created id goes on from the revisions its earlier life left.
+        latest = conn.execute(
+            "SELECT coalesce(max(life), 0) FROM processes_revisions WHERE doc_id = ?", (id,)
+        ).fetchone()[0]
+        life = int(latest) if resume_life and latest else int(latest) + 1
         conn.execute(
-            "UPDATE processes SET revision = 1 + coalesce((SELECT max(revision) FROM "
-            "processes_revisions WHERE doc_id = ?), 0) WHERE rowid = ?",
-            (id, rowid),
+            "UPDATE processes SET life = ?, revision = 1 + coalesce((SELECT max(revision) "
+            "FROM processes_revisions WHERE doc_id = ? AND life = ?), 0) WHERE rowid = ?",
+            (life, id, life, rowid),
         )
         _index(conn, rowid, id, doc.title, doc.task_pattern, tags, doc.body)
         return rowid
@@ -426,7 +469,7 @@ class ProcessWriter:
             self.store.transaction() as conn,
         ):
             row = conn.execute(
-                f"SELECT rowid, {COLUMNS}, revision FROM processes WHERE id = ?",  # noqa: S608
+                f"SELECT rowid, {_ROW} FROM processes WHERE id = ?",  # noqa: S608
                 (id,),
             ).fetchone()
             if row is None:
@@ -473,24 +516,27 @@ class ProcessWriter:
         self._written(rowid, vectors, str(stored["robot"]), bool(stored["shared"]))
         return Imported("inserted" if candidate == doc.id else "suffixed", candidate)
 
-    def revert(self, id: str, revision: int) -> Saved | None:
-        """Make revision ``revision`` of ``id`` the current document again; None when that
-        revision is not kept.
+    def revert(self, id: str, revision: int, *, life: int | None = None) -> Saved | None:
+        """Make revision ``revision`` of ``id``'s life ``life`` (None: its latest) the
+        current document again; None when that revision is not kept.
 
         The current version is kept as a revision (``reason="revert"``) and the revision's
-        content becomes a new revision. The counters stay the current ones (outcomes are
-        records of what happened), except that reverting the version a merge replaced
-        takes the merged document's counts off again; a document that no longer exists
-        (deleted, merged away) comes back with the counters of the revision.
+        content becomes a new revision of the current life. The counters stay the current
+        ones (outcomes are records of what happened), except that reverting, in its own
+        life, the version a merge replaced takes the merged document's counts off again; a
+        document that no longer exists (deleted, merged away) comes back in its latest
+        life, with the counters of the revision.
         """
+        life = self._life(id) if life is None else life
         found = self.store.query_one(
-            "SELECT markdown, reason FROM processes_revisions WHERE doc_id = ? AND revision = ?",
-            (id, revision),
+            "SELECT markdown, reason, replaced FROM processes_revisions "
+            "WHERE doc_id = ? AND life = ? AND revision = ?",
+            (id, life, revision),
         )
         if found is None:
             return None
         doc = ProcessDoc.parse(str(found["markdown"]))
-        merged = self._merged_counters(str(found["reason"]))
+        merged = self._merged_counters(str(found["reason"]), str(found["replaced"]))
         terms = self.terms(doc.title, doc.task_pattern, tags_json(doc.tags), doc.body)
         vectors = self._vectors.embed(
             [document_texts(doc.title, doc.task_pattern, doc.tags, doc.body)]
@@ -498,11 +544,11 @@ class ProcessWriter:
         now = format_ts(self._clock())
         with self.store.transaction() as conn:
             row = conn.execute(
-                f"SELECT rowid, {COLUMNS}, revision FROM processes WHERE id = ?",  # noqa: S608
+                f"SELECT rowid, {_ROW} FROM processes WHERE id = ?",  # noqa: S608
                 (id,),
             ).fetchone()
             if row is None:
-                rowid = self._insert(conn, doc, id, doc.robot, now)
+                rowid = self._insert(conn, doc, id, doc.robot, now, resume_life=True)
                 created = True
             else:
                 rowid = self._update(conn, doc, id, row, doc.robot, now, "revert")
@@ -510,7 +556,8 @@ class ProcessWriter:
                     conn.execute(
                         "UPDATE processes SET source_mission_id = NULL WHERE id = ?", (id,)
                     )
-                if merged is not None:  # undoing a merge: its counts go with it
+                if merged is not None and int(row["life"]) == life:
+                    # undoing a merge: its counts go with it
                     conn.execute(
                         "UPDATE processes SET success_count = max(success_count - ?, 0), "
                         "failure_count = max(failure_count - ?, 0) WHERE id = ?",
@@ -526,15 +573,23 @@ class ProcessWriter:
             revision=int(stored["revision"]),
         )
 
-    def _merged_counters(self, reason: str) -> tuple[int, int] | None:
-        """For a revision a merge replaced (``merge:<id>:<rev>``): the merged-away
-        document's (successes, failures) as the merge added them; else None."""
+    def _life(self, id: str) -> int:
+        """The latest life of ``id``: its row's, else the highest kept (0: none)."""
+        row = self.store.query_one(LATEST_LIFE_SQL, (id, id))
+        return int(row[0]) if row is not None and row[0] is not None else 0
+
+    def _merged_counters(self, reason: str, replaced: str) -> tuple[int, int] | None:
+        """For a revision a merge replaced (``merge:<id>:<rev>``, kept at ``replaced``):
+        the merged-away document's (successes, failures) as the merge added them; else
+        None. The merged-away version is the one the same merge kept (``merged``, the same
+        ``replaced``), whichever life of that id it was."""
         if not reason.startswith("merge:"):
             return None
         merged_id, _, rev = reason[len("merge:") :].rpartition(":")
         row = self.store.query_one(
-            "SELECT markdown FROM processes_revisions WHERE doc_id = ? AND revision = ?",
-            (merged_id, int(rev) if rev.isdigit() else -1),
+            "SELECT markdown FROM processes_revisions WHERE doc_id = ? AND revision = ? "
+            "AND reason = 'merged' AND replaced = ?",
+            (merged_id, int(rev) if rev.isdigit() else -1, replaced),
         )
         if row is None:  # pruned since: the counts stay
             return None
@@ -548,9 +603,10 @@ class ProcessWriter:
         at ``MAX_COUNT``), the later ``last_used``, and the outcome-log lines of
         ``merge_id`` appended under its ``## Outcome log`` (its other text is kept; the
         version before the merge is kept as a revision, ``reason="merge:<merge_id>:<rev>"``);
-        ``merge_id`` is kept as revision ``rev`` (``reason="merged"``) and deleted. Undo:
-        revert ``keep_id`` to its previous revision (which takes the merged document's
-        counters off again) and ``merge_id`` to :attr:`Merged.merged_revision`.
+        ``merge_id`` is kept as revision ``rev`` of its life (``reason="merged"``) and
+        deleted, which ends that life. Undo: revert ``keep_id`` to its previous revision
+        (which takes the merged document's counters off again) and ``merge_id`` to
+        :attr:`Merged.merged_revision` of :attr:`Merged.merged_life`.
         Queued outcome counts are written first, so none is lost.
         """
         if keep_id == merge_id:
@@ -560,7 +616,7 @@ class ProcessWriter:
         with self.store.transaction() as conn:
             keep, gone = (
                 conn.execute(
-                    f"SELECT rowid, {COLUMNS}, revision, last_success FROM processes "  # noqa: S608
+                    f"SELECT rowid, {_ROW}, last_success FROM processes "  # noqa: S608
                     "WHERE id = ?",
                     (id,),
                 ).fetchone()
@@ -633,6 +689,7 @@ class ProcessWriter:
             ),
             merged_id=merge_id,
             merged_revision=merged_revision,
+            merged_life=int(gone["life"]),
         )
 
     def reindex(self) -> int:

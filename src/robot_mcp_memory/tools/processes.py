@@ -5,6 +5,11 @@ Every document in an answer carries its ``revision``, and the summaries of find 
 its ``stale`` mark and ``last_success`` (:class:`~robot_mcp_memory.store.DocState`);
 ``get_process`` returns a kept revision on request, ``save_process`` checks an
 ``expected_revision`` and names the caller-visible ``near_duplicates`` of what it saved.
+Revisions are read within one life of an id (decision 0029): a robot reads those of the
+current document's life that it may read by their own owner
+(:func:`~robot_mcp_memory.policy.may_read_revision`); the admin also addresses an earlier
+life with ``life`` (``get_process``, ``revert_process``), and its answers name the
+``lives`` an id has had.
 
 Each tool is a handler here — ``find_processes(memory, tenant, *, query, k, robot) -> dict``,
 callable without MCP — that checks its §6a rule (:mod:`robot_mcp_memory.policy`), then
@@ -40,6 +45,7 @@ from robot_mcp_memory.limits import (
 from robot_mcp_memory.policy import (
     check_text,
     may_add_note,
+    may_read_revision,
     pin_document,
     require_admin,
     updatable,
@@ -166,37 +172,75 @@ def _omitted(ids: list[str], count: int, max_answer_bytes: int) -> dict[str, Any
 
 
 def get_process(
-    memory: Memory, tenant: Tenant | None, *, id: str, revision: int | None = None
+    memory: Memory,
+    tenant: Tenant | None,
+    *,
+    id: str,
+    revision: int | None = None,
+    life: int | None = None,
 ) -> dict[str, Any]:
     """The ``get_process`` tool's body (its description is the wrapper's).
 
-    A scoped caller reads the revisions of a document it may read now; the admin also
-    those of a deleted (or merged-away) document.
+    A scoped caller reads the current document, and the kept revisions of its current life
+    that it may read by the owner each had (:func:`may_read_revision`; any other reads as
+    not kept); ``life`` is refused to it. The admin reads any life of the id, also after a
+    delete or a merge (``life`` omitted: the latest), and its answer says which ``life`` is
+    shown and which ``lives`` the id has had; ``get_process(id, life=n)`` without a
+    revision shows the newest kept version of an earlier life ``n``.
     """
     check_text("id", id)
     scoped = tenant is not None and tenant.scoped
-    if scoped or memory.processes.owner(id) is not None or revision is None:
+    if scoped and life is not None:
+        raise ToolFailure.forbidden(
+            "life addresses an earlier life of an id (a document deleted or merged away "
+            "whose id was saved again), which only the admin token reads; leave life out to "
+            "read the current document and its revisions"
+        )
+    for name, value in (("revision", revision), ("life", life)):
+        if value is not None and value < 1:
+            raise ToolFailure.invalid(name, f"{name} must be >= 1, got {value}")
+    if scoped or memory.processes.owner(id) is not None or (revision is None and life is None):
         visible_owner(memory.processes, memory.fleet, id, tenant)
-    kept = [
-        {"revision": r.revision, "replaced": r.replaced, "reason": r.reason}
-        for r in memory.processes.revisions(id)
-    ]
     state = memory.processes.states([id]).get(id)
     current = None if state is None else state.revision
-    if revision is None or revision == current:
+    if scoped and state is None:  # deleted between the reads
+        raise ToolFailure.not_found(id)
+    lives = [] if scoped else memory.processes.lives(id)
+    if life is not None:
+        shown_life = life
+    elif state is not None:
+        shown_life = state.life
+    else:
+        shown_life = lives[-1] if lives else 1
+    in_current = state is not None and state.life == shown_life
+    visible = visible_robots(memory.fleet, None, tenant)
+    kept = [
+        r
+        for r in memory.processes.revisions(id, life=shown_life)
+        if may_read_revision(visible, r.robot, r.shared)
+    ]
+    if revision is None and not in_current:
+        revision = kept[0].revision if kept else None
+        if revision is None:
+            raise ToolFailure(
+                "not_found", f"process {quote(id)} has no kept revision in life {shown_life}"
+            )
+    if revision is None or (in_current and revision == current):
         doc = memory.processes.get(id)
         shown = current
     else:
-        if revision < 1:
-            raise ToolFailure.invalid("revision", f"revision must be >= 1, got {revision}")
-        doc = memory.processes.get_revision(id, revision)
+        known = any(r.revision == revision for r in kept)
+        doc = memory.processes.get_revision(id, revision, life=shown_life) if known else None
         shown = revision
         if doc is None:
-            numbers = ", ".join(str(r["revision"]) for r in kept) or "none"
+            numbers = ", ".join(str(r.revision) for r in kept) or "none"
+            where = "" if scoped or life is None else f" in life {shown_life}"
+            others = [str(n) for n in lives if n != shown_life]
+            hint = f"; other lives: {', '.join(others)}, read with life=n" if others else ""
             raise ToolFailure(
                 "not_found",
-                f"process {quote(id)} has no kept revision {revision} (current: {current}; "
-                f"kept: {numbers})",
+                f"process {quote(id)} has no kept revision {revision}{where} (current: "
+                f"{current}; kept: {numbers}{hint})",
             )
     if doc is None:  # deleted between the reads
         raise ToolFailure.not_found(id)
@@ -205,10 +249,14 @@ def get_process(
         "markdown": doc.render(),
         "revision": shown,
         "current_revision": current,
-        "revisions": kept,
+        "revisions": [
+            {"revision": r.revision, "replaced": r.replaced, "reason": r.reason} for r in kept
+        ],
     }
     if state is not None:
         answer.update(stale=state.stale, last_success=state.last_success)
+    if not scoped:
+        answer.update(life=shown_life, lives=lives)
     return answer
 
 
@@ -346,15 +394,26 @@ def reindex(memory: Memory, tenant: Tenant | None) -> dict[str, Any]:
 
 
 def revert_process(
-    memory: Memory, tenant: Tenant | None, *, id: str, revision: int
+    memory: Memory, tenant: Tenant | None, *, id: str, revision: int, life: int | None = None
 ) -> dict[str, Any]:
-    """The ``revert_process`` tool's body (its description is the wrapper's)."""
+    """The ``revert_process`` tool's body (its description is the wrapper's).
+
+    ``life`` names the life of the id the revision is in (omitted: the latest); the
+    document comes back in the id's current life (a deleted one in its latest).
+    """
     require_admin(tenant, "revert_process")
-    saved = memory.processes.revert(id, revision)
+    check_text("id", id)
+    if life is not None and life < 1:
+        raise ToolFailure.invalid("life", f"life must be >= 1, got {life}")
+    saved = memory.processes.revert(id, revision, life=life)
     if saved is None:
-        kept = ", ".join(str(r.revision) for r in memory.processes.revisions(id)) or "none"
+        kept = (
+            ", ".join(str(r.revision) for r in memory.processes.revisions(id, life=life)) or "none"
+        )
+        where = "" if life is None else f" in life {life}"
         raise ToolFailure(
-            "not_found", f"process {quote(id)} has no kept revision {revision} (kept: {kept})"
+            "not_found",
+            f"process {quote(id)} has no kept revision {revision}{where} (kept: {kept})",
         )
     return {
         **saved.doc.frontmatter(),
@@ -381,8 +440,10 @@ def merge_processes(
         "revision": kept.revision,
         "merged": merged.merged_id,
         "merged_revision": merged.merged_revision,
+        "merged_life": merged.merged_life,
         "undo": f"revert_process(id={keep_id!r}, revision={kept.revision - 1}) and "
-        f"revert_process(id={merged.merged_id!r}, revision={merged.merged_revision})",
+        f"revert_process(id={merged.merged_id!r}, revision={merged.merged_revision}, "
+        f"life={merged.merged_life})",
     }
 
 
@@ -431,7 +492,7 @@ def register(mcp: FastMCP, runner: ToolRunner) -> None:
     add_tool(mcp, "find_processes", _find_processes)
 
     async def _get_process(
-        id: str, revision: int | None = None
+        id: str, revision: int | None = None, life: int | None = None
     ) -> Annotated[CallToolResult, Answer]:
         """Get one stored process by id, as its full markdown plus its frontmatter fields.
 
@@ -441,16 +502,19 @@ def register(mcp: FastMCP, runner: ToolRunner) -> None:
             id: the process id.
             revision: an earlier revision to return instead of the current one (the
                 answer's "revisions" lists the kept ones).
+            life: admin only. An id whose document was deleted or merged away and then
+                saved again starts a new life with its own revisions; life names an
+                earlier one to read (the answer's "lives" lists them).
 
         Returns JSON {"id", "markdown", ...frontmatter, "revision", "current_revision",
-        "revisions": [{revision, replaced, reason}], "stale", "last_success"} or
-        {"error": "not_found"}. Pass "current_revision" as save_process's expected_revision
-        when you save an edit of it.
+        "revisions": [{revision, replaced, reason}], "stale", "last_success"} (the admin's
+        also "life" and "lives") or {"error": "not_found"}. Pass "current_revision" as
+        save_process's expected_revision when you save an edit of it.
         """
         return await runner.run(
             "get_process",
             get_process,
-            {"id": id, "revision": revision},
+            {"id": id, "revision": revision, "life": life},
             lane=Lane.DOCUMENTS,
             id=id,
         )
@@ -571,19 +635,22 @@ def register(mcp: FastMCP, runner: ToolRunner) -> None:
 
     add_tool(mcp, "reindex", _reindex)
 
-    async def _revert_process(id: str, revision: int) -> Annotated[CallToolResult, Answer]:
+    async def _revert_process(
+        id: str, revision: int, life: int | None = None
+    ) -> Annotated[CallToolResult, Answer]:
         """Make an earlier revision of a process current again (admin only).
 
         The current version is kept as a revision first, so a revert can itself be
         reverted; the counters stay (reverting the version a merge replaced takes the
         merged document's counts off again). A deleted or merged-away process comes back.
-        get_process(id) lists the kept revisions. Returns JSON: the frontmatter plus
-        "revision", "reverted_to" and "recreated".
+        get_process(id) lists the kept revisions; life names the life of the id the
+        revision is in (omitted: the latest; get_process's "lives" lists them). Returns
+        JSON: the frontmatter plus "revision", "reverted_to" and "recreated".
         """
         return await runner.run(
             "revert_process",
             revert_process,
-            {"id": id, "revision": revision},
+            {"id": id, "revision": revision, "life": life},
             lane=Lane.DOCUMENTS,
             id=id,
         )
@@ -596,8 +663,8 @@ def register(mcp: FastMCP, runner: ToolRunner) -> None:
         keep_id gets both documents' counters added and merge_id's outcome-log lines
         appended; merge_id is deleted but kept as a revision, and keep_id's previous
         version too, so the merge is undone by the two reverts the answer's "undo" names.
-        Returns JSON: keep_id's frontmatter plus "revision", "merged", "merged_revision"
-        and "undo".
+        Returns JSON: keep_id's frontmatter plus "revision", "merged", "merged_revision",
+        "merged_life" and "undo".
         """
         return await runner.run(
             "merge_processes",
