@@ -54,7 +54,7 @@ Transport = Literal["auto", "sse", "streamable-http"]
 """How to reach a server's MCP URL: ``auto`` is SSE for a path ending in ``/sse``, else
 streamable HTTP."""
 
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+_NAME = re.compile(r"[\x21-\x7e]{1,100}")
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class ServerConfig:
 
     Args:
         name: the server's name, as its ``X-RVC-Server`` header and its events' ``server``
-            field say it: 1 to 100 characters, letters, digits, ``.``, ``_``, ``-``.
+            field say it: 1 to 100 printable ASCII characters, no space.
         secrets: its current secret, or its two secrets during a rotation (either
             verifies). A single string is taken as one secret.
         mcp_url: its MCP endpoint (``http(s)://…``), for repair (``get_task_events``),
@@ -88,8 +88,8 @@ class ServerConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
             raise ConfigurationError(
-                f"Server name {self.name!r} is not usable: 1 to 100 letters, digits, '.', "
-                "'_' or '-', starting with a letter or digit (the X-RVC-Server it signs with)."
+                f"Server name {str(self.name)[:100]!r} is not usable: 1 to 100 printable ASCII "
+                "characters without spaces (the X-RVC-Server it signs with)."
             )
         keys = (self.secrets,) if isinstance(self.secrets, str) else tuple(self.secrets or ())
         if not keys:

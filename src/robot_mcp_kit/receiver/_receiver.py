@@ -375,6 +375,16 @@ class Receiver:
         self._store.close()
         _log.info("receiver_stopped", **self.stats.to_dict())
 
+    def close(self) -> None:
+        """Close the state file now, from any thread, without stopping anything else.
+
+        For a finalizer or a process exiting where no event loop runs :meth:`aclose`;
+        background tasks on a loop that still runs would then fail. Idempotent.
+        """
+        self._closed = True
+        self._state.close()
+        self._store.close()
+
     async def __aenter__(self) -> Receiver:
         await self.start()
         return self
@@ -389,7 +399,9 @@ class Receiver:
 
     # -- posts --------------------------------------------------------------------------------
 
-    async def receive(self, headers: Headers | PostHeaders, body: bytes) -> Receipt:
+    async def receive(
+        self, headers: Headers | PostHeaders, body: bytes, *, now: float | None = None
+    ) -> Receipt:
         """Answer one ``POST /api/agent/events``: the framework-free entry point.
 
         Give it the request's headers (a mapping, or ``(name, value)`` pairs where a
@@ -397,6 +409,7 @@ class Receiver:
         ``receipt.body`` as JSON. Read at most ``max_body_bytes + 1`` bytes of the body
         (a longer one is refused 413 either way), and answer within 5 s (contract §5.4):
         this returns once the event is committed, without waiting for the handler.
+        ``now`` (unix seconds) judges the timestamps instead of the receiver's clock.
 
         Raises:
             ReceiverClosed: after :meth:`aclose` (answer 503).
@@ -405,7 +418,8 @@ class Receiver:
             await self.start()
         if self._closed:
             raise ReceiverClosed("the receiver is closed")
-        now = self._clock()
+        if now is None:
+            now = self._clock()
         head = headers if isinstance(headers, PostHeaders) else read_headers(headers)
         verdict = (
             head
