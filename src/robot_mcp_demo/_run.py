@@ -120,6 +120,29 @@ class _Services:
 
     async def call(self, server: str, tool: str, args: dict[str, Any]) -> dict[str, Any]:
         result = await self.sessions[server].call_tool(tool, args)
+        return self._json(server, tool, result)
+
+    async def call_unlisted(self, server: str, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+        """Call ``tool``, which the server must not list to this caller (a robot naming an
+        admin tool it was never shown): checks its ``tools/list`` first, then sends the
+        ``tools/call`` request itself. ``call_tool`` would check the answer against the
+        tool's output schema, which a tool left out of the list does not have (the client
+        then logs "Tool … not listed by server")."""
+        from mcp import types
+
+        session = self.sessions[server]
+        listed = {shown.name for shown in (await session.list_tools()).tools}
+        if tool in listed:
+            raise DemoError(f"{server} is shown {tool} in its tools/list; it must not be")
+        request = types.CallToolRequest(
+            params=types.CallToolRequestParams(name=tool, arguments=args)
+        )
+        result = await session.send_request(types.ClientRequest(request), types.CallToolResult)
+        return self._json(server, tool, result)
+
+    @staticmethod
+    def _json(server: str, tool: str, result: Any) -> dict[str, Any]:
+        """The JSON object a tool's text content holds."""
         text = "".join(getattr(part, "text", "") for part in result.content)
         try:
             value = json.loads(text)
@@ -309,13 +332,13 @@ async def _scenario_fleet_isolation(s: _Services) -> str:
     found = await s.call("rap-1", "find_processes", {"query": "inspect the stamping press"})
     ids = [p.get("id") for p in found.get("processes") or []]
     _expect(LINE_B_DOC_ID not in ids, f"rap-1's find_processes returned {ids}")
-    moved = await s.call("rap-1", "set_group", {"robot_id": "rap-3", "group_id": "line-a"})
+    moved = await s.call_unlisted("rap-1", "set_group", {"robot_id": "rap-3", "group_id": "line-a"})
     _expect(moved.get("error") == "forbidden", f"rap-1's set_group answered {moved}")
-    toggled = await s.call("rap-1", "set_self_improve", {"enabled": False})
+    toggled = await s.call_unlisted("rap-1", "set_self_improve", {"enabled": False})
     _expect(toggled.get("error") == "forbidden", f"rap-1's set_self_improve answered {toggled}")
     return (
         f"rap-3 saved {LINE_B_DOC_ID}; rap-1: get_process not_found (as a missing id), "
-        "not in its find, set_group and set_self_improve forbidden"
+        "not in its find, set_group and set_self_improve not listed to it and forbidden"
     )
 
 

@@ -63,12 +63,23 @@ task's next ``seq`` goes out before anything new. A shutdown through :meth:`aclo
 journals nothing for the tasks it cancels, so they too are reported ``INTERRUPTED`` by the
 next start (nobody had asked for their cancellation).
 
+Task ownership (contract §13): a task belongs to the :class:`Principal` whose request
+started it (:func:`current_principal` at :meth:`TaskManager.start`: the access token's
+client, issuer and subject; :data:`ANONYMOUS` without authentication), whichever face the
+request came through. The manager's read and drive methods take the asking principal as
+``caller=`` (the task tools pass the request's): another principal's task is answered as
+an unknown id (None), and ``list`` leaves it out. The client ids in
+``TaskManager(task_admins=...)`` see and drive every task. ``caller=None`` is the server's
+own code, which sees every task. The owner is journalled with the task, so it holds after
+a restart with an outbox.
+
 Nothing here imports ``mcp``; logging goes to the stdlib logger ``robot_mcp_kit.tasks`` as
 event names with key-value fields (``trigger_ignored task_id='nav-1a2b3c' ...``).
 """
 
 from __future__ import annotations
 
+from robot_mcp_kit._principal import ANONYMOUS, Principal, current_principal
 from robot_mcp_kit._task_context import TaskBody, TaskContext, TaskError
 from robot_mcp_kit._task_journal import INTERRUPTED
 from robot_mcp_kit._task_manager import (
@@ -93,6 +104,7 @@ from robot_mcp_kit._triggers import (
 )
 
 __all__ = [
+    "ANONYMOUS",
     "CONTRACT_TRIGGER_TYPES",
     "DEFAULT_CANCEL_GRACE_S",
     "DEFAULT_INTERNAL_ERROR_DETAIL",
@@ -105,6 +117,7 @@ __all__ = [
     "EventSink",
     "InternalErrorDetail",
     "NumberField",
+    "Principal",
     "TaskBody",
     "TaskContext",
     "TaskError",
@@ -112,5 +125,6 @@ __all__ = [
     "TextField",
     "TriggerField",
     "TriggerType",
+    "current_principal",
     "new_task_id",
 ]

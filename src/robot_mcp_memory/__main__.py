@@ -163,11 +163,12 @@ def _copy_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
             "Copy a whole memory store between backends and verify it: the process\n"
-            "documents (ids, counters, timestamps exactly), the fleet registry (groups,\n"
-            "robots, settings and self-improve toggles) and the lessons. The destination\n"
-            "rebuilds its search index from the copied documents (vectors are computed by\n"
-            "the server that opens it with an embedder). Stop the servers writing to the\n"
-            "source first."
+            "documents (ids, counters, timestamps, revision numbers exactly) with their\n"
+            "revision history (the kept earlier versions, deleted documents' included),\n"
+            "the fleet registry (groups, robots, settings and self-improve toggles) and\n"
+            "the lessons. The destination rebuilds its search index from the copied\n"
+            "documents (vectors are computed by the server that opens it with an\n"
+            "embedder). Stop the servers writing to the source first."
         ),
         epilog=(
             "SRC and DST are each a data directory (SQLite: its index.db and lessons.db, "
@@ -290,7 +291,7 @@ def _operate(args: argparse.Namespace, settings: Settings) -> int:
         exported = operations.backup_database(settings, dest, progress=_say)
         counts = ", ".join(f"{n} {kind}" for kind, n in exported.counts.items())
         _say(
-            f"backup done: {counts} from one snapshot of the PostgreSQL database in {dest} "
+            f"backup done: {counts} from one snapshot of {_store_named(settings)} in {dest} "
             f"(manifest {dest}/manifest.json; 'restore {dest}' loads it into an empty database)"
         )
         return 0
@@ -299,7 +300,7 @@ def _operate(args: argparse.Namespace, settings: Settings) -> int:
             settings, Path(args.src), force=args.force, progress=_say
         )
         actions = ", ".join(f"{n} {action}" for action, n in sorted(restored.actions.items()))
-        _say(f"restore done into the PostgreSQL database: {actions or 'nothing to do'}")
+        _say(f"restore done into {_store_named(settings)}: {actions or 'nothing to do'}")
         return 0
     if args.command == "backup":
         operations.require_sqlite(settings, "backup")
@@ -348,11 +349,21 @@ def _operate(args: argparse.Namespace, settings: Settings) -> int:
                 memory.close()
         actions = ", ".join(f"{n} {action}" for action, n in sorted(loaded.actions.items()))
         _say(
-            f"load done into {settings.data_dir}: {actions or 'nothing to do'}; "
+            f"load done into {_store_named(settings)}: {actions or 'nothing to do'}; "
             f"{len(loaded.conflicts)} conflict(s)"
         )
         return 0
     raise AssertionError(f"unknown command {args.command!r}")  # argparse refuses it first
+
+
+def _store_named(settings: Settings) -> str:
+    """Where the store of ``settings`` is, for a command's last line: the data directory,
+    or ``the PostgreSQL database user@host:port/db`` (never the URL's password)."""
+    if settings.database_url is None:
+        return str(settings.data_dir)
+    from robot_mcp_memory.postgres import describe_url
+
+    return f"the PostgreSQL database {describe_url(settings.database_url.get_secret_value())}"
 
 
 def _refuse(message: str) -> int:

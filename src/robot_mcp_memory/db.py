@@ -118,7 +118,6 @@ __all__ = [
     "PROCESSES_REVISIONS_V5",
     "PROCESSES_V1",
     "PROCESSES_VECTORS",
-    "PROCESS_COLUMNS",
     "SCHEMA",
     "SCHEMA_VERSION",
     "TOKENIZE",
@@ -184,24 +183,6 @@ PROCESSES = Table(
     """,
     indexes=(_PROCESSES_ROBOT_INDEX,),
 )
-
-PROCESS_COLUMNS: tuple[str, ...] = (
-    "id",
-    "title",
-    "task_pattern",
-    "tags",
-    "robot",
-    "created",
-    "updated",
-    "success_count",
-    "failure_count",
-    "last_used",
-    "source_mission_id",
-    "body",
-    "shared",
-)
-"""The definition columns of ``processes``, in order: a document as the copy command moves
-it between backends (everything else about a document is derived from these)."""
 
 TOKENIZE = "porter unicode61"
 """The FTS5 ``tokenize`` option of the index; the per-owner statistics use the same tokens."""

@@ -2,21 +2,26 @@
 
 ``robot-mcp-memory copy --from SRC --to DST``, where each side is a data directory
 (SQLite: ``index.db`` and ``lessons.db`` in it) or a ``postgresql://`` URL. It copies the
-process documents (ids, counters, timestamps and bodies exactly), the fleet registry
-(groups, robots, settings and toggles) and the lessons, then proves it: every table is
-read back from the destination through its adapters, and the row count and a sha256 over
-a canonical serialization (:func:`table_sums`) must equal the source's.
+process documents (ids, counters, timestamps, bodies, revision numbers and recent outcomes
+exactly) with their revision history, the fleet registry (groups, robots, settings and
+toggles) and the lessons, then proves it: every table is read back from the destination
+through its adapters, and the row count and a sha256 over a canonical serialization
+(:func:`table_sums`) must equal the source's.
 
 How each side is read and written (:class:`Endpoint`): the registry through its adapter's
 ``export_rows``/``import_rows``, the lessons through the kit's
 :class:`~robot_mcp_kit.params.ParamBackend` (``lessons()``) and a bulk import, the
-documents through the narrow :class:`ProcessRows` interface (definition rows out, rows in
-and ``reindex``). What is DERIVED is never copied: the destination recomputes its search
+documents and their revisions through the narrow :class:`ProcessRows` interface (the rows
+of :data:`PROCESS_TABLES` out and in, then ``reindex``). Those two tables are read with
+every column they have (a column a later schema adds is copied and verified without being
+named here); the two sides must have the same columns, else the copy is refused before
+anything is written. What is DERIVED is never copied: the destination recomputes its search
 index from the rows it received (a vector signal is computed by the server that opens it
 with an embedder). Each table is written in one transaction.
 
 Refusals (one line, :class:`CopyRefused`): a source that does not exist, a destination
-that is not empty, the same store on both sides, a database that cannot be reached. The
+that is not empty, the same store on both sides, a database that cannot be reached, a
+table whose columns differ between the sides. The
 source is opened as the server opens it (an older schema is migrated forward); stop the
 servers writing to it first, so the copy is of a store at rest.
 """
@@ -25,20 +30,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 from robot_mcp_kit.params import PARAMS_SCHEMA, Lesson, SqliteBackend, lesson_key
 from robot_mcp_kit.store import SqliteStore, StoreUnavailable
-from robot_mcp_memory.db import INDEX_FILENAME, PROCESS_COLUMNS, open_index
+from robot_mcp_memory.db import INDEX_FILENAME, open_index
 from robot_mcp_memory.fleet import FleetRegistry, FleetRows
 from robot_mcp_memory.services import LESSONS_FILENAME
 from robot_mcp_memory.store import ProcessStore
 
 __all__ = [
     "EXIT_MISMATCH",
+    "PROCESS_TABLES",
     "TABLES",
     "CopyRefused",
     "Endpoint",
@@ -55,14 +61,12 @@ __all__ = [
 EXIT_MISMATCH = 3
 """The exit status when the destination does not match the source after the copy."""
 
-TABLES = ("processes", "fleet_groups", "fleet_robots", "fleet_settings", "lessons")
+PROCESS_TABLES = ("processes", "processes_revisions")
+"""The stored tables of the process documents (the documents, the versions they replaced),
+copied whole with every column; everything else about a document is derived from them."""
+
+TABLES = (*PROCESS_TABLES, "fleet_groups", "fleet_robots", "fleet_settings", "lessons")
 """What is copied and verified, in the order it is written."""
-
-
-_COLS = ", ".join(PROCESS_COLUMNS)
-_MARKS = ", ".join("?" for _ in PROCESS_COLUMNS)
-_SELECT_PROCESSES = f"SELECT {_COLS} FROM processes ORDER BY id"  # noqa: S608 - constants
-_INSERT_PROCESSES = f"INSERT INTO processes ({_COLS}) VALUES ({_MARKS})"  # noqa: S608
 
 
 class CopyRefused(Exception):
@@ -70,17 +74,19 @@ class CopyRefused(Exception):
 
 
 class ProcessRows(Protocol):
-    """What the copy needs of a process store beyond its port: its definition rows
-    (:data:`~robot_mcp_memory.db.PROCESS_COLUMNS`, ``shared`` a bool) out, by id, and in,
-    into an empty store in one transaction, after which the store recomputes what is
-    derived (its ``reindex``) and returns how many documents it indexed (None: there is
-    nothing derived to recompute)."""
+    """What the copy needs of a process store beyond its port: the rows of each table of
+    :data:`PROCESS_TABLES` with every column the table has (``columns``; a boolean as
+    SQLite stores it, 0 or 1) out, and in, into an empty store in one transaction, after
+    which the store recomputes what is derived (its ``reindex``) and returns how many
+    documents it indexed (None: there is nothing derived to recompute)."""
 
     def count_process_rows(self) -> int: ...
 
-    def export_process_rows(self) -> list[dict[str, Any]]: ...
+    def columns(self, table: str) -> tuple[str, ...]: ...
 
-    def import_process_rows(self, rows: Sequence[dict[str, Any]]) -> int | None: ...
+    def export_table(self, table: str) -> list[dict[str, Any]]: ...
+
+    def import_tables(self, tables: Mapping[str, Sequence[dict[str, Any]]]) -> int | None: ...
 
 
 class RegistryRows(Protocol):
@@ -102,10 +108,21 @@ class LessonRows(Protocol):
 # --- the SQLite side ------------------------------------------------------------------
 
 
+def _process_table(table: str) -> str:
+    """``table`` quoted for SQL, once it is known to be one of :data:`PROCESS_TABLES`.
+
+    Raises:
+        ValueError: any other name.
+    """
+    if table not in PROCESS_TABLES:
+        raise ValueError(f"{table!r} is not one of {PROCESS_TABLES}")
+    return f'"{table}"'
+
+
 class SqliteProcessRows:
-    """:class:`ProcessRows` over ``index.db``: raw rows of ``processes``, then the
-    process store's ``reindex`` (its full-text index and term statistics; vectors are
-    computed when a server with an embedder opens the file)."""
+    """:class:`ProcessRows` over ``index.db``: the raw rows of ``processes`` and
+    ``processes_revisions``, then the process store's ``reindex`` (its full-text index and
+    term statistics; vectors are computed when a server with an embedder opens the file)."""
 
     def __init__(self, store: SqliteStore, processes: ProcessStore) -> None:
         self.store = store
@@ -114,20 +131,28 @@ class SqliteProcessRows:
     def count_process_rows(self) -> int:
         return self.store.counts()["processes"]
 
-    def export_process_rows(self) -> list[dict[str, Any]]:
-        self.store.flush()
-        rows = self.store.query(_SELECT_PROCESSES)
-        return [{**dict(r), "shared": bool(r["shared"])} for r in rows]
+    def columns(self, table: str) -> tuple[str, ...]:
+        rows = self.store.query(f"PRAGMA table_info({_process_table(table)})")
+        return tuple(str(r["name"]) for r in rows)
 
-    def import_process_rows(self, rows: Sequence[dict[str, Any]]) -> int:
+    def export_table(self, table: str) -> list[dict[str, Any]]:
+        self.store.flush()  # the outcome counters are hot writes
+        names = ", ".join(f'"{c}"' for c in self.columns(table))
+        rows = self.store.query(f"SELECT {names} FROM {_process_table(table)}")  # noqa: S608
+        return [dict(r) for r in rows]
+
+    def import_tables(self, tables: Mapping[str, Sequence[dict[str, Any]]]) -> int:
         with self.store.transaction() as conn:
-            conn.executemany(
-                _INSERT_PROCESSES,
-                [
-                    tuple(int(r[c]) if c == "shared" else r[c] for c in PROCESS_COLUMNS)
-                    for r in rows
-                ],
-            )
+            for table, rows in tables.items():
+                if not rows:
+                    continue
+                columns = list(rows[0])
+                names = ", ".join(f'"{c}"' for c in columns)
+                marks = ", ".join("?" for _ in columns)
+                conn.executemany(
+                    f"INSERT INTO {_process_table(table)} ({names}) VALUES ({marks})",  # noqa: S608
+                    [tuple(r[c] for c in columns) for r in rows],
+                )
         return self.processes.reindex()
 
 
@@ -180,12 +205,13 @@ class Snapshot:
     """A whole store as its adapters read it."""
 
     processes: list[dict[str, Any]]
+    revisions: list[dict[str, Any]]
     fleet: FleetRows
     lessons: list[Lesson]
 
     def rows(self) -> dict[str, list[dict[str, Any]]]:
         """Each table's rows as plain JSON values (the canonical form :func:`table_sums`
-        hashes): documents as stored, groups without their members (those are the
+        hashes): documents and revisions as stored, groups without their members (those are the
         robots' ``group_id``), robots with ``meta`` as an object, lessons without the
         derived ``reliability``."""
         lessons = []
@@ -200,6 +226,7 @@ class Snapshot:
             groups.append(data)
         return {
             "processes": self.processes,
+            "processes_revisions": self.revisions,
             "fleet_groups": groups,
             "fleet_robots": [r.to_dict() for r in self.fleet.robots],
             "fleet_settings": [{"key": k, "value": v} for k, v in self.fleet.settings],
@@ -309,9 +336,10 @@ class Endpoint:
     def snapshot(self) -> Snapshot:
         """Everything, read through the adapters."""
         return Snapshot(
-            self.processes.export_process_rows(),
-            self.registry.export_rows(),
-            self.lessons.lessons(),
+            processes=self.processes.export_table("processes"),
+            revisions=self.processes.export_table("processes_revisions"),
+            fleet=self.registry.export_rows(),
+            lessons=self.lessons.lessons(),
         )
 
     def counts(self) -> dict[str, int]:
@@ -321,7 +349,9 @@ class Endpoint:
     def load(self, snapshot: Snapshot) -> int | None:
         """Write ``snapshot`` (one transaction per table); the documents the search index
         was rebuilt for (None: the destination derives nothing from them)."""
-        indexed = self.processes.import_process_rows(snapshot.processes)
+        indexed = self.processes.import_tables(
+            {"processes": snapshot.processes, "processes_revisions": snapshot.revisions}
+        )
         self.registry.import_rows(snapshot.fleet)
         self.lessons.import_lessons(snapshot.lessons)
         return indexed
@@ -393,6 +423,16 @@ def _copy(source: Endpoint, destination: Endpoint, out: TextIO) -> int:
             "new data directory or an empty database (CREATE DATABASE ...), or empty this "
             "one first"
         )
+    for table in PROCESS_TABLES:
+        ours = set(source.processes.columns(table))
+        theirs = set(destination.processes.columns(table))
+        if ours != theirs:
+            raise CopyRefused(
+                f"the {table} table has other columns in {destination.described} than in "
+                f"{source.described} (only in the source: {sorted(ours - theirs)}; only in "
+                f"the destination: {sorted(theirs - ours)}); nothing was written. Open both "
+                "with the same version of robot-mcp-memory"
+            )
     snapshot = source.snapshot()
     before = table_sums(snapshot)
     indexed = destination.load(snapshot)

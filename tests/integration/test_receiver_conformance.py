@@ -37,7 +37,8 @@ import uvicorn
 from robot_mcp_conformance._checks import catalogue
 from robot_mcp_conformance._receiver_checks import receiver_clauses
 
-# One run takes 3-5 s (the slow receiver's about 15 s); the guard is for a hang.
+# One run takes 3-5 s (the slow receiver's too: the suite stops after its timed posts);
+# the guard is for a hang.
 RUN_HANG_GUARD_S = 180.0
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(RUN_HANG_GUARD_S + 60)]
 
@@ -121,7 +122,12 @@ CASES: dict[str, Case] = {
     "gaps_unreported": Case(failed=_fails("gap-reported")),
     "lossy_store": Case(failed=_fails("acknowledged-is-stored")),
     "stores_before_verifying": Case(failed=_fails("refused-not-processed")),
-    "slow": Case(failed=_fails("answers-within-budget")),
+    # Over its time budget: that clause fails and nothing else is checked (the suite stops
+    # rather than wait on every post; test_a_receiver_over_its_budget_stops_the_suite).
+    "slow": Case(
+        failed=_fails("answers-within-budget"),
+        not_checked=ALL - _fails("answers-within-budget"),
+    ),
     # A warning, never a failure: exit code 0.
     "leaky_compare": Case(warned=_fails("constant-time-compare")),
     # --expected-failures: the listed failure is expected (exit 0) ...
@@ -420,3 +426,24 @@ def test_a_receiver_url_given_to_the_server_suite_says_how_to_run_the_receiver_s
     )
     assert proc.returncode == 4, proc.stdout + proc.stderr
     assert "--receiver-url runs the receiver suite: pytest --pyargs" in proc.stderr
+
+
+def test_a_receiver_over_its_budget_stops_the_suite(tmp_path: Path, timeout_scale: float) -> None:
+    """A receiver slower than --time-budget gets three timed posts, not the whole suite:
+    the budget clause fails, every other clause is not checked for one stated reason, and
+    the run says it once, in one line, at its end."""
+    app = _load("slow").make(SECRETS)
+    with served(app) as url:
+        args = [*SUITE_ARGS, "--time-budget", TIME_BUDGET, "--inspect-url", url + "/inspect"]
+        run = run_suite(url + "/api/agent/events", args, tmp_path, RUN_HANG_GUARD_S * timeout_scale)
+    assert run.returncode == 1, run.output
+    assert app.acknowledged == 3, "more than half of the 5 timed posts over budget: stop"
+    entries = {c["id"]: c for c in run.report["clauses"]}
+    assert entries["receiver.answers-within-budget"]["status"] == "failed"
+    reasons = {c["summary"] for i, c in entries.items() if i != "receiver.answers-within-budget"}
+    assert len(reasons) == 1, reasons
+    (reason,) = reasons
+    assert reason.startswith("not checked: the receiver answered slower than its time budget")
+    assert "budget 0.5 s" in reason
+    said = [line for line in run.output.splitlines() if "receiver suite stopped early" in line]
+    assert said == [f"receiver suite stopped early: {reason}"], run.output
