@@ -416,8 +416,6 @@ async def _scenario_brain_restart(s: _Services) -> str:
     mcp_url = f"http://127.0.0.1:{sleeper_port}/sse"
     python = sys.executable
     state = s.workdir / "brain-receiver.db"
-    log = s.workdir / "brain.log"
-    output = log.open("ab")
 
     def brain() -> ServiceProcess:
         return ServiceProcess(
@@ -431,7 +429,6 @@ async def _scenario_brain_restart(s: _Services) -> str:
                 "BRAIN_PORT": str(brain_port),
                 "BRAIN_STATE": str(state),
             },
-            output=output,
         )
 
     sleeper = ServiceProcess(
@@ -448,6 +445,11 @@ async def _scenario_brain_restart(s: _Services) -> str:
     )
     first = brain()
     second: ServiceProcess | None = None
+
+    def printed() -> str:
+        """What the brain printed: the first process's output, then the second's."""
+        return first.log_text() + ("" if second is None else second.log_text())
+
     try:
         await asyncio.to_thread(sleeper.start, 60)
         await asyncio.to_thread(first.start, 60)
@@ -455,13 +457,13 @@ async def _scenario_brain_restart(s: _Services) -> str:
         task_id = str((await _call_once(mcp_url, "sleep_task", args))["task_id"])
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 20
-        while len(_brain_lines(log.read_text(errors="replace"), task_id)[0]) < 2:
+        while len(_brain_lines(printed(), task_id)[0]) < 2:
             _expect(loop.time() < deadline, f"the brain printed nothing for {task_id}")
             await asyncio.sleep(0.05)
         assert first.proc is not None
         first.proc.send_signal(signal.SIGKILL)
         await asyncio.to_thread(first.proc.wait, 10)
-        before = len(_brain_lines(log.read_text(errors="replace"), task_id)[0])
+        before = len(_brain_lines(printed(), task_id)[0])
         while (await _call_once(mcp_url, "get_task", {"task_id": task_id})).get("state") == (
             "running"
         ):
@@ -472,17 +474,17 @@ async def _scenario_brain_restart(s: _Services) -> str:
         second = brain()
         restarted = loop.time()
         await asyncio.to_thread(second.start, 60)
-        while len(_brain_lines(log.read_text(errors="replace"), task_id)[0]) < len(events):
+        while len(_brain_lines(printed(), task_id)[0]) < len(events):
             _expect(loop.time() - restarted < 20, "the restarted brain did not catch up")
             await asyncio.sleep(0.05)
         caught_up = loop.time() - restarted
     finally:
+        text = printed()  # before the services close: their output goes with them
         for service in (second, first, sleeper):
             if service is not None:
                 with contextlib.suppress(Exception):
                     service.close()
-        output.close()
-    seen, again = _brain_lines(log.read_text(errors="replace"), task_id)
+    seen, again = _brain_lines(text, task_id)
     _expect(
         [(seq, type_) for seq, type_, _ in seen] == events,
         f"the brain's handler saw {seen}, the server's events are {events}",

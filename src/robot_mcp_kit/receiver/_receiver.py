@@ -673,8 +673,9 @@ class Receiver:
         return str(self._store.path)
 
     def forget_everything(self) -> None:
-        """Delete every stored event and task (tests, fake_rvc's reset). Not while handler
-        calls run: their commits would recreate nothing, and their tasks are forgotten."""
+        """Delete every stored event and task, in the file and in memory (tests, fake_rvc's
+        reset): an event posted again afterwards is new. Updates being handed over at that
+        moment still finish; their cursors then move tasks the file no longer has."""
         self._state.forget_all()
 
     def asgi_app(

@@ -249,7 +249,7 @@ class ReceiverState:
         self.on_ready = on_ready
         """Called with a task once an event stored for it is committed (wakes its lane)."""
         self._tasks: dict[TaskKey, TaskRecord] = {}
-        self.cursor_delay_s = 0.01
+        self.cursor_delay_s = 0.1
         """How long a moved cursor may wait for a commit to join before it gets its own."""
         self._moves: dict[TaskKey, TaskRecord] = {}
         """Tasks whose cursor moved and is not yet written (:meth:`write_moves`)."""
