@@ -3,14 +3,16 @@
 Both are child processes on free loopback ports, configured only through the environment
 the README names. A task that asks for confirmation is answered by the example's handler;
 every event of the task reaches the handler once, in seq order, and they are exactly the
-server's ``get_task_events``.
+server's ``get_task_events``. And the receiver suite passes the example as it stands.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -93,3 +95,40 @@ def test_the_readme_brain_answers_a_question_and_gets_every_event_once(tmp_path:
     assert types[:2] == ["input_required", "input_answered"]
     assert types[-1] == "task_done"
     assert {source for *_, source in seen} <= {"post", "repair", "reconcile"}
+
+
+def test_the_readme_brain_passes_the_receiver_suite(tmp_path: Path) -> None:
+    """robot-mcp-conformance receiver against examples/brain.py as the README starts it (two
+    secrets of a rotation, no inspection hook): every clause passes or is not checked."""
+    port = free_port()
+    brain = ServiceProcess(
+        "brain",
+        [sys.executable, str(REPO / "examples" / "brain.py")],
+        port,
+        env={
+            "RVC_SERVERS": "sleeper",
+            "RVC_SLEEPER_SECRET": SECRET,
+            "RVC_SLEEPER_SECRET_NEXT": "brain-example-next",
+            "BRAIN_PORT": str(port),
+            "BRAIN_STATE": str(tmp_path / "brain.db"),
+        },
+        cwd=tmp_path,
+    )
+    argv = [sys.executable, "-m", "robot_mcp_conformance", "receiver"]
+    argv += [f"http://127.0.0.1:{port}/api/agent/events", "--secret", SECRET]
+    argv += ["--second-secret", "brain-example-next", "--server-name", "sleeper"]
+    argv += ["--report-json", str(tmp_path / "report.json"), "-p", "robot_mcp_conformance.plugin"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CONFORMANCE_", "COVERAGE_"))}
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    try:
+        brain.start(ready_timeout_s=60)
+        done = subprocess.run(
+            argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=150, check=False
+        )
+    finally:
+        brain.close()
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    statuses = {c["id"]: c["status"] for c in report["clauses"]}
+    assert set(statuses.values()) <= {"passed", "not_checked", "warning"}, statuses
+    assert statuses["receiver.unknown-type-acknowledged"] == "passed"
