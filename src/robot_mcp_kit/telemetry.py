@@ -262,28 +262,24 @@ class _Otel:
 def _drops_unsampled(tracer_provider: Any, *, remote: bool) -> bool:
     """True if ``tracer_provider``'s sampler drops every child of a sampled-out parent.
 
-    Asked once, of the sampler itself (its public ``should_sample``), with a made-up
-    parent: a provider that is not the SDK's, or a sampler that keeps such children
-    (e.g. a bare ``TraceIdRatioBased``), answers False and its spans are made as usual.
+    Only a sampler that says so whatever the span is: the SDK's ``ParentBased`` whose
+    not-sampled delegate (remote or local parent) is ``ALWAYS_OFF`` (the default of every
+    ``parentbased_*`` sampler), or ``ALWAYS_OFF`` itself, read from the sampler's public
+    description. Any other sampler (one that looks at a span's name or attributes, a
+    provider that is not the SDK's) gets its spans made as usual.
     """
     sampler = getattr(tracer_provider, "sampler", None)
     if sampler is None:
         return False
-    from opentelemetry import trace
-    from opentelemetry.sdk.trace.sampling import Decision
-
-    parent = trace.SpanContext(
-        trace_id=0x1, span_id=0x1, is_remote=remote, trace_flags=trace.TraceFlags(0)
-    )
-    context = trace.set_span_in_context(trace.NonRecordingSpan(parent))
     try:
-        for trace_id in (0x1, 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF):  # both ends of a ratio
-            result = sampler.should_sample(context, trace_id, "probe")
-            if result.decision is not Decision.DROP:
-                return False
-    except Exception:  # a custom sampler that cannot answer a made-up parent
+        description = str(sampler.get_description())
+    except Exception:  # a custom sampler that cannot describe itself
         return False
-    return True
+    if description == "AlwaysOffSampler":
+        return True
+    key = "remoteParentNotSampled" if remote else "localParentNotSampled"
+    fields = description.removeprefix("ParentBased{").removesuffix("}").split(",")
+    return description.startswith("ParentBased{") and f"{key}:AlwaysOffSampler" in fields
 
 
 def _unsampled_span_class() -> type[Any]:
