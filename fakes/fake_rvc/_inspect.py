@@ -14,12 +14,15 @@ from pydantic import BaseModel, Field
 
 from fake_rvc._dependencies import ERROR_RESPONSE, RecorderDep, error_response
 from fake_rvc._exceptions import FaultError, WaitTimeout
-from fake_rvc._reconcile import Reconciler
 from fake_rvc._records import json_line
+from robot_mcp_kit.log import get_logger
+from robot_mcp_kit.receiver import Receiver
 
 __all__ = ["EVENTS_JSONL_PATH", "INSPECT_PATH", "FaultRequest", "router"]
 
 router = APIRouter()
+
+_log = get_logger("fake_rvc")
 
 EVENTS_JSONL_PATH = "/api/fake/events.jsonl"
 """The stored events as JSON lines: ``ReceivedEvent.to_dict()``, one per line."""
@@ -137,15 +140,25 @@ async def inspect_task(
     responses={409: ERROR_RESPONSE},
 )
 async def reconcile(request: Request, recorder: RecorderDep) -> Any:
-    reconciler: Reconciler = request.app.state.reconciler
-    if not reconciler.urls:
+    receiver: Receiver = request.app.state.receiver
+    if not request.app.state.repair_urls:
         return error_response(
             409,
             "not_configured",
             "fake_rvc knows no server's MCP URL to ask: start it with --repair "
             "name=http://host:port/sse (create_app(repair_urls=...)).",
         )
-    servers = await reconciler.reconcile()
+    listed: dict[str, int] = request.app.state.listed
+    servers: dict[str, dict[str, Any]] = {}
+    for name, report in (await receiver.reconcile()).items():
+        if "error" in report:
+            _log.warning("reconcile_failed", server=name, error=report["error"])
+            servers[name] = {
+                "error": "failed",
+                "detail": f"list_tasks on {name!r} failed; the fake_rvc log says why.",
+            }
+        else:
+            servers[name] = {"tasks": report["tasks"], "changed": listed.pop(name, 0)}
     return {"servers": servers, "states": [s.to_dict() for s in recorder.task_states()]}
 
 
@@ -170,7 +183,9 @@ async def list_attempts(recorder: RecorderDep, server: str | None = None) -> dic
 
 
 @router.post("/api/fake/reset", summary="Forget events, attempts, counters and faults")
-async def reset(recorder: RecorderDep) -> dict[str, Any]:
+async def reset(request: Request, recorder: RecorderDep) -> dict[str, Any]:
+    receiver: Receiver = request.app.state.receiver
+    receiver.forget_everything()  # the same event_id is new again
     recorder.reset()
     return {"reset": True}
 

@@ -385,6 +385,7 @@ def _measure_fastmcp(server: Any) -> bool:
         return False
     if any(getattr(link, _TRACED, False) for link in chain):
         return True
+    from fastmcp.exceptions import FastMCPError  # type: ignore[import-not-found]
     from fastmcp.server.middleware import Middleware  # type: ignore[import-not-found]
 
     class MeasureRequests(Middleware):  # type: ignore[misc]
@@ -395,7 +396,15 @@ def _measure_fastmcp(server: Any) -> bool:
             with telemetry.operation_duration(
                 context.method or "", name if isinstance(name, str) else None
             ) as operation:
-                result = await call_next(context)
+                try:
+                    result = await call_next(context)
+                except FastMCPError:
+                    # A tool's error (ToolError, bad arguments, an unknown tool): FastMCP
+                    # answers a tools/call with an isError result, as the other
+                    # frameworks do, so it is measured as they measure it.
+                    if operation is not None and context.method == "tools/call":
+                        operation.error_type = "tool_error"
+                    raise
                 if operation is not None and _is_tool_error(result):
                     operation.error_type = "tool_error"
                 return result

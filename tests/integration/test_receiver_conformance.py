@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import xml.etree.ElementTree as ET
@@ -84,6 +85,8 @@ def _fails(*ids: str) -> frozenset[str]:
 
 CASES: dict[str, Case] = {
     "fake_rvc": Case(module="fake_rvc"),
+    # robot_mcp_kit.receiver, built from its public API only (with its inspection hook).
+    "kit_receiver": Case(module="kit_receiver"),
     "control": Case(),
     "control_without_hook": Case(module="control", hook=False, not_checked=HOOK_CLAUSES),
     # It accepts the signatures wrong in their last digit, so the timing is not judged.
@@ -166,7 +169,7 @@ def served(app: Any) -> Iterator[str]:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="critical", lifespan="off"))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="critical", lifespan="auto"))
     thread = threading.Thread(
         target=lambda: server.run(sockets=[sock]), name=f"receiver:{port}", daemon=True
     )
@@ -194,9 +197,27 @@ def receiver(case: Case, name: str) -> Iterator[tuple[str, str]]:
         with FakeRvcServer(SECRETS) as rvc:  # type: ignore[arg-type]  # lists: a rotation
             yield rvc.events_url, rvc.url + "/api/fake/inspect"
         return
+    if module == "kit_receiver":
+        with (
+            tempfile.TemporaryDirectory(prefix="kit-receiver-") as state,
+            served(kit_receiver_app(Path(state) / "receiver.db")) as url,
+        ):
+            yield url + "/api/agent/events", url + "/inspect"
+        return
     app = _load(module).make(SECRETS)
     with served(app) as url:
         yield url + "/api/agent/events", url + "/inspect"
+
+
+def kit_receiver_app(state: Path) -> Any:
+    """The kit's receiver as a brain would build it, with a handler that keeps nothing."""
+    from robot_mcp_kit.receiver import Receiver, ServerConfig, TaskUpdate
+
+    async def handle(update: TaskUpdate) -> None:
+        return None
+
+    servers = [ServerConfig(name, tuple(keys)) for name, keys in SECRETS.items()]
+    return Receiver(servers, handle, state=state).asgi_app(inspect_path="/inspect")
 
 
 @dataclass(frozen=True)
@@ -256,7 +277,7 @@ def run_suite(url: str, args: list[str], tmp_path: Path, timeout_s: float) -> Ru
 def test_every_broken_receiver_is_in_the_table():
     """Each module of tests/conformance_broken_receivers/ has a case, and vice versa."""
     modules = {p.stem for p in BROKEN.glob("*.py") if not p.stem.startswith("_")}
-    used = {case.module or name for name, case in CASES.items()} - {"fake_rvc"}
+    used = {case.module or name for name, case in CASES.items()} - {"fake_rvc", "kit_receiver"}
     assert modules == used
 
 
