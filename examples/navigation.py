@@ -37,8 +37,8 @@ manager = runtime.manager  # nothing runs until serve() enters the runtime
 register_task_tools(mcp, manager)  # get_task / cancel_task / list_tasks / get_task_events
 
 
-async def navigate_to(
-    place: str, speed: float = 1.0, triggers: list[dict[str, Any]] | None = None
+async def navigate_to(  # list[Any]: the kit, not the framework, judges each trigger
+    place: str, speed: float = 1.0, triggers: list[Any] | None = None
 ) -> TaskInfo:
     """Start driving to `place` (speed 1.0 is real time); returns the task at once.
 

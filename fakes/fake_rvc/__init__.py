@@ -3,9 +3,11 @@
 The receiving half of the Async Task Contract, for the test suites, the conformance suite
 and a developer pointing a capability server at it:
 
-* :func:`create_app` — the FastAPI app (verifies, dedupes, tracks seq, records everything);
+* :func:`create_app` — the FastAPI app, built on the kit's receiver
+  (:class:`robot_mcp_kit.receiver.Receiver`: it verifies, stores and dedupes, tracks seq,
+  repairs gaps and reconciles), recording everything it sees;
 * :func:`check_post` — every accept/reject decision of that endpoint, as a pure function
-  returning a :class:`Verdict`;
+  returning a :class:`Verdict` (the kit's, :mod:`robot_mcp_kit.receiver`);
 * :class:`FakeRvcServer` — that app under uvicorn in a thread on a free loopback port;
 * :class:`Recorder` — the state both share: events, timelines with anomalies, attempts,
   counters, fault injection and waits (thread-safe);
@@ -18,7 +20,7 @@ Its inspection hook (``GET /api/fake/inspect?server=…&task_id=…``, ``docs/co
 it did with the events it acknowledged; ``GET /api/fake/events.jsonl`` exports the events.
 
 Every error it raises on purpose is a :class:`FakeRvcError`. :class:`Recorder`, its
-records and :func:`check_post` are pure Python; :func:`create_app`,
+records and :func:`check_post` are pure Python (with the kit's core); :func:`create_app`,
 :class:`FakeRvcServer` and the dependencies need the ``fake`` extra (fastapi, uvicorn) and
 are imported on first use, so ``fake-rvc`` can say which extra is missing instead of a
 traceback.
@@ -41,13 +43,6 @@ from fake_rvc._exceptions import (
 )
 from fake_rvc._fault_script import load_faults, parse_faults
 from fake_rvc._faults import ANY_SERVER, Fault
-from fake_rvc._receive import (
-    DEFAULT_MAX_BODY_BYTES,
-    DEFAULT_MAX_JSON_DEPTH,
-    BodyReason,
-    Verdict,
-    check_post,
-)
 from fake_rvc._recorder import Recorder
 from fake_rvc._records import (
     MAX_TRACE_HEADER_CHARS,
@@ -59,6 +54,13 @@ from fake_rvc._records import (
     json_line,
 )
 from fake_rvc._waits import Subscription
+from robot_mcp_kit.receiver import (
+    DEFAULT_MAX_BODY_BYTES,
+    DEFAULT_MAX_JSON_DEPTH,
+    BodyReason,
+    Verdict,
+    check_post,
+)
 
 if TYPE_CHECKING:
     from fake_rvc._app import EVENTS_PATH, create_app

@@ -1,18 +1,24 @@
 """The FastAPI app: the brain's ``POST /api/agent/events``, inspection and the live page.
 
-``create_app(secrets)`` builds a fresh app; its :class:`~fake_rvc.Recorder` lives on
-``app.state.recorder`` (never a module global), and secrets, the clock and the recorder
-reach the endpoints as dependencies (:mod:`fake_rvc._dependencies`).
+``create_app(secrets)`` builds a fresh app on the kit's receiver
+(:class:`robot_mcp_kit.receiver.Receiver`, ``app.state.receiver``): it verifies each post
+(the pure :func:`robot_mcp_kit.receiver.check_post`), stores and dedupes events in its
+state file (a temporary one unless ``state_path`` is given), tracks each task's seq,
+repairs gaps through a server's ``get_task_events`` and reconciles with ``list_tasks``
+(repair mode). fake_rvc adds what a test double needs: its :class:`~fake_rvc.Recorder`
+(``app.state.recorder``, never a module global) keeps every attempt, each task's timeline
+with its anomalies and the counters, for inspection, waits, the live page and export;
+injected faults act before the receiver sees a post. The recorder and the clock reach the
+endpoints as dependencies (:mod:`fake_rvc._dependencies`).
 
 The events route is thin: it reads the headers and at most the size cap of the body,
 lets an injected fault act (after the header and size checks, before authentication, like
 a broken network would: a delay, then a status or a dropped connection; a delay alone goes
-on to normal processing), and leaves every other decision to the pure
-:func:`fake_rvc.check_post` (the table of answers is in :mod:`fake_rvc._receive`). A
-verified event is stored once: ``{"accepted": true, ...}``, or for a known ``event_id``
+on to normal processing), and leaves every other decision to the receiver. A verified
+event is recorded once: ``{"accepted": true, ...}``, or for a known ``event_id``
 ``{"duplicate": true, ...}``; an event of a ``type`` the kit does not know is acknowledged
-the same way, with ``"unknown_type": true`` and a ``post_unknown_type`` WARNING
-(``docs/contract.md`` §4.4).
+the same way, with ``"unknown_type": true`` (the receiver logs ``post_unknown_type``;
+``docs/contract.md`` §4.4).
 
 Every error body is ``{"error": "<code>", "detail": "<sentence>"}``, and no answer carries
 the text of a Python exception (issue 9, finding 7). The inspection API
@@ -26,21 +32,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import shutil
+import tempfile
 import time
 import uuid
+import weakref
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 
-from fake_rvc._bodies import describe_errors, peek
 from fake_rvc._dependencies import (
     ERROR_RESPONSE,
     RecorderDep,
-    SecretsDep,
     UnixClock,
     UnixClockDep,
     error_response,
@@ -49,21 +58,25 @@ from fake_rvc._exceptions import ConfigError, ConnectionDropped, SecretsError
 from fake_rvc._faults import Fault
 from fake_rvc._inspect import router as inspect_router
 from fake_rvc._page import router as page_router
-from fake_rvc._receive import (
+from fake_rvc._recorder import Recorder
+from fake_rvc._records import Attempt, Outcome
+from robot_mcp_kit import ConfigurationError, TaskEvent, TaskInfo
+from robot_mcp_kit.log import get_logger
+from robot_mcp_kit.receiver import (
     DEFAULT_MAX_BODY_BYTES,
     DEFAULT_MAX_JSON_DEPTH,
+    Ingested,
+    Receiver,
+    ServerConfig,
+    TaskUpdate,
+    UpdateKind,
     Verdict,
     body_too_large,
     check_declared_size,
-    check_post,
+    describe_errors,
+    peek,
     read_headers,
 )
-from fake_rvc._reconcile import Reconciler
-from fake_rvc._recorder import Recorder
-from fake_rvc._records import MAX_TRACE_HEADER_CHARS, Attempt, Outcome
-from fake_rvc._repair import GapRepairer
-from robot_mcp_kit import TaskEvent
-from robot_mcp_kit.log import get_logger
 from robot_mcp_kit.signing import (
     DEFAULT_MAX_SKEW_S,
     HEADER_SERVER,
@@ -103,6 +116,7 @@ def create_app(
     state: Recorder | None = None,
     repair_urls: Mapping[str, str] | None = None,
     reconcile_every_s: float | None = None,
+    state_path: str | os.PathLike[str] | None = None,
 ) -> FastAPI:
     """Build a fake brain: the receiver of the servers' events.
 
@@ -119,17 +133,19 @@ def create_app(
         clock: unix seconds now; ``time.time`` when None.
         state: a :class:`Recorder` to share (e.g. with a test); a new one when None.
         repair_urls: repair mode — server name → that server's MCP URL; a gap in one of
-            its tasks is filled through its ``get_task_events`` tool
-            (:mod:`fake_rvc._repair`), and ``POST /api/fake/reconcile`` asks it
-            ``list_tasks`` (:mod:`fake_rvc._reconcile`).
+            its tasks is filled through its ``get_task_events`` tool, and ``POST
+            /api/fake/reconcile`` asks it ``list_tasks`` (the receiver does both).
         reconcile_every_s: with ``repair_urls``, also ask ``list_tasks`` every so many
             seconds while the app runs, so the live page shows every task's state, a
             task that posted no event included (None: only on request).
+        state_path: the receiver's state file (its events, for dedup across a restart of
+            fake_rvc); None: a temporary file, gone with the app.
 
     Raises:
         SecretsError: (a ``ValueError``) a server name or secret is empty or not a
-            string, or a secret does not encode as UTF-8 (lone surrogates).
-        ConfigError: (a ``ValueError``) ``reconcile_every_s`` is not a positive number.
+            string, or a secret does not encode as UTF-8.
+        ConfigError: (a ``ValueError``) ``reconcile_every_s`` is not a positive number,
+            or a repair URL is not ``http(s)://host...``.
     """
     accepted = _checked_secrets(secrets)
     if reconcile_every_s is not None and not reconcile_every_s > 0:
@@ -137,19 +153,53 @@ def create_app(
             f"reconcile_every_s must be a positive number of seconds, got {reconcile_every_s!r}."
         )
     recorder = state if state is not None else Recorder()
-    repairer = GapRepairer(repair_urls or {}, recorder)
-    reconciler = Reconciler(repair_urls or {}, recorder)
+    app_clock = clock if clock is not None else time.time
+    urls = dict(repair_urls or {})
+    listed: dict[str, int] = {}
+
+    async def handle(update: TaskUpdate) -> None:
+        # Posted events were recorded as they arrived; the receiver hands over the ones it
+        # fetched to fill a gap (repair) or caught up on (reconciliation) as well.
+        if update.kind is UpdateKind.EVENT and update.source != "post" and update.event:
+            recorder.record_repaired(update.event, server=update.server)
+
+    def on_listed(server: str, infos: list[TaskInfo]) -> None:
+        tasks = [info.model_dump(mode="json") for info in infos]
+        listed[server] = len(recorder.record_task_states(server, tasks))
+
+    temporary: str | None = None
+    if state_path is None:
+        temporary = tempfile.mkdtemp(prefix="fake-rvc-")
+        state_path = Path(temporary) / "receiver.db"
+    try:
+        servers = [
+            ServerConfig(name, (keys,) if isinstance(keys, str) else tuple(keys), urls.get(name))
+            for name, keys in accepted.items()
+        ]
+        receiver = Receiver(
+            servers,
+            handle,
+            state=state_path,
+            repair_wait_s=0.0,
+            reconcile_every_s=reconcile_every_s,
+            reconcile_on_start=reconcile_every_s is not None,
+            max_skew_s=max_skew_s,
+            max_body_bytes=max_body_bytes,
+            max_json_depth=max_json_depth,
+            clock=app_clock,
+            on_listed=on_listed,
+        )
+    except ConfigurationError as exc:
+        raise ConfigError(str(exc)) from None
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        if reconcile_every_s is not None:
-            reconciler.start(reconcile_every_s)
+        await receiver.start()
         try:
             yield
         finally:
             recorder.close_streams()
-            await reconciler.aclose()
-            await repairer.aclose()
+            await receiver.aclose()
 
     app = FastAPI(
         title="fake_rvc",
@@ -159,9 +209,13 @@ def create_app(
     )
     app.state.recorder = recorder
     app.state.secrets = accepted
-    app.state.clock = clock if clock is not None else time.time
-    app.state.repairer = repairer
-    app.state.reconciler = reconciler
+    app.state.clock = app_clock
+    app.state.receiver = receiver
+    app.state.repair_urls = urls
+    app.state.listed = listed
+    # Served in process without a lifespan (httpx's ASGITransport), the receiver starts on
+    # the first post; its file is closed (and a temporary one removed) when the app goes.
+    weakref.finalize(app, _release, receiver, temporary)
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(Exception, _internal_error)
 
@@ -169,17 +223,17 @@ def create_app(
         EVENTS_PATH,
         summary="Receive one signed TaskEvent (kit spec §3.1)",
         openapi_extra=_EVENTS_OPENAPI,
-        responses={status: ERROR_RESPONSE for status in (400, 401, 413, 422)},
+        responses={status: ERROR_RESPONSE for status in (400, 401, 413, 422, 503)},
     )
     async def receive_event(
-        request: Request, recorder: RecorderDep, secrets: SecretsDep, clock: UnixClockDep
+        request: Request, recorder: RecorderDep, clock: UnixClockDep
     ) -> Response:
         post = _Post(recorder, time.monotonic(), clock(), recorder.next_attempt_number())
-        post.traceparent = _trace_header(request, "traceparent")
-        post.tracestate = _trace_header(request, "tracestate")
         head = read_headers(request.headers.items())
         if isinstance(head, Verdict):
             return post.reject(head)
+        post.traceparent = head.traceparent
+        post.tracestate = head.tracestate
         early = check_declared_size(head, max_body_bytes)
         if early is not None:
             return post.reject(early)
@@ -193,35 +247,28 @@ def create_app(
             answer = await post.answer_fault(fault, head.server, request)
             if answer is not None:
                 return answer
-        verdict = check_post(
-            request.headers.items(),
-            body,
-            secrets,
-            clock(),
-            max_skew_s=max_skew_s,
-            max_body_bytes=max_body_bytes,
-            max_json_depth=max_json_depth,
-        )
+        receipt = await receiver.receive(head, body, now=clock())
+        verdict = receipt.verdict
         if verdict.event is None or verdict.server is None:
             return post.reject(verdict)
-        attempt = post.store(verdict.event, verdict.server)
-        if attempt.outcome != "duplicate":
-            for gap in (a for a in attempt.anomalies if a["kind"] == "gap"):
-                repairer.schedule(verdict.server, verdict.event.task_id, gap["expected"] - 1)
-        if verdict.unknown_type:
-            _log.warning(
-                "post_unknown_type",
-                server=verdict.server,
-                task_id=verdict.event.task_id,
-                type=verdict.event.type[:100],
-                detail="acknowledged and ignored: a type this receiver does not know "
-                "(docs/contract.md §4.4)",
-            )
+        if receipt.ingested is None:  # acknowledged by no one: the state file failed
+            return post.unavailable(verdict.server, receipt.body)
+        attempt = post.store(verdict.event, verdict.server, receipt.ingested)
         return _stored_response(attempt, unknown_type=verdict.unknown_type)
 
     app.include_router(inspect_router)
     app.include_router(page_router)
     return app
+
+
+def _release(receiver: Receiver, temporary: str | None) -> None:
+    """Close the receiver's file and remove a temporary state directory."""
+    try:
+        receiver.close()
+    except Exception:  # a finalizer: never raise, say why
+        _log.exception("receiver_close_failed")
+    if temporary is not None:
+        shutil.rmtree(temporary, ignore_errors=True)
 
 
 def _checked_secrets(secrets: Mapping[str, Secrets]) -> dict[str, Secrets]:
@@ -333,7 +380,14 @@ class _Post:
             answer.headers["Retry-After"] = str(fault.retry_after_s)
         return answer
 
-    def store(self, event: TaskEvent, server: str) -> Attempt:
+    def unavailable(self, server: str, answer: dict[str, Any]) -> JSONResponse:
+        """The receiver could not store the event: 503, which its poster retries."""
+        detail = str(answer.get("detail", ""))
+        self._record(server, 503, "rejected", "unavailable", detail)
+        _log.error("post_unavailable", server=server, detail=detail)
+        return error_response(503, "unavailable", detail)
+
+    def store(self, event: TaskEvent, server: str, ingested: Ingested) -> Attempt:
         attempt = self.recorder.record_event(
             event,
             server=server,
@@ -342,6 +396,7 @@ class _Post:
             received_mono=self.received_mono,
             traceparent=self.traceparent,
             tracestate=self.tracestate,
+            ingested=ingested,
         )
         fields: dict[str, Any] = {
             "server": attempt.server,
@@ -356,12 +411,6 @@ class _Post:
             anomalies = [a["kind"] for a in attempt.anomalies]
             _log.info("post_accepted", **fields, anomalies=anomalies)
         return attempt
-
-
-def _trace_header(request: Request, name: str) -> str | None:
-    """The request's trace header ``name`` as received, bounded; None when absent."""
-    value = request.headers.get(name)
-    return None if value is None else value[:MAX_TRACE_HEADER_CHARS]
 
 
 def _stored_response(attempt: Attempt, *, unknown_type: bool = False) -> JSONResponse:

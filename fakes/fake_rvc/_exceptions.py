@@ -9,8 +9,8 @@ Each error also subclasses the builtin it replaced, so code that catches ``Value
     ├── FaultError (ValueError)         Recorder.inject_fault got a fault that cannot be injected
     ├── WaitTimeout (TimeoutError)      a Recorder wait ran out of time
     ├── ServerError (RuntimeError)      FakeRvcServer not started, already started, or stuck
-    ├── RepairError (RuntimeError)      get_task_events or list_tasks answered an error
-    │                                   (repair mode; logged)
+    ├── RepairError (RuntimeError)      not raised: repair mode is the kit receiver's, which
+    │                                   logs a failed call; kept for code that catches it
     └── ConnectionDropped (RuntimeError)  an injected drop served in process (no socket)
 """
 
@@ -54,8 +54,8 @@ class ServerError(FakeRvcError, RuntimeError):
 
 
 class RepairError(FakeRvcError, RuntimeError):
-    """The server's ``get_task_events`` or ``list_tasks`` answered an error (repair mode logs
-    it and goes on)."""
+    """Not raised: repair mode is the kit receiver's, whose failed calls are logged
+    (``server_unreachable``, ``ServerCallFailed``). Kept for code that catches it."""
 
 
 class ConnectionDropped(FakeRvcError, RuntimeError):

@@ -14,19 +14,31 @@ from pydantic import BaseModel, Field
 
 from fake_rvc._dependencies import ERROR_RESPONSE, RecorderDep, error_response
 from fake_rvc._exceptions import FaultError, WaitTimeout
-from fake_rvc._reconcile import Reconciler
 from fake_rvc._records import json_line
-from robot_mcp_kit import EventType
+from robot_mcp_kit.log import get_logger
+from robot_mcp_kit.receiver import Receiver
 
 __all__ = ["EVENTS_JSONL_PATH", "INSPECT_PATH", "FaultRequest", "router"]
 
 router = APIRouter()
+
+_log = get_logger("fake_rvc")
 
 EVENTS_JSONL_PATH = "/api/fake/events.jsonl"
 """The stored events as JSON lines: ``ReceivedEvent.to_dict()``, one per line."""
 
 INSPECT_PATH = "/api/fake/inspect"
 """fake_rvc's inspection hook (docs/contract.md §5.5): ``?server=…&task_id=…``."""
+
+EventTypeFilter = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        description="Only events of this type: a known one, or any other a post carried "
+        "(an unknown type is acknowledged and stored, docs/contract.md §4.4).",
+    ),
+]
+"""The ``type`` query filter: any non-empty string, the types the kit does not know too."""
 
 
 class FaultRequest(BaseModel):
@@ -56,7 +68,7 @@ async def list_events(
     recorder: RecorderDep,
     server: str | None = None,
     task_id: str | None = None,
-    type: EventType | None = None,
+    type: EventTypeFilter = None,
 ) -> dict[str, Any]:
     events = recorder.events(server=server, task_id=task_id, type=type)
     return {"count": len(events), "events": [e.to_dict() for e in events]}
@@ -72,7 +84,7 @@ async def export_events(
     recorder: RecorderDep,
     server: str | None = None,
     task_id: str | None = None,
-    type: EventType | None = None,
+    type: EventTypeFilter = None,
 ) -> PlainTextResponse:
     events = recorder.events(server=server, task_id=task_id, type=type)
     text = "".join(json_line(e) for e in events)
@@ -128,15 +140,25 @@ async def inspect_task(
     responses={409: ERROR_RESPONSE},
 )
 async def reconcile(request: Request, recorder: RecorderDep) -> Any:
-    reconciler: Reconciler = request.app.state.reconciler
-    if not reconciler.urls:
+    receiver: Receiver = request.app.state.receiver
+    if not request.app.state.repair_urls:
         return error_response(
             409,
             "not_configured",
             "fake_rvc knows no server's MCP URL to ask: start it with --repair "
             "name=http://host:port/sse (create_app(repair_urls=...)).",
         )
-    servers = await reconciler.reconcile()
+    listed: dict[str, int] = request.app.state.listed
+    servers: dict[str, dict[str, Any]] = {}
+    for name, report in (await receiver.reconcile()).items():
+        if "error" in report:
+            _log.warning("reconcile_failed", server=name, error=report["error"])
+            servers[name] = {
+                "error": "failed",
+                "detail": f"list_tasks on {name!r} failed; the fake_rvc log says why.",
+            }
+        else:
+            servers[name] = {"tasks": report["tasks"], "changed": listed.pop(name, 0)}
     return {"servers": servers, "states": [s.to_dict() for s in recorder.task_states()]}
 
 
@@ -161,7 +183,9 @@ async def list_attempts(recorder: RecorderDep, server: str | None = None) -> dic
 
 
 @router.post("/api/fake/reset", summary="Forget events, attempts, counters and faults")
-async def reset(recorder: RecorderDep) -> dict[str, Any]:
+async def reset(request: Request, recorder: RecorderDep) -> dict[str, Any]:
+    receiver: Receiver = request.app.state.receiver
+    receiver.forget_everything()  # the same event_id is new again
     recorder.reset()
     return {"reset": True}
 
@@ -174,7 +198,7 @@ async def reset(recorder: RecorderDep) -> dict[str, Any]:
 async def wait(
     recorder: RecorderDep,
     task_id: Annotated[str, Query(min_length=1)],
-    type: EventType | None = None,
+    type: EventTypeFilter = None,
     timeout_s: Annotated[float, Query(gt=0, le=300)] = 10.0,
     server: str | None = None,
 ) -> Any:

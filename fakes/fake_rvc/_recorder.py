@@ -31,6 +31,7 @@ from fake_rvc._records import (
 )
 from fake_rvc._waits import Listener, Notifier, Subscription
 from robot_mcp_kit.models import TaskEvent
+from robot_mcp_kit.receiver import Ingested
 
 __all__ = ["Recorder"]
 
@@ -95,11 +96,16 @@ class Recorder:
         received_mono: float,
         traceparent: str | None = None,
         tracestate: str | None = None,
+        ingested: Ingested | None = None,
     ) -> Attempt:
         """Store a verified event, or note it as a duplicate; return the attempt.
 
         ``traceparent`` / ``tracestate`` are the POST's trace headers, kept on the attempt
-        (and the first one on the stored event).
+        (and the first one on the stored event). ``ingested`` is what the app's receiver
+        (:class:`robot_mcp_kit.receiver.Receiver`, which stores events durably and
+        decides) made of the event: a duplicate by its word is one here too, and its gap,
+        late and after-terminal flags say which anomalies happened. Without it (a Recorder
+        used on its own) the recorder decides by the same rules.
 
         A duplicate ``event_id`` is not stored again: the attempt's outcome is
         ``duplicate`` and the original task's timeline gets a ``duplicate`` anomaly, or an
@@ -111,7 +117,21 @@ class Recorder:
         """
         with self._lock:
             original = self._by_event_id.get(event.event_id)
-            if original is not None:
+            if original is None and ingested is not None and not ingested.new:
+                # The receiver stored it before this recorder's memory begins (a reset).
+                self._counters["duplicates"] += 1
+                self._counters["anomaly_duplicate"] += 1
+                dup: dict[str, Any] = {
+                    "kind": "duplicate",
+                    "event_id": event.event_id,
+                    "seq": event.seq,
+                    "attempt": n,
+                    "first_attempt": None,
+                }
+                attempt = stored_attempt(
+                    event, "duplicate", (dup,), n, received_wall, received_mono, server
+                )
+            elif original is not None:
                 first_timeline = self._timelines[(original.server, original.task_id)]
                 first_timeline.duplicates += 1
                 dup = duplicate_anomaly(event, server, original, n)
@@ -130,7 +150,7 @@ class Recorder:
                 if timeline is None:
                     timeline = Timeline(task_id=event.task_id, server=server)
                     self._timelines[key] = timeline
-                anomalies = timeline.track(received)
+                anomalies = timeline.track(received, ingested)
                 for anomaly in anomalies:
                     timeline.add_anomaly(anomaly)
                     self._counters["anomaly_" + anomaly["kind"]] += 1

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from robot_mcp_kit.models import TERMINAL_EVENT_TYPES, TaskEvent
+from robot_mcp_kit.receiver import KNOWN_EVENT_TYPES, Ingested
 
 __all__ = [
     "ANOMALY_KINDS",
@@ -268,15 +269,30 @@ class Timeline:
         if received.type in TERMINAL_EVENT_TYPES and self.terminal is None:
             self.terminal = received
 
-    def track(self, received: ReceivedEvent) -> list[dict[str, Any]]:
+    def track(
+        self, received: ReceivedEvent, placed: Ingested | None = None
+    ) -> list[dict[str, Any]]:
         """Advance ``expected_seq`` for a newly received event; return its anomalies.
 
-        ``after_terminal`` (anything after ``task_done`` / ``task_failed``), ``gap`` (seq
-        above the expected one) or ``reorder`` (below it). The caller stores them.
+        ``after_terminal`` (an event of a known type after ``task_done`` / ``task_failed``;
+        one of a type the kit does not know is acknowledged and ignored, contract §4.4),
+        ``gap`` (seq above the expected one, whatever the type: every seq counts) or
+        ``reorder`` (below it). The caller stores them.
+        ``placed`` is what the app's receiver (:class:`robot_mcp_kit.receiver.Receiver`)
+        decided of the event: then its word says which of them happened, and the
+        timeline only gives their evidence; without it (a Recorder used on its own) the
+        timeline decides by the same rule.
         """
         anomalies: list[dict[str, Any]] = []
         seq = received.seq
-        if self.terminal is not None:
+        expected = self.expected_seq
+        after_terminal = self.terminal is not None
+        gap, late = seq > expected, seq < expected
+        if placed is not None:
+            after_terminal, gap, late = placed.after_terminal, placed.gap is not None, placed.late
+        if received.type not in KNOWN_EVENT_TYPES:
+            after_terminal = False  # acknowledged and ignored (§4.4); its seq still counts
+        if after_terminal and self.terminal is not None:
             anomalies.append(
                 {
                     "kind": "after_terminal",
@@ -287,8 +303,7 @@ class Timeline:
                     "event_id": received.event_id,
                 }
             )
-        expected = self.expected_seq
-        if seq > expected:
+        if gap:
             anomalies.append(
                 {
                     "kind": "gap",
@@ -298,8 +313,8 @@ class Timeline:
                     "event_id": received.event_id,
                 }
             )
-            self.expected_seq = seq + 1
-        elif seq < expected:
+            self.expected_seq = max(expected, seq + 1)
+        elif late:
             anomalies.append(
                 {
                     "kind": "reorder",
@@ -310,7 +325,7 @@ class Timeline:
                 }
             )
         else:
-            self.expected_seq = seq + 1
+            self.expected_seq = max(expected, seq + 1)
         return anomalies
 
 

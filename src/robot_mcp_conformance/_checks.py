@@ -225,6 +225,13 @@ class clauses:
         "optional get_task_events(task_id, after_seq=0): the task's retained events with "
         "seq > after_seq, oldest first, as posted",
     )
+    TASK_OWNERSHIP = Clause(
+        "13",
+        "with authentication, a task is its starter's: to another principal it is an "
+        "unknown id; list_tasks leaves it out, get_task, get_task_events, "
+        "answer_task_input and cancel_task answer not_found as for an id that never "
+        "existed, and change nothing",
+    )
 
 
 def _render(value: Any, indent: str, width: int) -> str:

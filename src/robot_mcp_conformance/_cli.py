@@ -72,6 +72,12 @@ _FORWARDED: tuple[tuple[str, str, str], ...] = (
     ("--cancel-args", "JSON", "arguments of a task long enough to be cancelled"),
     ("--input-args", "JSON", "arguments of a task that asks for input (contract §11)"),
     ("--task-timeout", "SECONDS", "seconds a short task may take (default 20)"),
+    ("--bearer-token", "TOKEN", "bearer token of every request (a server with auth)"),
+    (
+        "--other-bearer-token",
+        "TOKEN",
+        "another principal's token: judges task ownership (contract §13)",
+    ),
 )
 
 # Both suites: forwarded to the plugin's options of the same name.

@@ -52,12 +52,15 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(cause).__name__}: {text}" if text else type(cause).__name__
 
 
-def detect_transport(url: str, *, timeout_s: float = 5.0) -> Transport:
+def detect_transport(
+    url: str, *, timeout_s: float = 5.0, headers: dict[str, str] | None = None
+) -> Transport:
     """Tell an SSE endpoint from a streamable-HTTP one by one GET, and check it answers.
 
     An SSE endpoint answers a GET with ``200`` and a ``text/event-stream``; a
     streamable-HTTP endpoint refuses a GET without a session (400, 405 or 406) or opens its
-    stream. The GET is closed as soon as its headers arrive.
+    stream. The GET is closed as soon as its headers arrive. ``headers`` are added to it
+    (``Authorization`` for a server with authentication).
 
     Raises:
         TargetError: the URL cannot be reached, or answers in a way no MCP endpoint does
@@ -68,7 +71,9 @@ def detect_transport(url: str, *, timeout_s: float = 5.0) -> Transport:
     try:
         with (
             httpx.Client(timeout=timeout_s, follow_redirects=False) as http,
-            http.stream("GET", url, headers={"Accept": "text/event-stream"}) as response,
+            http.stream(
+                "GET", url, headers={**(headers or {}), "Accept": "text/event-stream"}
+            ) as response,
         ):
             status = response.status_code
             ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -149,15 +154,22 @@ class McpClient:
     :meth:`list_tools` block the calling thread until the answer arrives. It works with
     the mcp 1.x and 2.x clients (whose types differ in attribute names): tools and results
     are handed over in their JSON wire form. Use from one test thread at a time.
-    ``close()`` is idempotent.
+    ``close()`` is idempotent. ``headers`` go on every HTTP request of the session
+    (``Authorization`` for a server with authentication).
     """
 
     def __init__(
-        self, url: str, transport: Transport = "sse", *, connect_timeout_s: float = 10.0
+        self,
+        url: str,
+        transport: Transport = "sse",
+        *,
+        connect_timeout_s: float = 10.0,
+        headers: dict[str, str] | None = None,
     ) -> None:
         self.url = url
         self.transport: Transport = transport
         self.connect_timeout_s = connect_timeout_s
+        self.headers = dict(headers or {})
         self.server_info: dict[str, Any] = {}
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
@@ -197,18 +209,33 @@ class McpClient:
             ) from None
         return self
 
-    def _transport_cm(self) -> Any:
+    async def _transport_cm(self, stack: contextlib.AsyncExitStack) -> Any:
         if self.transport == "sse":
             from mcp.client.sse import sse_client
 
-            return sse_client(self.url, timeout=self.connect_timeout_s, sse_read_timeout=3600)
+            return sse_client(
+                self.url,
+                headers=self.headers or None,
+                timeout=self.connect_timeout_s,
+                sse_read_timeout=3600,
+            )
         import mcp.client.streamable_http as streamable
 
         if hasattr(streamable, "streamable_http_client"):
-            return streamable.streamable_http_client(self.url)
+            if not self.headers:
+                return streamable.streamable_http_client(self.url)
+            # The SDK's own client factory (mcp 2.x builds on its own httpx fork), with
+            # the headers; a client handed in is the caller's to close.
+            from mcp.shared._httpx_utils import create_mcp_http_client
+
+            http = await stack.enter_async_context(create_mcp_http_client(headers=self.headers))
+            return streamable.streamable_http_client(self.url, http_client=http)
         # mcp < 1.2x: only the older name exists.
         return streamable.streamablehttp_client(  # pragma: no cover - old mcp 1.x only
-            self.url, timeout=self.connect_timeout_s, sse_read_timeout=3600
+            self.url,
+            headers=self.headers or None,
+            timeout=self.connect_timeout_s,
+            sse_read_timeout=3600,
         )
 
     async def _keep(self, ready: concurrent.futures.Future[Any]) -> None:
@@ -217,7 +244,7 @@ class McpClient:
         self._closing = asyncio.Event()
         try:
             async with contextlib.AsyncExitStack() as stack:
-                streams = await stack.enter_async_context(self._transport_cm())
+                streams = await stack.enter_async_context(await self._transport_cm(stack))
                 session = await stack.enter_async_context(ClientSession(streams[0], streams[1]))
                 init = await session.initialize()
                 self._session = session

@@ -100,6 +100,17 @@ class Config:
     """True when no target was given and the suite runs the bundled sleeper."""
     transport: Transport | None = None
     """``--transport``: None means detect it from the URL (``--server-cmd``: SSE)."""
+    bearer_token: str | None = None
+    """``--bearer-token``: sent as ``Authorization: Bearer ...`` on every request of the
+    suite (a server with authentication); None: no header."""
+    other_bearer_token: str | None = None
+    """``--other-bearer-token``: a second principal's token, for the task-ownership clause
+    (§13); None: that clause is not judged."""
+
+    def auth_headers(self, *, other: bool = False) -> dict[str, str]:
+        """The ``Authorization`` header of the suite's principal (or the other one)."""
+        token = self.other_bearer_token if other else self.bearer_token
+        return {} if token is None else {"Authorization": f"Bearer {token}"}
 
     @classmethod
     def build(
@@ -118,6 +129,8 @@ class Config:
         task_timeout_s: str | float | None = None,
         transport: str | None = None,
         sleeper_path: Path | None = None,
+        bearer_token: str | None = None,
+        other_bearer_token: str | None = None,
     ) -> Config:
         """Validate the raw option values and fill in the documented defaults.
 
@@ -206,6 +219,30 @@ class Config:
             if not timeout > 0:
                 raise ConfigError(f"--task-timeout must be > 0, got {timeout}.")
 
+        token = (bearer_token or "").strip() or None
+        other = (other_bearer_token or "").strip() or None
+        for option, value in (("--bearer-token", token), ("--other-bearer-token", other)):
+            if value is not None and not (value.isascii() and value.isprintable()):
+                raise ConfigError(
+                    f"{option} must be printable ASCII without spaces (it is sent in an "
+                    "Authorization header); check for a pasted line break or non-ASCII "
+                    "character."
+                )
+            if value is not None and " " in value:
+                raise ConfigError(
+                    f"{option} must be the bare token: no spaces, no 'Bearer ' prefix."
+                )
+        if other is not None and token is None:
+            raise ConfigError(
+                "--other-bearer-token needs --bearer-token: the task-ownership clause starts "
+                "tasks as one principal and looks at them as another."
+            )
+        if other is not None and other == token:
+            raise ConfigError(
+                "--other-bearer-token is the same token as --bearer-token; give a token of "
+                "another principal (another client or subject)."
+            )
+
         return cls(
             server_url=server_url,
             server_cmd=argv,
@@ -220,6 +257,8 @@ class Config:
             task_timeout_s=timeout,
             defaulted=defaulted,
             transport=None if chosen == "auto" else cast("Transport", chosen),
+            bearer_token=token,
+            other_bearer_token=other,
         )
 
     @property

@@ -26,6 +26,7 @@ from robot_mcp_conformance._runs import (
     CancelRun,
     DeliveryRun,
     InputRun,
+    OwnershipRun,
     RefusalRun,
     Runs,
 )
@@ -45,6 +46,8 @@ __all__ = [
     "harness",
     "input_run",
     "native_runs",
+    "other_client",
+    "ownership",
     "refusal",
     "runs",
     "server_endpoint",
@@ -105,7 +108,7 @@ def server_endpoint(
     if cfg.server_url is not None:
         detected = detected_transport(pytestconfig)
         try:
-            detected = detected or detect_transport(cfg.server_url)
+            detected = detected or detect_transport(cfg.server_url, headers=cfg.auth_headers())
         except TargetError as exc:
             _stop(f"conformance: {exc}")
             raise
@@ -143,11 +146,13 @@ def server_endpoint(
 
 
 @pytest.fixture(scope="session")
-def client(server_endpoint: tuple[str, Transport]) -> Iterator[McpClient]:
+def client(
+    conformance_config: Config, server_endpoint: tuple[str, Transport]
+) -> Iterator[McpClient]:
     """One MCP session with the server under test, shared by the whole run."""
     url, transport = server_endpoint
     try:
-        mcp = McpClient(url, transport).open()
+        mcp = McpClient(url, transport, headers=conformance_config.auth_headers()).open()
     except TargetError as exc:
         _stop(f"conformance: {exc}")
         raise
@@ -155,6 +160,40 @@ def client(server_endpoint: tuple[str, Transport]) -> Iterator[McpClient]:
         yield mcp
     finally:
         mcp.close()
+
+
+@pytest.fixture(scope="session")
+def other_client(
+    conformance_config: Config, server_endpoint: tuple[str, Transport]
+) -> Iterator[McpClient]:
+    """An MCP session as another principal (``--other-bearer-token``), for §13.
+
+    Skipped (the clause is not judged) without ``--other-bearer-token``.
+    """
+    if conformance_config.other_bearer_token is None:
+        pytest.skip(
+            "no --other-bearer-token: task ownership (contract §13) needs a second "
+            "principal's token to be judged"
+        )
+    url, transport = server_endpoint
+    try:
+        mcp = McpClient(url, transport, headers=conformance_config.auth_headers(other=True))
+        mcp.open()
+    except TargetError as exc:
+        pytest.fail(f"conformance: as the other principal (--other-bearer-token): {exc}")
+    try:
+        yield mcp
+    finally:
+        mcp.close()
+
+
+@pytest.fixture(scope="session")
+def ownership(
+    harness: Harness, other_client: McpClient, tools: dict[str, dict[str, Any]]
+) -> OwnershipRun:
+    """The suite's tasks (a long one, and one waiting for input when judged) driven by
+    another principal (§13), then checked and cancelled by their owner."""
+    return harness.ownership_scenario(other_client, tools)
 
 
 @pytest.fixture(scope="session")
@@ -239,7 +278,7 @@ def native_runs(server_endpoint: tuple[str, Transport], harness: Harness) -> lis
     url, transport = server_endpoint
     if transport != "streamable-http":
         pytest.skip("the MCP tasks extension is judged over streamable HTTP only (§12)")
-    native = NativeClient(url)
+    native = NativeClient(url, headers=harness.config.auth_headers())
     if not native.advertises_tasks():
         pytest.skip(
             "the server does not advertise io.modelcontextprotocol/tasks in server/discover "

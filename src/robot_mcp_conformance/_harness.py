@@ -20,14 +20,16 @@ from robot_mcp_conformance._runs import (
     CANCEL_STOP_S,
     CANCEL_TASK,
     GET_TASK,
+    LIST_TASKS,
     CancelRun,
     DeliveryRun,
     InputRun,
+    OwnershipRun,
     RefusalRun,
     TaskRun,
 )
 from robot_mcp_kit import TERMINAL_STATES, TaskState
-from robot_mcp_kit.models import TASK_INPUT_TOOL_NAME
+from robot_mcp_kit.models import TASK_EVENTS_TOOL_NAME, TASK_INPUT_TOOL_NAME
 
 if TYPE_CHECKING:
     from fake_rvc import Attempt, FakeRvcServer, ReceivedEvent
@@ -41,6 +43,8 @@ CANCEL_WATCH_S = 1.5
 INPUT_WAIT_S = 10.0
 """The longest the input scenario waits for the question, and then for the task's end
 (at most ``--task-timeout``): the task asks at once and then runs a short task."""
+NEVER_STARTED = "zzzz-000000"
+"""A task id no server has started (§13 compares another principal's answers with it)."""
 SETTLE_S = 3.0
 """How long after get_task reports a terminal state the terminal event may still take
 (covers the poster's first two retries, 0.5 s and 2 s)."""
@@ -337,6 +341,70 @@ class Harness:
                 run.webhook.events = self.events(run.webhook.task_id)
                 run.webhook.final = self.call(GET_TASK, {"task_id": run.webhook.task_id})
         return runs
+
+    def ownership_scenario(
+        self, other: McpClient, tools: dict[str, dict[str, Any]]
+    ) -> OwnershipRun:
+        """Start a long task (and one that waits for input, when judged) as the suite's
+        principal; as ``other``, list, read, answer and cancel them, and the same calls
+        for an id that never existed; then read them back as their owner and cancel them.
+        """
+        cfg = self.config
+        scenario = OwnershipRun()
+        long_run = self.start(cfg.long_args, "owned")
+        if long_run.task_id is None:
+            scenario.note = f"{cfg.start_tool}({cfg.long_args}) started no task"
+            return scenario
+        scenario.tasks.append(long_run.task_id)
+        asks = cfg.input_args is not None and TASK_INPUT_TOOL_NAME in tools
+        if asks and cfg.input_args is not None:
+            asking = self.start(cfg.input_args, "owned, asking")
+            if asking.task_id is not None:
+                scenario.tasks.append(asking.task_id)
+                asking_id = asking.task_id
+
+                def question(recorder: Any) -> ReceivedEvent | None:
+                    return next(
+                        (
+                            e
+                            for e in recorder.events(task_id=asking_id)
+                            if e.type == "input_required"
+                        ),
+                        None,
+                    )
+
+                with contextlib.suppress(TimeoutError):
+                    self.rvc.state.wait_for(question, timeout_s=self._input_wait_s())
+                asked = question(self.rvc.state)
+                if asked is not None:
+                    scenario.request_id = str(asked.event.payload.get("request_id"))
+        if LIST_TASKS in tools:  # a server without it fails §6 already
+            scenario.listed = [
+                other.call(LIST_TASKS, {}),
+                other.call(LIST_TASKS, {"states": [TaskState.RUNNING.value]}),
+            ]
+        probes: list[tuple[str, dict[str, Any]]] = [(GET_TASK, {})]
+        if TASK_EVENTS_TOOL_NAME in tools:
+            probes.append((TASK_EVENTS_TOOL_NAME, {"after_seq": 0}))
+        probes.append((CANCEL_TASK, {}))
+        for task_id in scenario.tasks:
+            for tool, extra in probes:
+                theirs = other.call(tool, {"task_id": task_id, **extra})
+                never = other.call(tool, {"task_id": NEVER_STARTED, **extra})
+                scenario.calls.append((tool, task_id, theirs, never))
+        if scenario.request_id is not None:
+            asking_id = scenario.tasks[-1]
+            answer = {"request_id": scenario.request_id, "action": "cancel"}
+            theirs = other.call(TASK_INPUT_TOOL_NAME, {"task_id": asking_id, **answer})
+            never = other.call(TASK_INPUT_TOOL_NAME, {"task_id": NEVER_STARTED, **answer})
+            scenario.calls.append((TASK_INPUT_TOOL_NAME, asking_id, theirs, never))
+            # A short window: an answer the server took is announced at once.
+            time.sleep(QUIET_S)
+            scenario.answered = any(e.type == "input_answered" for e in self.events(asking_id))
+        for task_id in scenario.tasks:
+            scenario.after[task_id] = self.call(GET_TASK, {"task_id": task_id})
+            self.call(CANCEL_TASK, {"task_id": task_id})
+        return scenario
 
     def _input_wait_s(self) -> float:
         return min(self.config.task_timeout_s, INPUT_WAIT_S)

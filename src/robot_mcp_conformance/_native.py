@@ -63,11 +63,15 @@ class NativeRun:
 
 
 class NativeClient:
-    """Sends one JSON-RPC request per POST to a streamable-HTTP MCP endpoint."""
+    """Sends one JSON-RPC request per POST to a streamable-HTTP MCP endpoint (with
+    ``headers`` on each: ``Authorization`` for a server with authentication)."""
 
-    def __init__(self, url: str, *, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, url: str, *, timeout_s: float = 30.0, headers: dict[str, str] | None = None
+    ) -> None:
         self.url = url
         self.timeout_s = timeout_s
+        self.headers = dict(headers or {})
         self._ids = itertools.count(1)
 
     def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -85,6 +89,7 @@ class NativeClient:
         }
         request_id = next(self._ids)
         headers = {
+            **self.headers,
             "Content-Type": "application/json",
             "Accept": "application/json, text/event-stream",
             "MCP-Protocol-Version": NATIVE_PROTOCOL,

@@ -3,10 +3,14 @@
 Each scenario runs once per session (a fixture in ``receiver/conftest.py``) and many tests
 read it, as the server suite's task runs are shared:
 
+* :func:`time_answers` — first, a few events of one task whose answer times judge the time
+  budget; it stops as soon as their median is over the budget, and then the suite posts
+  nothing more (:attr:`AnswerTimes.stop_reason`: a receiver that slow would keep the
+  rest of the run waiting on every post);
 * :func:`accept` — events the receiver must acknowledge: a valid one, one sent twice,
   timestamps near the window's edges, both secrets of a rotation, a gap, an out-of-order
   seq, a large legal payload, one of a type no receiver knows (between two known ones of
-  its task), and a few more to time the answers;
+  its task), and the timed events of :func:`time_answers`;
 * :func:`refuse` — one post per way a post can be bad (:data:`REFUSAL_CASES`), each
   properly signed except for its one defect, each for a task of its own;
 * :func:`time_compares` — pairs of signatures wrong in their first or their last digit.
@@ -17,6 +21,7 @@ from __future__ import annotations
 import json
 import random
 import secrets
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,10 +48,12 @@ __all__ = [
     "UNKNOWN_EVENT_TYPE",
     "VALID_CASES",
     "Acceptance",
+    "AnswerTimes",
     "Refusals",
     "TimingRun",
     "accept",
     "refuse",
+    "time_answers",
     "time_compares",
 ]
 
@@ -56,7 +63,8 @@ clocks that disagree."""
 OUTSIDE_WINDOW_S = 360
 """How far from now the out-of-window timestamps are, with the same room the other way."""
 BUDGET_POSTS = 5
-"""Posts whose answer times are judged against the budget (their median)."""
+"""Posts whose answer times are judged against the budget (their median); fewer when more
+than half of them are already over it."""
 LARGEST_PAYLOAD_BYTES = 256 * 1024
 """§3.2's default payload bound: a payload this large (as compact JSON) must be taken."""
 DEEPEST_PAYLOAD = 32
@@ -131,7 +139,7 @@ class Acceptance:
     reorder: tuple[Exchange, Exchange, Exchange]
     """seq 1, 3, then 2 of one task."""
     timed: list[Exchange]
-    """:data:`BUDGET_POSTS` events of one task, whose answer times are judged."""
+    """The events of :func:`time_answers` (one task), whose answer times are judged."""
     unknown_type: tuple[Exchange, Exchange, Exchange]
     """seq 1 (progress), seq 2 of type :data:`UNKNOWN_EVENT_TYPE`, seq 3 (progress) of one
     task."""
@@ -147,8 +155,55 @@ class Acceptance:
         return posts
 
 
-def accept(probe: Probe) -> Acceptance:
-    """Post the events a receiver must acknowledge (see :class:`Acceptance`)."""
+@dataclass
+class AnswerTimes:
+    """The timed events of one task (:func:`time_answers`) and the budget they are held to."""
+
+    timed: list[Exchange]
+    budget_s: float
+
+    @property
+    def median_s(self) -> float:
+        """The median answer time of the timed events."""
+        return statistics.median(e.elapsed_s for e in self.timed)
+
+    @property
+    def over_budget(self) -> bool:
+        """Whether the median answer took longer than the budget."""
+        return self.median_s > self.budget_s
+
+    @property
+    def stop_reason(self) -> str | None:
+        """One line saying why the suite checks nothing else (None: within budget)."""
+        if not self.over_budget:
+            return None
+        return (
+            f"not checked: the receiver answered slower than its time budget (median "
+            f"{self.median_s:.2f} s over {len(self.timed)} events, budget {self.budget_s:g} s; "
+            "receiver.answers-within-budget failed), so the suite stopped rather than wait "
+            "that long on each of its other posts; make it answer within --time-budget and "
+            "run the suite again"
+        )
+
+
+def time_answers(probe: Probe, budget_s: float) -> AnswerTimes:
+    """Post up to :data:`BUDGET_POSTS` events of one task and time their answers.
+
+    Stops once more than half were answered slower than ``budget_s``: their median is then
+    over it whatever the others take.
+    """
+    task = probe.new_task()
+    timed: list[Exchange] = []
+    for seq in range(1, BUDGET_POSTS + 1):
+        timed.append(probe.send(f"seq {seq} of a task (timed)", probe.event(task, seq)))
+        if sum(e.elapsed_s > budget_s for e in timed) > BUDGET_POSTS // 2:
+            break
+    return AnswerTimes(timed, budget_s)
+
+
+def accept(probe: Probe, timed: list[Exchange]) -> Acceptance:
+    """Post the events a receiver must acknowledge (see :class:`Acceptance`); ``timed``
+    are the events :func:`time_answers` posted."""
     valid = {case: _valid(probe, case) for case in VALID_CASES}
     event = probe.event(probe.new_task(), 1)
     body = compact(event)
@@ -191,11 +246,6 @@ def accept(probe: Probe) -> Acceptance:
         probe.send("seq 3 of the same task (seq 2 not yet sent)", probe.event(task, 3)),
         probe.send("seq 2 of the same task, after seq 3", probe.event(task, 2)),
     )
-    task = probe.new_task()
-    timed = [
-        probe.send(f"seq {seq} of a task (timed)", probe.event(task, seq))
-        for seq in range(1, BUDGET_POSTS + 1)
-    ]
     task = probe.new_task()
     unknown_type = (
         probe.send("seq 1 of a task", probe.event(task, 1)),

@@ -31,6 +31,7 @@ __all__ = [
     "CancelRun",
     "DeliveryRun",
     "InputRun",
+    "OwnershipRun",
     "RefusalRun",
     "Runs",
     "TaskRun",
@@ -62,6 +63,29 @@ class InputRun:
     answer: ToolReply | None = None
     again: ToolReply | None = None
     answered_with: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class OwnershipRun:
+    """The suite's tasks as another principal saw them (§13), and their owner afterwards.
+
+    ``tasks`` are the owner's task ids (a long task, and one waiting for input when the
+    input clause is judged); ``request_id`` is the question the waiting one asked.
+    ``calls`` holds each call the other principal made, as ``(tool, the owner's task id,
+    its reply, the reply to the same call for an id that never existed)``; ``listed`` its
+    ``list_tasks`` replies.
+    ``after`` is the owner's ``get_task`` of each task after those calls, ``answered``
+    whether an ``input_answered`` event followed the other principal's answer.
+    """
+
+    tasks: list[str] = field(default_factory=list)
+    request_id: str | None = None
+    listed: list[ToolReply] = field(default_factory=list)
+    calls: list[tuple[str, str, ToolReply, ToolReply]] = field(default_factory=list)
+    after: dict[str, ToolReply] = field(default_factory=dict)
+    answered: bool = False
+    note: str | None = None
+    """Why the scenario could not be played (no task started), else None."""
 
 
 @dataclass

@@ -31,6 +31,10 @@ option                 environment                   meaning
                                                      (§11; unset with ``--start-tool``:
                                                      those tests are skipped)
 ``--task-timeout``     ``CONFORMANCE_TASK_TIMEOUT``  seconds a short task may take (20)
+``--bearer-token``     ``CONFORMANCE_BEARER_TOKEN``  bearer token of every request (a
+                                                     server with authentication)
+``--other-bearer-``    ``CONFORMANCE_OTHER_BEARER_`` another principal's token: judges
+``token``              ``TOKEN``                     task ownership (§13; unset: skipped)
 =====================  ============================  =======================================
 
 Options are checked when the run targets the suite (``pytest conformance`` in this
@@ -132,6 +136,17 @@ OPTIONS: tuple[tuple[str, str, str], ...] = (
         "--task-timeout",
         "CONFORMANCE_TASK_TIMEOUT",
         "seconds a short task may take to finish (default 20)",
+    ),
+    (
+        "--bearer-token",
+        "CONFORMANCE_BEARER_TOKEN",
+        "bearer token sent on every request of the suite (a server with authentication)",
+    ),
+    (
+        "--other-bearer-token",
+        "CONFORMANCE_OTHER_BEARER_TOKEN",
+        "bearer token of another principal: the task-ownership clause (contract §13) "
+        "looks at the suite's tasks as that principal (needs --bearer-token; unset: skipped)",
     ),
 )
 
@@ -249,7 +264,7 @@ def _check_target(config: pytest.Config, cfg: Config) -> None:
     from robot_mcp_conformance._client import detect_transport
 
     try:
-        config.stash[_TRANSPORT_KEY] = detect_transport(cfg.server_url)
+        config.stash[_TRANSPORT_KEY] = detect_transport(cfg.server_url, headers=cfg.auth_headers())
     except TargetError as exc:
         raise pytest.UsageError(f"conformance: {exc}") from None
 

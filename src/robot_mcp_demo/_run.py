@@ -18,16 +18,24 @@ Scenarios (DESIGN §2):
 6. fleet: ``rap-3`` saves its own document; ``rap-1`` reads it as ``not_found`` (exactly
    as a missing id), does not find it, and is ``forbidden`` fleet administration;
 7. fleet: a lesson ``rap-1`` records (``record_params``) is recalled by its group-mate
-   ``rap-2`` and not by ``rap-3`` of the other group.
+   ``rap-2`` and not by ``rap-3`` of the other group;
+8. the brain's receiver (``examples/brain.py``, the README's, on ``robot_mcp_kit.receiver``)
+   with a sleeper of its own: the brain is killed with -9 while a task runs and the task
+   finishes while it is down; restarted on the same state file, it reconciles at once
+   (``list_tasks``, ``get_task_events``) and its handler gets every event of the task once,
+   in order, exactly the server's sequence, before the poster's next retry.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib
 import json
+import re
 import secrets
+import signal
 import sys
 import tempfile
 import time
@@ -57,6 +65,8 @@ def _examples_dir() -> Path:
 
 
 _DEFAULT_SLEEPER = _examples_dir() / "sleeper.py"
+_BRAIN = _examples_dir() / "brain.py"
+_BRAIN_LINE = re.compile(r"^sleeper (\S+) #(\d+) (\w+) \((\w+)\)( redelivered)?$")
 _ALL_EXTRA_MODULES = ("fastapi", "uvicorn", "mcp", "structlog", "yaml", "pydantic_settings")
 """What the three services import (fake_rvc, the sleeper, the memory server)."""
 MAILROOM_QUERY = "bring me the parcel from the mail room"
@@ -91,9 +101,11 @@ def mailroom_markdown() -> str:
 class _Services:
     """MCP sessions to the sleeper and the memory server, and HTTP to the fake brain."""
 
-    def __init__(self, stack: AsyncExitStack, fake_url: str) -> None:
+    def __init__(self, stack: AsyncExitStack, fake_url: str, workdir: Path, sleeper: Path) -> None:
         self._stack = stack
         self.fake_url = fake_url
+        self.workdir = workdir
+        self.sleeper = sleeper
         self.sessions: dict[str, Any] = {}
 
     async def connect(self, name: str, sse_url: str, token: str | None = None) -> None:
@@ -108,6 +120,29 @@ class _Services:
 
     async def call(self, server: str, tool: str, args: dict[str, Any]) -> dict[str, Any]:
         result = await self.sessions[server].call_tool(tool, args)
+        return self._json(server, tool, result)
+
+    async def call_unlisted(self, server: str, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+        """Call ``tool``, which the server must not list to this caller (a robot naming an
+        admin tool it was never shown): checks its ``tools/list`` first, then sends the
+        ``tools/call`` request itself. ``call_tool`` would check the answer against the
+        tool's output schema, which a tool left out of the list does not have (the client
+        then logs "Tool … not listed by server")."""
+        from mcp import types
+
+        session = self.sessions[server]
+        listed = {shown.name for shown in (await session.list_tools()).tools}
+        if tool in listed:
+            raise DemoError(f"{server} is shown {tool} in its tools/list; it must not be")
+        request = types.CallToolRequest(
+            params=types.CallToolRequestParams(name=tool, arguments=args)
+        )
+        result = await session.send_request(types.ClientRequest(request), types.CallToolResult)
+        return self._json(server, tool, result)
+
+    @staticmethod
+    def _json(server: str, tool: str, result: Any) -> dict[str, Any]:
+        """The JSON object a tool's text content holds."""
         text = "".join(getattr(part, "text", "") for part in result.content)
         try:
             value = json.loads(text)
@@ -297,13 +332,13 @@ async def _scenario_fleet_isolation(s: _Services) -> str:
     found = await s.call("rap-1", "find_processes", {"query": "inspect the stamping press"})
     ids = [p.get("id") for p in found.get("processes") or []]
     _expect(LINE_B_DOC_ID not in ids, f"rap-1's find_processes returned {ids}")
-    moved = await s.call("rap-1", "set_group", {"robot_id": "rap-3", "group_id": "line-a"})
+    moved = await s.call_unlisted("rap-1", "set_group", {"robot_id": "rap-3", "group_id": "line-a"})
     _expect(moved.get("error") == "forbidden", f"rap-1's set_group answered {moved}")
-    toggled = await s.call("rap-1", "set_self_improve", {"enabled": False})
+    toggled = await s.call_unlisted("rap-1", "set_self_improve", {"enabled": False})
     _expect(toggled.get("error") == "forbidden", f"rap-1's set_self_improve answered {toggled}")
     return (
         f"rap-3 saved {LINE_B_DOC_ID}; rap-1: get_process not_found (as a missing id), "
-        "not in its find, set_group and set_self_improve forbidden"
+        "not in its find, set_group and set_self_improve not listed to it and forbidden"
     )
 
 
@@ -341,6 +376,129 @@ async def _scenario_fleet_lessons(s: _Services) -> str:
     )
 
 
+async def _call_once(url: str, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    """One tool call in a session of its own (the brain's sleeper restarts nothing here)."""
+    from mcp import ClientSession
+    from mcp.client.sse import sse_client
+
+    async with sse_client(url) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        result = await session.call_tool(tool, args)
+    value = json.loads("".join(getattr(part, "text", "") for part in result.content))
+    if not isinstance(value, dict):
+        raise DemoError(f"{tool} answered {value!r}, not a JSON object")
+    return value
+
+
+def _brain_lines(text: str, task_id: str) -> tuple[list[tuple[int, str, str]], int]:
+    """(seq, type, source) of each update the brain printed for ``task_id``, once each, and
+    how many it printed again flagged ``redelivered`` (the handler contract allows that
+    after a kill; an unflagged repeat is kept, and fails the comparison)."""
+    found: list[tuple[int, str, str]] = []
+    again = 0
+    for line in text.splitlines():
+        match = _BRAIN_LINE.match(line.strip())
+        if match is None or match[1] != task_id:
+            continue
+        update = (int(match[2]), match[3], match[4])
+        if match[5] and any(seen[:2] == update[:2] for seen in found):
+            again += 1
+            continue
+        found.append(update)
+    return found, again
+
+
+async def _scenario_brain_restart(s: _Services) -> str:
+    from robot_mcp_kit.testing import ServiceProcess, free_port
+
+    secret = secrets.token_hex(16)
+    brain_port, sleeper_port = free_port(), free_port()
+    mcp_url = f"http://127.0.0.1:{sleeper_port}/sse"
+    python = sys.executable
+    state = s.workdir / "brain-receiver.db"
+
+    def brain() -> ServiceProcess:
+        return ServiceProcess(
+            "brain",
+            [python, str(_BRAIN)],
+            brain_port,
+            env={
+                "RVC_SERVERS": "sleeper",
+                "RVC_SLEEPER_SECRET": secret,
+                "RVC_SLEEPER_MCP_URL": mcp_url,
+                "BRAIN_PORT": str(brain_port),
+                "BRAIN_STATE": str(state),
+            },
+        )
+
+    sleeper = ServiceProcess(
+        "the brain's sleeper",
+        [python, str(s.sleeper)],
+        sleeper_port,
+        env={
+            "MCP_TRANSPORT": "sse",
+            "MCP_PORT": str(sleeper_port),
+            "RVC_CALLBACK_URL": f"http://127.0.0.1:{brain_port}/api/agent/events",
+            "RVC_EVENT_SECRET": secret,
+            "RVC_OUTBOX": "",
+        },
+    )
+    first = brain()
+    second: ServiceProcess | None = None
+
+    def printed() -> str:
+        """What the brain printed: the first process's output, then the second's."""
+        return first.log_text() + ("" if second is None else second.log_text())
+
+    try:
+        await asyncio.to_thread(sleeper.start, 60)
+        await asyncio.to_thread(first.start, 60)
+        args = {"duration_s": 2.0, "tick_s": 0.25}
+        task_id = str((await _call_once(mcp_url, "sleep_task", args))["task_id"])
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 20
+        while len(_brain_lines(printed(), task_id)[0]) < 2:
+            _expect(loop.time() < deadline, f"the brain printed nothing for {task_id}")
+            await asyncio.sleep(0.05)
+        assert first.proc is not None
+        first.proc.send_signal(signal.SIGKILL)
+        await asyncio.to_thread(first.proc.wait, 10)
+        before = len(_brain_lines(printed(), task_id)[0])
+        while (await _call_once(mcp_url, "get_task", {"task_id": task_id})).get("state") == (
+            "running"
+        ):
+            _expect(loop.time() < deadline, f"{task_id} is still running after 20 s")
+            await asyncio.sleep(0.1)
+        expected = await _call_once(mcp_url, "get_task_events", {"task_id": task_id})
+        events = [(e["seq"], e["type"]) for e in expected["events"]]
+        second = brain()
+        restarted = loop.time()
+        await asyncio.to_thread(second.start, 60)
+        while len(_brain_lines(printed(), task_id)[0]) < len(events):
+            _expect(loop.time() - restarted < 20, "the restarted brain did not catch up")
+            await asyncio.sleep(0.05)
+        caught_up = loop.time() - restarted
+    finally:
+        text = printed()  # before the services close: their output goes with them
+        for service in (second, first, sleeper):
+            if service is not None:
+                with contextlib.suppress(Exception):
+                    service.close()
+    seen, again = _brain_lines(text, task_id)
+    _expect(
+        [(seq, type_) for seq, type_, _ in seen] == events,
+        f"the brain's handler saw {seen}, the server's events are {events}",
+    )
+    repaired = [seq for seq, _, source in seen if source in ("reconcile", "repair")]
+    _expect(bool(repaired), f"nothing was repaired: {seen}")
+    flagged = f" ({again} handed over again, flagged redelivered)" if again else ""
+    return (
+        f"{task_id}: brain killed -9 after #{before}, the task finished while it was down; "
+        f"restarted, it reconciled #{repaired[0]}..#{repaired[-1]} in {caught_up:.1f} s: "
+        f"{len(events)} events handed over once, in order, the server's sequence{flagged}"
+    )
+
+
 SCENARIOS: list[tuple[str, Callable[[_Services], Awaitable[str]]]] = [
     ("sleeper: eta_below trigger, signed events in order", _scenario_trigger),
     ("sleeper: cancel is idempotent, no task_failed", _scenario_cancel),
@@ -349,6 +507,7 @@ SCENARIOS: list[tuple[str, Callable[[_Services], Awaitable[str]]]] = [
     ("fleet: two groups, three robot tokens, self-improve on", _scenario_fleet_setup),
     ("fleet: another group's document and administration refused", _scenario_fleet_isolation),
     ("fleet: a lesson is recalled by a group-mate, not another group", _scenario_fleet_lessons),
+    ("brain: a restart while a task runs is reconciled", _scenario_brain_restart),
 ]
 
 
@@ -413,7 +572,9 @@ def run_demo(sleeper: Path = _DEFAULT_SLEEPER, out: TextIO = sys.stdout) -> list
                 service.start()
             say(f"  fake brain page: {fake_url}/")
             say(f"  memory server: admin token and robot tokens for {', '.join(FLEET_ROBOTS)}")
-            return asyncio.run(_run_scenarios(fake_url, sleeper_port, memory_port, tokens, say))
+            return asyncio.run(
+                _run_scenarios(fake_url, sleeper_port, memory_port, tokens, say, Path(tmp), sleeper)
+            )
         finally:
             for service in reversed(services):
                 service.close()
@@ -425,10 +586,12 @@ async def _run_scenarios(
     memory_port: int,
     tokens: dict[str, str],
     say: Callable[[str], None],
+    workdir: Path,
+    sleeper: Path,
 ) -> list[Scenario]:
     outcomes: list[Scenario] = []
     async with AsyncExitStack() as stack:
-        services = _Services(stack, fake_url)
+        services = _Services(stack, fake_url, workdir, sleeper)
         await services.connect("sleeper", f"http://127.0.0.1:{sleeper_port}/sse")
         # One SSE session per token: "memory" is the admin (MEMORY_TOKEN), the others are
         # the robots, each bound to its own robot and group by the server.

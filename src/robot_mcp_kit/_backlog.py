@@ -15,11 +15,17 @@ attempt and never holds the event back for it; while writes fail a background ta
 retries them, pausing :data:`WRITE_RETRY_FIRST_S` doubling to :data:`WRITE_RETRY_MAX_S`,
 and once the disk has room the rows are written in acceptance order, each with the state
 its event reached by then (delivered, given up), so a later crash recovers what is still
-pending. One ERROR line starts such an episode (``outbox_write_failing``) and one WARNING
-ends it (``outbox_write_recovered``), folded as
-:class:`~robot_mcp_kit._failures.FailureEpisodes` says. Rows still unwritten when the poster
-closes are written once more; an undelivered event whose row cannot be written then is
-counted lost (``outbox_events_lost``, ERROR).
+pending. Memory stays bounded meanwhile: past ``queue_max`` unwritten rows, the oldest rows
+of events already delivered or given up are forgotten (counted in
+:attr:`DurableBacklog.forgotten`; the file then lacks them, which a restart does not
+notice: it sends pending rows only). A settlement handed to the store as a hot write is
+checked a moment later; if the store failed to write it, the background writer writes it,
+so a delivered event is not sent again after a crash even when the poster idles. One ERROR
+line starts such an episode (``outbox_write_failing``) and one WARNING ends it
+(``outbox_write_recovered``), folded as :class:`~robot_mcp_kit._failures.FailureEpisodes`
+says. Rows still unwritten when the poster closes are written once more; an undelivered
+event whose row is not in the file and cannot be written then is counted lost
+(``outbox_events_lost``, ERROR).
 """
 
 from __future__ import annotations
@@ -159,6 +165,11 @@ class Backlog(Protocol):
         ...
 
     @property
+    def forgotten(self) -> int:
+        """Unwritten rows of delivered or given-up events let go to bound memory, so far."""
+        ...
+
+    @property
     def failing(self) -> bool:
         """True while writes to the file fail (from the first failure until one succeeds)."""
         ...
@@ -173,6 +184,7 @@ class MemoryBacklog:
     unwritten: Final = 0
     not_durable: Final = 0
     written_late: Final = 0
+    forgotten: Final = 0
     failing: Final = False
 
     def __repr__(self) -> str:
@@ -214,7 +226,9 @@ class DurableBacklog:
     Args:
         path: the SQLite file (created with its directory if missing).
         server_name: named in log lines.
-        queue_max: the most pending events the file keeps (the poster's queue bound).
+        queue_max: the most pending events the file keeps (the poster's queue bound),
+            and the most unwritten rows kept in memory while the file cannot be written
+            (beyond it, the oldest of delivered or given-up events are forgotten).
         delivered_tail: settled events kept beyond the pending ones.
         adopt: called with each event the journal commits after :meth:`recover` ran (a
             manager built on a running poster reports ``INTERRUPTED`` tasks that way);
@@ -252,6 +266,14 @@ class DurableBacklog:
         # Accepted events whose rows are not yet known to be in the file, in acceptance
         # order, with their wall time of acceptance.
         self._unwritten: dict[str, tuple[QueuedEvent, float]] = {}
+        # Of those, the ones whose events were delivered or given up, oldest settled first:
+        # forgotten past queue_max unwritten rows (a missing settled row resends nothing).
+        self._settled_unwritten: dict[str, None] = {}
+        # Of those, the rows handed to the store as hot writes and not yet checked: the
+        # file may hold them (pending), so a forgotten one keeps its settlement to write.
+        self._maybe_in_file: set[str] = set()
+        # The rows of the cold write under way (it may land them without their settlement).
+        self._writing: frozenset[str] = frozenset()
         # Of those, the ones already sent (not durable): the background writer runs until
         # none is left.
         self._exposed: set[str] = set()
@@ -272,6 +294,7 @@ class DurableBacklog:
         self._stopped = False
         self._not_durable = 0
         self._written_late = 0
+        self._forgotten = 0
         self._hot_failed_seen = 0  # the store's failed hot writes at our last check
         self._settled_since_trim = 0
 
@@ -280,7 +303,8 @@ class DurableBacklog:
         return (
             f"<DurableBacklog {str(self.path)!r} {state} accepted={self._accepted_n} "
             f"unwritten={len(self._unwritten)} not_durable={self._not_durable} "
-            f"written_late={self._written_late} write_failures={self.write_failures}>"
+            f"written_late={self._written_late} rows_forgotten={self._forgotten} "
+            f"write_failures={self.write_failures}>"
         )
 
     @property
@@ -314,6 +338,18 @@ class DurableBacklog:
         return self._written_late
 
     @property
+    def forgotten(self) -> int:
+        """Unwritten rows of delivered or given-up events let go to bound memory, so far.
+
+        Past ``queue_max`` unwritten rows (the file cannot be written for that long), the
+        oldest of those whose events were delivered or given up are forgotten: the file
+        never gets them, which only shortens the replay after a restart (a restart sends
+        pending rows only). Undelivered events' rows are never forgotten: the poster's
+        queue bound (``queue_max``, oldest dropped) bounds them.
+        """
+        return self._forgotten
+
+    @property
     def failing(self) -> bool:
         """True while writes to the file fail: event rows, from a failure until a write of
         them succeeds, or the store's hot writes, when one failed since the last check."""
@@ -328,6 +364,20 @@ class DurableBacklog:
         self._unwritten[item.event_id] = (item, now)
         if not self._rewriting and not self._episodes.failing:
             self._outbox.add(item.row(now))
+            self._maybe_in_file.add(item.event_id)
+        self._forget_settled()
+
+    def _forget_settled(self) -> None:
+        """Bound the unwritten rows at ``queue_max``: forget the oldest settled ones."""
+        while len(self._unwritten) > self.queue_max and self._settled_unwritten:
+            event_id = next(iter(self._settled_unwritten))
+            del self._settled_unwritten[event_id]
+            del self._unwritten[event_id]
+            self._exposed.discard(event_id)
+            if event_id not in self._maybe_in_file and event_id not in self._writing:
+                self._marks.pop(event_id, None)  # the file lacks the row: nothing to mark
+            self._maybe_in_file.discard(event_id)
+            self._forgotten += 1
 
     async def write_ahead(self, item: QueuedEvent) -> None:
         """Before ``item``'s first attempt: get its row into the file if the file takes it.
@@ -380,10 +430,21 @@ class DurableBacklog:
     async def _write_in_background(self) -> None:
         """Write the rows of events sent not durable, and remembered settlements, until
         they are all in the file: at once, then every 0.1 s doubling to 5 s while it fails.
+
+        Settlements handed to the store as hot writes are checked after 0.1 s (one flush,
+        unless an event's write-ahead checked them meanwhile): those the store failed to
+        write join the ones written here. So a failed settlement is written even when no
+        event follows it.
         """
         pause = WRITE_RETRY_FIRST_S
-        while (self._exposed or self._marks) and not self._closed:
-            if self._episodes.failing:
+        while not self._closed:
+            if not (self._exposed or self._marks):
+                if not self._hot_marks:
+                    return
+                await self._sleep(WRITE_RETRY_FIRST_S)  # the store's writer goes first
+                if not (self._exposed or self._marks or self._hot_marks) or self._closed:
+                    return
+            elif self._episodes.failing:
                 await self._sleep(pause)
                 pause = min(pause * 2, WRITE_RETRY_MAX_S)
             async with self._lock():
@@ -399,6 +460,7 @@ class DurableBacklog:
         try:
             if not self._rewriting and not self._episodes.failing:
                 missing = await asyncio.to_thread(self._outbox.missing, list(batch))
+                self._maybe_in_file.difference_update(batch)  # checked: in or not
                 self._check_hot_marks(hot, flushed=True)
                 marks = dict(self._marks)
                 if missing:
@@ -413,10 +475,13 @@ class DurableBacklog:
             else:
                 self._check_hot_marks(hot, flushed=False)
                 marks = dict(self._marks)
+            self._writing = frozenset(batch)
             await asyncio.to_thread(self._outbox.write_events, _rows(batch), marks)
         except Exception as exc:
             self._write_failed(exc)
             return False
+        finally:
+            self._writing = frozenset()
         self._rewriting = False
         self._written(batch, marks)
         return True
@@ -440,6 +505,8 @@ class DurableBacklog:
         late = 0
         for event_id, (item, _) in batch.items():
             self._unwritten.pop(event_id, None)
+            self._settled_unwritten.pop(event_id, None)
+            self._maybe_in_file.discard(event_id)
             if event_id in self._exposed:
                 self._exposed.discard(event_id)
                 late += 1
@@ -457,6 +524,7 @@ class DurableBacklog:
                 seconds=self._episodes.seconds(),
                 written=len(batch),
                 written_late=late,
+                rows_forgotten=self._forgotten,
                 write_failures=self.write_failures,
             )
 
@@ -492,19 +560,24 @@ class DurableBacklog:
     def drop(self, item: QueuedEvent) -> None:
         """Mark ``item``'s row ``dropped``; an unwritten one (never sent) is not written."""
         self._unwritten.pop(item.event_id, None)
+        self._settled_unwritten.pop(item.event_id, None)
+        self._maybe_in_file.discard(item.event_id)
         self._exposed.discard(item.event_id)
         self._mark(item.event_id, "dropped")
 
     def _mark(self, event_id: str, state: OutboxState) -> None:
         """Record a settlement: a hot write (after the row's own, if the store has it),
         also remembered for the next write of unwritten rows when the file may lack the
-        row or the write may fail."""
+        row or the write may fail, and checked by the background writer otherwise."""
         if event_id in self._unwritten or self.failing:
             self._marks[event_id] = state
-            self._start_writer()
+            if event_id in self._unwritten and state != "dropped":
+                self._settled_unwritten[event_id] = None
         else:
             self._hot_marks[event_id] = state
         self._outbox.mark(event_id, state)
+        self._start_writer()
+        self._forget_settled()
 
     def recover(self) -> list[QueuedEvent]:
         """Read the pending rows a previous process left (once; logged)."""
@@ -548,11 +621,12 @@ class DurableBacklog:
         """Write the rows (and settlements) not yet in the file; return the ``items`` lost.
 
         ``items`` are the undelivered events: every one already in the file stays pending
-        there for the next start; one whose row cannot be written now is lost (ERROR
-        ``outbox_events_lost``). A delivered event whose row cannot be written is not lost
-        to any receiver, only absent from the file (WARNING ``outbox_rows_unwritten``).
-        Blocking: the poster's close runs it in a thread, once no lane runs any more and
-        :meth:`stop` returned.
+        there for the next start (the file is read to know which are: those the store
+        wrote but no write-ahead checked yet); one whose row is not in the file and cannot
+        be written now is lost (ERROR ``outbox_events_lost``). A delivered event whose row
+        cannot be written is not lost to any receiver, only absent from the file (WARNING
+        ``outbox_rows_unwritten``). Blocking: the poster's close runs it in a thread, once
+        no lane runs any more and :meth:`stop` returned.
         """
         if self._outbox.hot_write_failures > self._hot_failed_seen:
             self._check_hot_marks(dict(self._hot_marks), flushed=False)
@@ -560,19 +634,22 @@ class DurableBacklog:
             return []
         batch, marks = dict(self._unwritten), dict(self._marks)
         try:
-            missing = (
-                set(batch)
-                if self._rewriting or self._episodes.failing
-                else self._outbox.missing(list(batch))
-            )
+            missing = self._outbox.missing(list(batch))  # flushes the store, then reads
+        except Exception:  # cannot tell: count them all as missing
+            missing = set(batch)
+        try:
             if missing or marks:
+                # Rewritten all together when one is missing: acceptance order (see
+                # Outbox.write_events).
                 self._outbox.write_events(_rows(batch) if missing else (), marks)
         except Exception as exc:
-            lost = [item for item in items if item.event_id in batch]
+            lost = [item for item in items if item.event_id in missing]
             self._unwritten.clear()
+            self._settled_unwritten.clear()
+            self._maybe_in_file.clear()
             self._exposed.clear()
             self._marks.clear()
-            self._log_unwritten_at_close(lost, len(batch) - len(lost), len(marks), exc)
+            self._log_unwritten_at_close(lost, len(missing) - len(lost), len(marks), exc)
             return lost
         self._written(batch, marks)
         return []

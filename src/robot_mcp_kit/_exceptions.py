@@ -110,15 +110,18 @@ class InvalidPayload(InvalidArgument, TypeError):
 class InvalidTrigger(InvalidArgument):
     """A trigger given to ``TaskManager.start`` is not what its type declares: no task starts.
 
-    ``index`` is the trigger's position in the list, ``type`` its ``type`` (None when it
-    has none), ``field`` the field at fault (None when the trigger itself is: not an object,
-    no string ``type``); the message names all three and what is valid
-    (``trigger 0 (eta_below): "seconds" is missing; it must be a finite number > 0.``). A
+    ``index`` is the trigger's position in the list (None when the list is at fault: more
+    than ``MAX_TRIGGERS`` triggers, or over ``MAX_TRIGGERS_JSON_BYTES`` together), ``type``
+    its ``type`` (None when it has none), ``field`` the field at fault (None when the trigger
+    itself is: not an object, no string ``type``); the message names all three and what is
+    valid (``trigger 0 (eta_below): "seconds" is missing; it must be a finite number > 0.``). A
     start tool registered with :func:`~robot_mcp_kit.fastmcp_ext.add_start_tool` answers
     it as ``{"error": "invalid", "detail": <the message>}``.
     """
 
-    def __init__(self, message: str, *, index: int, type: str | None, field: str | None) -> None:
+    def __init__(
+        self, message: str, *, index: int | None, type: str | None, field: str | None
+    ) -> None:
         super().__init__(message)
         self.index = index
         self.type = type

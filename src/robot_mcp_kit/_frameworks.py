@@ -5,7 +5,8 @@
 (sync or async, answering a model or a dict) on any of them with a declared output schema,
 structured content and one text content holding the same object as JSON;
 :func:`shown_to_client` makes an error of the kit one that every framework loaded in the
-process passes on to the MCP client.
+process passes on to the MCP client; :func:`before_serving` runs a coroutine when a server
+starts serving.
 
 Imports no framework at import time, only inside the functions, from what it is given.
 """
@@ -18,16 +19,24 @@ import json
 import logging
 import sys
 import typing
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict
 
 from robot_mcp_kit import telemetry
+from robot_mcp_kit.log import get_logger
 
-__all__ = ["Framework", "detect_framework", "shown_to_client", "trace_tool_calls"]
+__all__ = [
+    "Framework",
+    "before_serving",
+    "detect_framework",
+    "shown_to_client",
+    "trace_tool_calls",
+]
 
 _E = TypeVar("_E", bound=BaseException)
+_log = get_logger("robot_mcp_kit.serving")
 
 
 Framework = Literal["mcp1", "mcp2", "fastmcp"]
@@ -232,6 +241,56 @@ def _add_tool(
         )
 
 
+_SERVE_METHODS = (
+    "run_stdio_async",
+    "run_sse_async",
+    "run_streamable_http_async",
+    "run_http_async",
+)
+"""What each framework serves through: mcp 1.x and 2.x ``run()`` call the first three,
+standalone FastMCP's ``run()`` / ``run_async()`` the first and the last."""
+_BEFORE_SERVING = "_robot_mcp_before_serving"
+
+
+def before_serving(server: Any, hook: Callable[[], Awaitable[None]]) -> None:
+    """Await ``hook`` on the server's event loop each time ``server`` starts serving.
+
+    Wraps, on this instance only, the ``run_*_async`` methods the framework's ``run()``
+    serves through (stdio, SSE, streamable HTTP); hooks run in the order given, before the
+    transport opens. A hook that raises is logged (``before_serving_failed``) and the
+    server serves all the same. A server served another way (its ASGI app under the
+    author's own uvicorn) never runs them.
+    """
+    hooks: list[Callable[[], Awaitable[None]]] | None = server.__dict__.get(_BEFORE_SERVING)
+    if hooks is None:
+        hooks = []
+        for name in _SERVE_METHODS:
+            method = getattr(server, name, None)
+            if callable(method):
+                setattr(server, name, _serving_after(method, hooks))
+        setattr(server, _BEFORE_SERVING, hooks)
+    hooks.append(hook)
+
+
+def _serving_after(
+    method: Callable[..., Awaitable[Any]], hooks: list[Callable[[], Awaitable[None]]]
+) -> Callable[..., Awaitable[Any]]:
+    @functools.wraps(method)
+    async def serve(*args: Any, **kwargs: Any) -> Any:
+        for hook in hooks:
+            try:
+                await hook()
+            except Exception:
+                _log.exception(
+                    "before_serving_failed",
+                    hook=getattr(hook, "__qualname__", repr(hook)),
+                    then="serving all the same",
+                )
+        return await method(*args, **kwargs)
+
+    return serve
+
+
 _TRACED = "_robot_mcp_traced"
 
 
@@ -326,6 +385,7 @@ def _measure_fastmcp(server: Any) -> bool:
         return False
     if any(getattr(link, _TRACED, False) for link in chain):
         return True
+    from fastmcp.exceptions import FastMCPError  # type: ignore[import-not-found]
     from fastmcp.server.middleware import Middleware  # type: ignore[import-not-found]
 
     class MeasureRequests(Middleware):  # type: ignore[misc]
@@ -336,7 +396,15 @@ def _measure_fastmcp(server: Any) -> bool:
             with telemetry.operation_duration(
                 context.method or "", name if isinstance(name, str) else None
             ) as operation:
-                result = await call_next(context)
+                try:
+                    result = await call_next(context)
+                except FastMCPError:
+                    # A tool's error (ToolError, bad arguments, an unknown tool): FastMCP
+                    # answers a tools/call with an isError result, as the other
+                    # frameworks do, so it is measured as they measure it.
+                    if operation is not None and context.method == "tools/call":
+                        operation.error_type = "tool_error"
+                    raise
                 if operation is not None and _is_tool_error(result):
                     operation.error_type = "tool_error"
                 return result

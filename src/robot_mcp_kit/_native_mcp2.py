@@ -13,8 +13,6 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from mcp.server.auth.middleware.auth_context import get_access_token
-from mcp.server.auth.provider import principal_components
 from mcp.server.extension import Extension, MethodBinding
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import decode_header_value
@@ -29,6 +27,7 @@ from robot_mcp_kit._native_wire import (
     NativeTaskError,
     missing_capability,
 )
+from robot_mcp_kit._principal import current_principal
 
 __all__ = ["TasksExtension"]
 
@@ -45,9 +44,9 @@ class _UpdateParams(_TaskParams):
 
 
 def _owner() -> str:
-    """The caller's principal (client, issuer, subject of its access token); "" without auth."""
-    token = get_access_token()
-    return "" if token is None else json.dumps(list(principal_components(token)))
+    """The caller's principal as a key (client, issuer, subject of its access token, the
+    components mcp's ``principal_components`` names); "" without auth."""
+    return current_principal().key
 
 
 def _declared(ctx: Any) -> bool:

@@ -27,9 +27,11 @@ lane on its own, so an old event of a refused task can stay pending while newer 
 settle), which is why the pending rows are spared rather than assumed the newest; the
 poster's ``queue_max`` bounds how many there are.
 
-``tasks`` — one row per task the manager remembers: its last ``TaskInfo`` as JSON and the
-last ``seq`` it allocated. A task found ``running`` at the next start was interrupted by
-the process dying; the manager reports it ``task_failed`` / ``INTERRUPTED``.
+``tasks`` — one row per task the manager remembers: its last ``TaskInfo`` as JSON, the
+last ``seq`` it allocated and the principal that started it (``owner``, a
+:attr:`~robot_mcp_kit.tasks.Principal.key`; ``""`` without authentication). A task found
+``running`` at the next start was interrupted by the process dying; the manager reports it
+``task_failed`` / ``INTERRUPTED``.
 
 Durability: rows are written by the store's writer thread. Before an event's first
 attempt the poster tries to make its row durable: one flush covering every event accepted
@@ -115,7 +117,8 @@ TASKS = Table(
     " state TEXT NOT NULL,"
     " seq INTEGER NOT NULL,"
     " updated_at TEXT NOT NULL,"
-    " info TEXT NOT NULL)",
+    " info TEXT NOT NULL,"
+    " owner TEXT NOT NULL DEFAULT '')",
 )
 
 
@@ -125,13 +128,19 @@ def _add_trace_columns(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE outbox_events ADD COLUMN tracestate TEXT")
 
 
+def _add_owner_column(conn: sqlite3.Connection) -> None:
+    """Version 3: each task row keeps the principal that started it (``""``: anonymous)."""
+    conn.execute("ALTER TABLE tasks ADD COLUMN owner TEXT NOT NULL DEFAULT ''")
+
+
 OUTBOX_SCHEMA = Schema(
-    version=2,
+    version=3,
     tables=(OUTBOX_EVENTS, TASKS),
     pruned=frozenset({"outbox_events"}),
-    migrations={2: _add_trace_columns},
+    migrations={2: _add_trace_columns, 3: _add_owner_column},
 )
-"""The outbox file's schema (version 2: the trace columns; a version 1 file migrates)."""
+"""The outbox file's schema (version 2: the trace columns; 3: the tasks' owners; older
+files migrate)."""
 
 _INSERT_EVENT = (
     "INSERT OR IGNORE INTO outbox_events "
@@ -140,9 +149,10 @@ _INSERT_EVENT = (
 )
 _MARK_EVENT = "UPDATE outbox_events SET state = ? WHERE event_id = ?"
 _UPSERT_TASK = (
-    "INSERT INTO tasks (task_id, state, seq, updated_at, info) VALUES (?, ?, ?, ?, ?) "
+    "INSERT INTO tasks (task_id, state, seq, updated_at, info, owner) "
+    "VALUES (?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (task_id) DO UPDATE SET state = excluded.state, seq = excluded.seq, "
-    "updated_at = excluded.updated_at, info = excluded.info"
+    "updated_at = excluded.updated_at, info = excluded.info, owner = excluded.owner"
 )
 _FORGET_TASK = "DELETE FROM tasks WHERE task_id = ?"
 
@@ -375,12 +385,24 @@ class Outbox:
 
     # -- the manager's side -------------------------------------------------------------
 
-    def save_task(self, info: TaskInfo, seq: int) -> None:
-        """Record a task's current state and last seq (hot write)."""
+    def save_task(self, info: TaskInfo, seq: int, owner: str = "") -> None:
+        """Record a task's current state, last seq and owner (hot write)."""
         self._enqueue(
             _UPSERT_TASK,
-            (info.task_id, info.state, seq, info.updated_at.isoformat(), info.model_dump_json()),
+            (
+                info.task_id,
+                info.state,
+                seq,
+                info.updated_at.isoformat(),
+                info.model_dump_json(),
+                owner,
+            ),
         )
+
+    def task_owners(self) -> dict[str, str]:
+        """The owner of each journalled task that has one (not ``""``), by task id (a read)."""
+        rows = self.store.query("SELECT task_id, owner FROM tasks WHERE owner != ''")
+        return {str(task_id): str(owner) for task_id, owner in rows}
 
     def forget_task(self, task_id: str) -> None:
         """Forget a task the manager evicted from its retention ring (hot write)."""
@@ -462,10 +484,12 @@ class Outbox:
         info: TaskInfo,
         enqueued_at: float,
         trace: tuple[str, str] | None = None,
+        owner: str = "",
     ) -> None:
         """Write an ``INTERRUPTED`` event (pending) and its task's new state, together.
 
-        ``trace`` is the ``(traceparent, tracestate)`` the event is sent with.
+        ``trace`` is the ``(traceparent, tracestate)`` the event is sent with; ``owner`` the
+        task's.
 
         A cold write: one transaction, committed before this returns; raises what the
         write raises (counted in ``cold_write_failures``).
@@ -485,6 +509,7 @@ class Outbox:
                         event.seq,
                         info.updated_at.isoformat(),
                         info.model_dump_json(),
+                        owner,
                     ),
                 )
         except Exception:

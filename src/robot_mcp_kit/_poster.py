@@ -69,6 +69,12 @@ class PosterStats:
             without an outbox.
         outbox_written_late: of ``outbox_not_durable``, the events whose rows were written
             afterwards, once the file took them (durable again).
+        outbox_rows_forgotten: rows of delivered or given-up events that were never
+            written: while the file cannot be written, at most ``queue_max`` unwritten rows
+            are kept in memory, and past that the oldest of delivered or given-up events
+            are let go (a restart sends pending rows only, so nothing is resent or lost;
+            the replay after a restart lacks them). Undelivered events' rows are never
+            let go (the queue's own bound drops the oldest of those).
         outbox_failing: True while writes to the outbox file fail, from the first failure
             (one ERROR line, ``outbox_write_failing``) until a write succeeds (one WARNING
             line, ``outbox_write_recovered``).
@@ -88,6 +94,7 @@ class PosterStats:
     outbox_failing: bool = False
     outbox_not_durable: int = 0
     outbox_written_late: int = 0
+    outbox_rows_forgotten: int = 0
 
 
 class EventPoster:
@@ -287,6 +294,7 @@ class EventPoster:
             outbox_failing=self._backlog.failing,
             outbox_not_durable=self._backlog.not_durable,
             outbox_written_late=self._backlog.written_late,
+            outbox_rows_forgotten=self._backlog.forgotten,
         )
 
     async def post(self, event: TaskEvent) -> None:

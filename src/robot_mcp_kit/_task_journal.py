@@ -37,6 +37,8 @@ class Recovered:
     """Tasks journalled as running (the process died under them), with their last seq."""
     events: list[TaskEvent] = field(default_factory=list)
     """The newest journalled events of those tasks, oldest first."""
+    owners: dict[str, str] = field(default_factory=dict)
+    """The owner (a principal's key) of each of those tasks that has one, by task id."""
 
 
 class TaskJournal:
@@ -68,10 +70,11 @@ class TaskJournal:
         """The outbox file."""
         return self._outbox.path
 
-    def save(self, info: TaskInfo, seq: int) -> None:
-        """Record a task's current state and last seq (hot write; see the class docstring)."""
+    def save(self, info: TaskInfo, seq: int, owner: str = "") -> None:
+        """Record a task's current state, last seq and owner (the principal's key that
+        started it); a hot write, see the class docstring."""
         reached = self._reached.setdefault(info.task_id, 0)
-        self._outbox.save_task(info, min(seq, reached))
+        self._outbox.save_task(info, min(seq, reached), owner)
 
     def reached(self, task_id: str, seq: int) -> None:
         """Event ``seq`` of ``task_id`` is in the file, or was sent before its row was."""
@@ -109,10 +112,17 @@ class TaskJournal:
             _log.exception("task_journal_unreadable", journal=str(outbox.path), then="no events")
             events = []
         try:
+            owners = {t: o for t, o in outbox.task_owners().items() if t in kept}
+        except Exception:
+            # Unknown owners read as anonymous: with authentication only the task admins
+            # see those tasks, never another principal.
+            _log.exception("task_journal_unreadable", journal=str(outbox.path), then="no owners")
+            owners = {}
+        try:
             outbox.keep_tasks(kept)
         except Exception:
             _log.exception("task_journal_trim_failed", journal=str(outbox.path))
-        return Recovered(finished=finished, running=running, events=events)
+        return Recovered(finished=finished, running=running, events=events, owners=owners)
 
     def _finish_from_terminal_events(
         self, rows: list[tuple[TaskInfo, int]]
@@ -148,7 +158,9 @@ class TaskJournal:
             out.append((finished, event.seq))
         return out
 
-    def interrupt(self, event: TaskEvent, info: TaskInfo, enqueued_at: float) -> None:
+    def interrupt(
+        self, event: TaskEvent, info: TaskInfo, enqueued_at: float, owner: str = ""
+    ) -> None:
         """Commit an ``INTERRUPTED`` task's event (pending, to be sent) and its new state.
 
         One transaction; then the event row is handed to the owner (``on_pending``). The
@@ -160,7 +172,7 @@ class TaskJournal:
         trace = None
         try:
             trace = self._outbox.newest_trace(event.task_id)
-            self._outbox.interrupt(event, body, info, enqueued_at, trace)
+            self._outbox.interrupt(event, body, info, enqueued_at, trace, owner)
         except Exception:
             _log.exception("task_journal_write_failed", task_id=event.task_id, type=event.type)
             return

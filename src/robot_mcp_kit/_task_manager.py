@@ -27,6 +27,7 @@ from robot_mcp_kit._exceptions import (
 )
 from robot_mcp_kit._frameworks import shown_to_client
 from robot_mcp_kit._payload import DEFAULT_MAX_PAYLOAD_BYTES, json_payload
+from robot_mcp_kit._principal import Principal, current_principal
 from robot_mcp_kit._task_context import TaskBody, TaskContext, TaskError
 from robot_mcp_kit._task_journal import INTERRUPTED, JournalOwner, TaskJournal
 from robot_mcp_kit._task_state import EventRetention, TaskRecord
@@ -161,6 +162,12 @@ class TaskManager:
             server's log."``), for a server whose exceptions may carry what the planner
             should not see. Either way the log's ``task_body_raised`` has the message
             and the traceback.
+        task_admins: the OAuth client ids (the ``client_id`` of the access token the
+            server's token verifier returns) whose callers see and drive every task, as
+            the brain that reconciles tasks a host started natively needs. Every other
+            caller sees only the tasks its own principal started (see "Task ownership"
+            in :mod:`robot_mcp_kit.tasks`). Without authentication there is one
+            principal and this changes nothing.
 
     Not thread-safe: use it from the event loop that runs the server. The poster is the
     caller's to close.
@@ -181,6 +188,7 @@ class TaskManager:
         journal: TaskJournal | Literal[False] | None = None,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
         internal_error_detail: InternalErrorDetail = DEFAULT_INTERNAL_ERROR_DETAIL,
+        task_admins: Collection[str] = (),
     ) -> None:
         if not server_name:
             raise ConfigurationError("server_name must be a non-empty string.")
@@ -202,6 +210,12 @@ class TaskManager:
                 f"internal_error_detail must be one of {list(_INTERNAL_ERROR_DETAILS)!r}, "
                 f"got {internal_error_detail!r}."
             )
+        if isinstance(task_admins, str) or not all(isinstance(a, str) and a for a in task_admins):
+            raise ConfigurationError(
+                f"task_admins must be a collection of OAuth client ids (non-empty strings), "
+                f"e.g. ['brain'], got {task_admins!r}."
+            )
+        self.task_admins: frozenset[str] = frozenset(task_admins)
         self.internal_error_detail: InternalErrorDetail = internal_error_detail
         self.server_name = server_name
         self.poster = poster
@@ -274,7 +288,8 @@ class TaskManager:
                 ``max_payload_bytes`` (the message names the key path and the reason).
             InvalidTrigger: a trigger is not an object with a string ``type``, or a field
                 of its known type is missing or not as declared (the message names the
-                trigger's index, its type and the field).
+                trigger's index, its type and the field); or there are more than
+                ``MAX_TRIGGERS`` (32), or over ``MAX_TRIGGERS_JSON_BYTES`` (8 KiB) of them.
             InvalidArgument: ``est_duration_s`` is not a finite number or None.
         """
         try:
@@ -306,19 +321,17 @@ class TaskManager:
             raise ManagerClosed(
                 f"TaskManager for {self.server_name!r} is closed; no task can be started."
             )
-        if triggers is not None:
-            triggers = [
-                json_payload(t, f"trigger {i}", max_bytes=self.max_payload_bytes)
-                if isinstance(t, dict)
-                else t
-                for i, t in enumerate(triggers)
-            ]
         rules = (
             self._trigger_rules
             if known_trigger_types is None
             else trigger_rules(known_trigger_types)
         )
-        check_triggers(triggers, rules)
+        check_triggers(triggers, rules)  # first: a declared field's refusal names it
+        if triggers is not None:
+            triggers = [
+                json_payload(t, f"trigger {i}", max_bytes=self.max_payload_bytes)
+                for i, t in enumerate(triggers)
+            ]
         if est_duration_s is not None and not (
             is_number(est_duration_s) and math.isfinite(est_duration_s)
         ):
@@ -328,6 +341,8 @@ class TaskManager:
             )
         task_id = self._new_unique_id()
         now = self._clock()
+        # Whichever face the call came through (a plain tools/call or a native task), the
+        # task belongs to the principal of the request that started it.
         task = TaskRecord(
             task_id=task_id,
             tool=tool,
@@ -335,48 +350,65 @@ class TaskManager:
             updated_at=now,
             triggers=accept_triggers(task_id, triggers, rules.known),
             est_duration_s=est_duration_s,
+            owner=current_principal().key,
         )
         self._tasks[task_id] = task
         self._counts["started"] += 1
         task.handle = loop.create_task(self._run(task, body), name=f"robot-mcp-task:{task_id}")
         info = self._info(task)
         if self.journal is not None:
-            self.journal.save(info, 0)
+            self.journal.save(info, 0, task.owner)
         return info
 
-    def get(self, task_id: str) -> TaskInfo | None:
-        """Return a snapshot of the task, or None if it is unknown or was evicted."""
-        task = self._tasks.get(task_id)
+    def get(self, task_id: str, *, caller: Principal | None = None) -> TaskInfo | None:
+        """Return a snapshot of the task, or None if it is unknown or was evicted.
+
+        ``caller``: the principal asking (the task tools pass the request's); a task it
+        may not see (another principal started it, and it is no task admin) is None, as
+        an unknown one. None (the server's own code): every task.
+        """
+        task = self._task_for(task_id, caller)
         return None if task is None else self._info(task)
 
-    def list(self, states: Collection[TaskState] | None = None) -> builtins.list[TaskInfo]:
+    def list(
+        self, states: Collection[TaskState] | None = None, *, caller: Principal | None = None
+    ) -> builtins.list[TaskInfo]:
         """Return snapshots of the known tasks, oldest first, optionally only ``states``.
+
+        ``caller``: only the tasks that principal may see (see :meth:`get`); None: all.
 
         Raises:
             InvalidArgument: ``states`` names a state that does not exist (a ``ValueError``).
         """
-        if states is None:
-            return [self._info(t) for t in self._tasks.values()]
-        wanted = set(states)
+        wanted = _ALL_STATES if states is None else set(states)
         unknown = wanted - _ALL_STATES
         if unknown:
             raise InvalidArgument(
                 f"unknown task state(s) {sorted(unknown)!r}; valid states are "
                 f"{sorted(s.value for s in _ALL_STATES)!r}."
             )
-        return [self._info(t) for t in self._tasks.values() if t.state in wanted]
+        return [
+            self._info(t)
+            for t in self._tasks.values()
+            if t.state in wanted and self._sees(t, caller)
+        ]
 
     def events(
-        self, task_id: str, after_seq: int = 0, limit: int = EVENTS_PAGE_MAX
+        self,
+        task_id: str,
+        after_seq: int = 0,
+        limit: int = EVENTS_PAGE_MAX,
+        *,
+        caller: Principal | None = None,
     ) -> TaskEventPage | None:
         """Return the task's retained events with ``seq > after_seq``, oldest first.
 
         At most ``limit`` (capped at :data:`EVENTS_PAGE_MAX`); ``more`` says whether
-        further retained events follow. None if the task is unknown or was evicted. What
-        is retained is bounded per task and in total (see :mod:`robot_mcp_kit.tasks`).
-        Read-only.
+        further retained events follow. None if the task is unknown, was evicted or is
+        not ``caller``'s to see (:meth:`get`). What is retained is bounded per task and in
+        total (see :mod:`robot_mcp_kit.tasks`). Read-only.
         """
-        task = self._tasks.get(task_id)
+        task = self._task_for(task_id, caller)
         if task is None:
             return None
         page = self._retention.page(task_id, after_seq, min(limit, EVENTS_PAGE_MAX))
@@ -388,13 +420,16 @@ class TaskManager:
             more=page.more,
         )
 
-    def pending_inputs(self, task_id: str) -> dict[str, dict[str, Any]] | None:
-        """The input requests a running task waits on, by request id; None if unknown.
+    def pending_inputs(
+        self, task_id: str, *, caller: Principal | None = None
+    ) -> dict[str, dict[str, Any]] | None:
+        """The input requests a running task waits on, by request id; None if unknown
+        (or not ``caller``'s to see, as :meth:`get`).
 
         Each is ``{"method": "elicitation/create", "params": {...}}`` (a copy), as its
         ``input_required`` event carried it (contract §11). Empty when it waits on none.
         """
-        task = self._tasks.get(task_id)
+        task = self._task_for(task_id, caller)
         if task is None:
             return None
         return {
@@ -403,9 +438,14 @@ class TaskManager:
         }
 
     async def answer_input(
-        self, task_id: str, answers: Mapping[str, InputAnswer | Mapping[str, Any]]
+        self,
+        task_id: str,
+        answers: Mapping[str, InputAnswer | Mapping[str, Any]],
+        *,
+        caller: Principal | None = None,
     ) -> builtins.list[str] | None:
-        """Answer input requests of a running task; the request ids answered, None if unknown.
+        """Answer input requests of a running task; the request ids answered, None if unknown
+        (or not ``caller``'s to see, as :meth:`get`: nothing is answered).
 
         ``answers`` maps request ids to an :class:`~robot_mcp_kit.models.InputAnswer` or
         its JSON form (``{"action": "accept", "content": {...}}``). Ids the task is not
@@ -417,7 +457,7 @@ class TaskManager:
             InvalidArgument: an answer to a pending request is not an ``InputAnswer``
                 (the message names the request id and what to send); nothing is answered.
         """
-        task = self._tasks.get(task_id)
+        task = self._task_for(task_id, caller)
         if task is None:
             return None
         parsed: dict[str, InputAnswer] = {}
@@ -452,15 +492,16 @@ class TaskManager:
                 answered.append(request_id)
         return answered
 
-    async def cancel(self, task_id: str) -> TaskInfo | None:
-        """Cancel a running task and return its state; None if the id is unknown.
+    async def cancel(self, task_id: str, *, caller: Principal | None = None) -> TaskInfo | None:
+        """Cancel a running task and return its state; None if the id is unknown (or not
+        ``caller``'s to see, as :meth:`get`: nothing is cancelled).
 
         The body's asyncio task is cancelled and awaited for up to ``cancel_grace_s``;
         the task then is ``cancelled`` (even if the body swallowed the cancellation or
         outlived the grace period) and emits no terminal event. Idempotent. A task that
         already finished is returned unchanged in its terminal state.
         """
-        task = self._tasks.get(task_id)
+        task = self._task_for(task_id, caller)
         if task is None:
             return None
         if task.state == TaskState.RUNNING:
@@ -511,6 +552,18 @@ class TaskManager:
     def _info(self, task: TaskRecord) -> TaskInfo:
         return task.info(self.server_name)
 
+    def _sees(self, task: TaskRecord, caller: Principal | None) -> bool:
+        return (
+            caller is None
+            or task.owner == caller.key
+            or (caller.client_id is not None and caller.client_id in self.task_admins)
+        )
+
+    def _task_for(self, task_id: str, caller: Principal | None) -> TaskRecord | None:
+        """The task, if it exists and ``caller`` may see it (one answer for both misses)."""
+        task = self._tasks.get(task_id)
+        return task if task is not None and self._sees(task, caller) else None
+
     def _next_event(self, task: TaskRecord, type_: EventType, payload: dict[str, Any]) -> TaskEvent:
         """Allocate the task's next ``seq`` and build its event (the caller hands it on)."""
         task.seq += 1
@@ -531,7 +584,8 @@ class TaskManager:
         """Apply what the journal held (see "Task journal" in :mod:`robot_mcp_kit.tasks`)."""
         recovered = journal.recover(self.max_finished_retained, self.max_events_retained)
         for info, seq in recovered.finished + recovered.running:
-            self._tasks[info.task_id] = TaskRecord.from_info(info, seq)
+            owner = recovered.owners.get(info.task_id, "")
+            self._tasks[info.task_id] = TaskRecord.from_info(info, seq, owner)
         for event in recovered.events:
             task = self._tasks[event.task_id]
             last = self._retention.last_seq(task.task_id)
@@ -564,7 +618,7 @@ class TaskManager:
         self._finish(task, TaskState.FAILED, failure=failure, journal=False, remember=False)
         event = self._next_event(task, "task_failed", failure.model_dump(mode="json"))
         self._retention.retain(task.task_id, event)
-        journal.interrupt(event, self._info(task), event.ts.timestamp())
+        journal.interrupt(event, self._info(task), event.ts.timestamp(), task.owner)
         # Only after the commit: an eviction forgets the row interrupt() just wrote.
         self._remember_finished(task)
         _log.warning(
@@ -616,7 +670,7 @@ class TaskManager:
                 return
             self._retention.retain(task.task_id, event)
             if self.journal is not None:
-                self.journal.save(self._info(task), task.seq)
+                self.journal.save(self._info(task), task.seq, task.owner)
 
     def _finish(
         self,
@@ -645,7 +699,7 @@ class TaskManager:
         self._counts[state] += 1
         closing_cancel = state == TaskState.CANCELLED and self._closing
         if journal and self.journal is not None and not closing_cancel:
-            self.journal.save(self._info(task), task.seq)
+            self.journal.save(self._info(task), task.seq, task.owner)
         if remember and not closing_cancel:
             # A closing cancel is not remembered either: an eviction would forget the
             # journal row the next start reports INTERRUPTED from.

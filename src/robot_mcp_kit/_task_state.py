@@ -53,10 +53,13 @@ class TaskRecord:
     """The input requests the body is waiting on, by request id, oldest first."""
     inputs_asked: int = 0
     """How many input requests the body has made (request ids are never reused)."""
+    owner: str = ""
+    """The :attr:`~robot_mcp_kit.tasks.Principal.key` of the principal that started it
+    (``""``: anonymous, a server without authentication)."""
 
     @classmethod
-    def from_info(cls, info: TaskInfo, seq: int) -> TaskRecord:
-        """A record restored from a journalled ``TaskInfo`` and its last ``seq``."""
+    def from_info(cls, info: TaskInfo, seq: int, owner: str = "") -> TaskRecord:
+        """A record restored from a journalled ``TaskInfo``, its last ``seq`` and owner."""
         return cls(
             task_id=info.task_id,
             tool=info.tool,
@@ -69,6 +72,7 @@ class TaskRecord:
             result=info.result,
             failure=info.failure,
             seq=seq,
+            owner=owner,
         )
 
     def info(self, server_name: str) -> TaskInfo:

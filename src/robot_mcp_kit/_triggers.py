@@ -5,9 +5,10 @@ it implements (``known_trigger_types``); the kit checks, when a task starts, tha
 trigger is an object with a string ``type`` and that one of a known type carries the fields
 its :class:`TriggerType` declares (:func:`check_triggers`), and refuses the start with
 :class:`~robot_mcp_kit.InvalidTrigger` otherwise: a body can read ``t["seconds"]`` of an
-``eta_below`` without a guard. A type the server does not know is kept, logged once at
-WARNING and never fired (:func:`accept_triggers`). The manager evaluates only
-``progress_above`` itself (:func:`progress_triggers_due`).
+``eta_below`` without a guard. A task takes at most :data:`MAX_TRIGGERS` triggers, of at
+most :data:`MAX_TRIGGERS_JSON_BYTES` together. A type the server does not know is kept,
+logged once at WARNING and never fired (:func:`accept_triggers`). The manager evaluates
+only ``progress_above`` itself (:func:`progress_triggers_due`).
 
 ::
 
@@ -24,10 +25,11 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, TypeGuard
+from typing import Any, Final, TypeGuard
 
 from robot_mcp_kit._exceptions import ConfigurationError, InvalidTrigger
 from robot_mcp_kit.log import get_logger
@@ -35,6 +37,8 @@ from robot_mcp_kit.log import get_logger
 __all__ = [
     "CONTRACT_TRIGGER_TYPES",
     "GENERIC_TRIGGER_TYPES",
+    "MAX_TRIGGERS",
+    "MAX_TRIGGERS_JSON_BYTES",
     "NumberField",
     "TextField",
     "TriggerField",
@@ -54,9 +58,31 @@ GENERIC_TRIGGER_TYPES: frozenset[str] = frozenset({"progress_above"})
 """Trigger types the manager evaluates itself; always known."""
 
 
+MAX_TRIGGERS: Final = 32
+"""The most triggers one task takes. A task watches a few conditions; one trigger with
+``"repeat": true`` fires each time its condition holds. The bound keeps what one start
+can cost small: every progress call evaluates the task's ``progress_above`` triggers (each
+due one is an event), and the ``TaskInfo`` carrying them is in every ``get_task`` and
+``list_tasks`` answer and every journal write of the task."""
+
+MAX_TRIGGERS_JSON_BYTES: Final = 8 * 1024
+"""The most bytes a task's triggers take together as compact JSON (UTF-8): 256 per trigger
+at :data:`MAX_TRIGGERS`, where a documented one takes under 60."""
+
+_DOUBLE_MAX: Final = sys.float_info.max
+
+
 def is_number(value: object) -> TypeGuard[float]:
-    """True for a finite int or float that is not a bool."""
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    """True for a finite number that is not a bool: a float that is not NaN or infinite,
+    or an int within a double's range (±1.8e308, what a JSON number is to most readers).
+
+    An int is compared as it is, never converted (a huge one would overflow a float).
+    """
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return -_DOUBLE_MAX <= value <= _DOUBLE_MAX
+    return isinstance(value, float) and math.isfinite(value)
 
 
 _REPEAT = "repeat"
@@ -69,6 +95,10 @@ def _shown(value: object) -> str:
     kinds = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
     if value is None:
         return "null"
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"
+    if type(value) is int and not -_DOUBLE_MAX <= value <= _DOUBLE_MAX:
+        return "an integer beyond ±1.8e308 (no JSON reader holds it as a number)"
     if isinstance(value, dict):
         return "an object"
     if isinstance(value, list):
@@ -106,7 +136,9 @@ class NumberField:
 
     def accepts(self, value: object) -> bool:
         """True when ``value`` is such a number, within the bounds."""
-        if not is_number(value) or (self.integer and not float(value).is_integer()):
+        if not is_number(value):
+            return False
+        if self.integer and not (isinstance(value, int) or value.is_integer()):
             return False
         return not (
             (self.gt is not None and not value > self.gt)
@@ -199,7 +231,10 @@ class TriggerType:
                 continue
             value = trigger[key]
             if not rule.accepts(value):
-                return key, f"must be {rule.expects()}, got {_shown(value)}"
+                shown = _shown(value)
+                if value is None and isinstance(rule, NumberField):
+                    shown += " (JSON carries NaN and infinity as null)"
+                return key, f"must be {rule.expects()}, got {shown}"
         if _REPEAT in trigger and not isinstance(trigger[_REPEAT], bool):
             return _REPEAT, f"must be true or false, got {_shown(trigger[_REPEAT])}"
         return None
@@ -273,13 +308,26 @@ def trigger_rules(known: Collection[str | TriggerType] | None) -> TriggerRules:
 
 
 def check_triggers(triggers: list[Any] | None, rules: TriggerRules) -> None:
-    """Refuse the first trigger that is not an object with a string ``type``, or whose
-    known type's fields are not as declared; a type that is not known passes (ignored).
+    """Refuse more than :data:`MAX_TRIGGERS` triggers, then the first trigger that is not
+    an object with a string ``type`` or whose known type's fields are not as declared (a
+    type that is not known passes: ignored), then triggers over
+    :data:`MAX_TRIGGERS_JSON_BYTES` together.
 
     Raises:
-        InvalidTrigger: naming the trigger's index, its type and the field.
+        InvalidTrigger: naming the trigger's index, its type and the field; with ``index``
+            None when the list is at fault (too many, too large).
     """
-    for index, trigger in enumerate(triggers or ()):
+    triggers = triggers or []
+    if len(triggers) > MAX_TRIGGERS:
+        raise InvalidTrigger(
+            f"at most {MAX_TRIGGERS} triggers per task, got {len(triggers)}: keep the "
+            'conditions the task needs (one trigger with "repeat": true fires each time its '
+            "condition holds).",
+            index=None,
+            type=None,
+            field=None,
+        )
+    for index, trigger in enumerate(triggers):
         if not isinstance(trigger, dict):
             raise InvalidTrigger(
                 f'trigger {index} must be an object with a "type", got {_shown(trigger)}.',
@@ -309,6 +357,25 @@ def check_triggers(triggers: list[Any] | None, rules: TriggerRules) -> None:
                 type=kind,
                 field=name,
             )
+    size = _json_bytes(triggers)
+    if size > MAX_TRIGGERS_JSON_BYTES:
+        raise InvalidTrigger(
+            f"the triggers take {size} bytes as JSON, over the limit of "
+            f"{MAX_TRIGGERS_JSON_BYTES} for one task: send shorter values.",
+            index=None,
+            type=None,
+            field=None,
+        )
+
+
+def _json_bytes(triggers: list[Any]) -> int:
+    """The size of ``triggers`` as compact JSON (UTF-8); what is no JSON counts as its repr
+    (the payload check that follows refuses it)."""
+    try:
+        text = json.dumps(triggers, ensure_ascii=False, separators=(",", ":"), default=repr)
+    except ValueError:  # an int too long to print (Python's digit limit): too large anyway
+        return sys.maxsize
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def trigger_key(trigger: dict[str, Any]) -> str:

@@ -46,7 +46,9 @@ of this runs.
 Delivery comes first: when the file cannot be written (a full disk), events are sent all
 the same, in order, counted not durable (``stats.outbox_not_durable``; a crash before
 their rows are written loses them), and their rows are written once the file takes them
-(``outbox_written_late``); ``stats.outbox_failing``, ``outbox_unwritten`` and
+(``outbox_written_late``); at most ``queue_max`` unwritten rows are held in memory, past
+which the oldest rows of delivered or given-up events are forgotten
+(``outbox_rows_forgotten``); ``stats.outbox_failing``, ``outbox_unwritten`` and
 ``outbox_write_failures`` say how it stands, and the log has one line when it starts and
 one when it ends. One process per file: a second poster on a file another holds
 raises :class:`~robot_mcp_kit.OutboxLocked`; a damaged file raises

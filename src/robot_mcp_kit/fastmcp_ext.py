@@ -26,6 +26,11 @@ raises to the client, and declares an object output schema:
   contract §11) → the ``TaskInfo`` once the answer reached the task's waiting
   ``ctx.request_input``; a task or request not waited on answers ``not_found``.
 
+Every tool answers for the caller's own tasks only (contract §13, "Task ownership" in
+:mod:`robot_mcp_kit.tasks`): with authentication, a task another principal started is
+``not_found`` to it, exactly as an unknown id, and ``list_tasks`` leaves it out; the task
+admins the manager names (``TaskManager(task_admins=...)``) see every task.
+
 The structured content of a reply *is* that object (``structuredContent == TaskInfo``), and
 its one text content is the same object as JSON, for clients that read text. The output
 schema is ``{"type": "object", "anyOf": [<the answer>, <the error>]}``.
@@ -58,6 +63,7 @@ from robot_mcp_kit._frameworks import (
     Framework,
     _add_tool,
     _as_object,
+    before_serving,
     detect_framework,
     trace_tool_calls,
 )
@@ -71,7 +77,7 @@ from robot_mcp_kit.models import (
     TaskInfo,
     TaskState,
 )
-from robot_mcp_kit.tasks import TaskManager
+from robot_mcp_kit.tasks import TaskManager, current_principal
 
 __all__ = [
     "TASK_EVENTS_TOOL_NAME",
@@ -302,8 +308,16 @@ def register_task_tools(
     cancellation of long-running tasks started by the server's other tools, not for
     starting work. Not thread-safe; call it once per server while building it.
 
-    It also gives every tool call of ``server`` a SERVER span while telemetry is on
-    (:func:`trace_tool_calls`).
+    Each tool answers the calling principal for its own tasks only (another principal's
+    task is ``not_found``, as an unknown id; ``list_tasks`` leaves it out), unless the
+    manager names the caller's client among its ``task_admins``.
+
+    The manager's poster starts delivering when ``server`` starts serving (its ``run()``
+    or ``run_*_async()``), and at the latest at the first call of one of these tools: with
+    a durable outbox, what a previous process left, the ``INTERRUPTED`` reports of its
+    running tasks first, goes out then without waiting for a new task
+    (``docs/delivery.md``). It also gives every tool call of ``server`` a SERVER span
+    while telemetry is on (:func:`trace_tool_calls`).
 
     Raises:
         TypeError: ``server`` is none of those.
@@ -311,8 +325,17 @@ def register_task_tools(
     """
     trace_tool_calls(server)
 
+    async def start_delivery() -> None:
+        # The sink's own start (EventPoster.start, idempotent and cheap once bound).
+        start = getattr(manager.poster, "start", None)
+        if callable(start):
+            await start()
+
+    before_serving(server, start_delivery)
+
     async def get_task(task_id: TaskIdArg) -> dict[str, Any]:
-        info = manager.get(task_id)
+        await start_delivery()
+        info = manager.get(task_id, caller=current_principal())
         if info is None:
             return _error(
                 "not_found",
@@ -322,7 +345,8 @@ def register_task_tools(
         return _as_object(info)
 
     async def cancel_task(task_id: TaskIdArg) -> dict[str, Any]:
-        info = await manager.cancel(task_id)
+        await start_delivery()
+        info = await manager.cancel(task_id, caller=current_principal())
         if info is None:
             return _error(
                 "not_found",
@@ -332,6 +356,7 @@ def register_task_tools(
         return _as_object(info)
 
     async def list_tasks(states: _StatesArg = None) -> dict[str, Any]:
+        await start_delivery()
         if states is not None:
             unknown = [s for s in states if s not in _VALID_STATES]
             if unknown:
@@ -340,11 +365,12 @@ def register_task_tools(
                     f"Unknown task state(s) {unknown!r}; valid states are "
                     f"{list(_VALID_STATES)!r}, or omit states for all tasks.",
                 )
-        infos = manager.list(cast("list[TaskState] | None", states))
+        infos = manager.list(cast("list[TaskState] | None", states), caller=current_principal())
         return _as_object(TaskList(tasks=infos))
 
     async def get_task_events(task_id: TaskIdArg, after_seq: _AfterSeqArg = 0) -> dict[str, Any]:
-        page = manager.events(task_id, after_seq)
+        await start_delivery()
+        page = manager.events(task_id, after_seq, caller=current_principal())
         if page is None:
             return _error(
                 "not_found",
@@ -360,12 +386,14 @@ def register_task_tools(
         action: _ActionArg,
         content: _ContentArg = None,
     ) -> dict[str, Any]:
+        await start_delivery()
+        caller = current_principal()
         answer = {"action": action, "content": {} if content is None else content}
         try:
-            answered = await manager.answer_input(task_id, {request_id: answer})
+            answered = await manager.answer_input(task_id, {request_id: answer}, caller=caller)
         except InvalidArgument as exc:
             return _error("invalid", str(exc))
-        info = manager.get(task_id)
+        info = manager.get(task_id, caller=caller)
         if answered is None or info is None:
             return _error(
                 "not_found",

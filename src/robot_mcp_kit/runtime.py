@@ -66,6 +66,9 @@ class TaskRuntime(Generic[_Sink]):
             ``server_name`` configured from the environment (``RVC_CALLBACK_URL``,
             ``RVC_EVENT_SECRET``, ``RVC_OUTBOX``). Pass one to configure it yourself.
         known_trigger_types: the manager's (see :mod:`robot_mcp_kit.tasks`).
+        task_admins: the OAuth client ids whose callers see and drive every task (the
+            manager's ``task_admins``: the brain reconciling tasks a host started
+            natively); every other authenticated caller sees only its own tasks.
         manager_options: further keyword arguments of
             :class:`~robot_mcp_kit.tasks.TaskManager` (``max_finished_retained``, ...).
 
@@ -92,6 +95,7 @@ class TaskRuntime(Generic[_Sink]):
         *,
         poster: None = None,
         known_trigger_types: Collection[str | TriggerType] | None = None,
+        task_admins: Collection[str] = (),
         manager_options: Mapping[str, Any] | None = None,
     ) -> None: ...
 
@@ -102,6 +106,7 @@ class TaskRuntime(Generic[_Sink]):
         *,
         poster: _Sink,
         known_trigger_types: Collection[str | TriggerType] | None = None,
+        task_admins: Collection[str] = (),
         manager_options: Mapping[str, Any] | None = None,
     ) -> None: ...
 
@@ -111,6 +116,7 @@ class TaskRuntime(Generic[_Sink]):
         *,
         poster: Any = None,
         known_trigger_types: Collection[str | TriggerType] | None = None,
+        task_admins: Collection[str] = (),
         manager_options: Mapping[str, Any] | None = None,
     ) -> None:
         self.server_name = server_name
@@ -121,6 +127,7 @@ class TaskRuntime(Generic[_Sink]):
                 server_name,
                 self.poster,
                 known_trigger_types=known_trigger_types,
+                task_admins=task_admins,
                 **dict(manager_options or {}),
             )
         except BaseException:

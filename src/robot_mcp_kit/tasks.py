@@ -43,8 +43,9 @@ types without fields to check, or :class:`TriggerType` s declaring a type's fiel
 (:class:`NumberField`, :class:`TextField`). When a task starts, a trigger that is not an
 object with a string ``type``, or one of a known type whose fields are not as declared,
 refuses the start (:class:`~robot_mcp_kit.InvalidTrigger`, naming the trigger's index, its
-type and the field; nothing starts), so a body reads ``t["seconds"]`` without a guard. A
-trigger whose type is not known is ignored with one WARNING. With
+type and the field; nothing starts), so a body reads ``t["seconds"]`` without a guard; so
+do more than :data:`MAX_TRIGGERS` triggers (32) or over :data:`MAX_TRIGGERS_JSON_BYTES`
+(8 KiB) of them. A trigger whose type is not known is ignored with one WARNING. With
 ``known_trigger_types=None`` (the default) the manager does not judge type names and
 checks the documented types' fields.
 
@@ -63,12 +64,23 @@ task's next ``seq`` goes out before anything new. A shutdown through :meth:`aclo
 journals nothing for the tasks it cancels, so they too are reported ``INTERRUPTED`` by the
 next start (nobody had asked for their cancellation).
 
+Task ownership (contract §13): a task belongs to the :class:`Principal` whose request
+started it (:func:`current_principal` at :meth:`TaskManager.start`: the access token's
+client, issuer and subject; :data:`ANONYMOUS` without authentication), whichever face the
+request came through. The manager's read and drive methods take the asking principal as
+``caller=`` (the task tools pass the request's): another principal's task is answered as
+an unknown id (None), and ``list`` leaves it out. The client ids in
+``TaskManager(task_admins=...)`` see and drive every task. ``caller=None`` is the server's
+own code, which sees every task. The owner is journalled with the task, so it holds after
+a restart with an outbox.
+
 Nothing here imports ``mcp``; logging goes to the stdlib logger ``robot_mcp_kit.tasks`` as
 event names with key-value fields (``trigger_ignored task_id='nav-1a2b3c' ...``).
 """
 
 from __future__ import annotations
 
+from robot_mcp_kit._principal import ANONYMOUS, Principal, current_principal
 from robot_mcp_kit._task_context import TaskBody, TaskContext, TaskError
 from robot_mcp_kit._task_journal import INTERRUPTED
 from robot_mcp_kit._task_manager import (
@@ -86,6 +98,8 @@ from robot_mcp_kit._task_manager import (
 from robot_mcp_kit._triggers import (
     CONTRACT_TRIGGER_TYPES,
     GENERIC_TRIGGER_TYPES,
+    MAX_TRIGGERS,
+    MAX_TRIGGERS_JSON_BYTES,
     NumberField,
     TextField,
     TriggerField,
@@ -93,6 +107,7 @@ from robot_mcp_kit._triggers import (
 )
 
 __all__ = [
+    "ANONYMOUS",
     "CONTRACT_TRIGGER_TYPES",
     "DEFAULT_CANCEL_GRACE_S",
     "DEFAULT_INTERNAL_ERROR_DETAIL",
@@ -102,9 +117,12 @@ __all__ = [
     "EVENTS_PAGE_MAX",
     "GENERIC_TRIGGER_TYPES",
     "INTERRUPTED",
+    "MAX_TRIGGERS",
+    "MAX_TRIGGERS_JSON_BYTES",
     "EventSink",
     "InternalErrorDetail",
     "NumberField",
+    "Principal",
     "TaskBody",
     "TaskContext",
     "TaskError",
@@ -112,5 +130,6 @@ __all__ = [
     "TextField",
     "TriggerField",
     "TriggerType",
+    "current_principal",
     "new_task_id",
 ]

@@ -48,6 +48,7 @@ __all__ = [
     "attach",
     "capture",
     "client_span",
+    "continued_span",
     "disable",
     "enable",
     "log_fields",
@@ -125,6 +126,27 @@ INSTRUMENTS: Final[Mapping[str, Instrument]] = {
     ),
     "robot_mcp.store.hot_dropped": Instrument(
         "observable_counter", "{write}", "Hot writes refused because the queue was full."
+    ),
+    "robot_mcp.receiver.posts": Instrument(
+        "observable_counter",
+        "{post}",
+        "Posts the brain's receiver answered, by outcome (accepted, duplicate, ignored, "
+        "refused, unavailable).",
+    ),
+    "robot_mcp.receiver.delivered": Instrument(
+        "observable_counter", "{update}", "Task updates the receiver's handler returned from."
+    ),
+    "robot_mcp.receiver.handler_failures": Instrument(
+        "observable_counter", "{call}", "Calls of the receiver's handler that raised."
+    ),
+    "robot_mcp.receiver.waiting": Instrument(
+        "observable_gauge", "{event}", "Events the receiver stored and has not handed over."
+    ),
+    "robot_mcp.receiver.repaired": Instrument(
+        "observable_counter", "{event}", "Events the receiver fetched with get_task_events."
+    ),
+    "robot_mcp.receiver.handler.duration": Instrument(
+        "histogram", "s", "One call of the receiver's handler, by update kind and outcome."
     ),
     "robot_mcp.memory.find.duration": Instrument(
         "histogram", "s", "find_processes searches, by search mode (lexical, hybrid)."
@@ -240,28 +262,24 @@ class _Otel:
 def _drops_unsampled(tracer_provider: Any, *, remote: bool) -> bool:
     """True if ``tracer_provider``'s sampler drops every child of a sampled-out parent.
 
-    Asked once, of the sampler itself (its public ``should_sample``), with a made-up
-    parent: a provider that is not the SDK's, or a sampler that keeps such children
-    (e.g. a bare ``TraceIdRatioBased``), answers False and its spans are made as usual.
+    Only a sampler that says so whatever the span is: the SDK's ``ParentBased`` whose
+    not-sampled delegate (remote or local parent) is ``ALWAYS_OFF`` (the default of every
+    ``parentbased_*`` sampler), or ``ALWAYS_OFF`` itself, read from the sampler's public
+    description. Any other sampler (one that looks at a span's name or attributes, a
+    provider that is not the SDK's) gets its spans made as usual.
     """
     sampler = getattr(tracer_provider, "sampler", None)
     if sampler is None:
         return False
-    from opentelemetry import trace
-    from opentelemetry.sdk.trace.sampling import Decision
-
-    parent = trace.SpanContext(
-        trace_id=0x1, span_id=0x1, is_remote=remote, trace_flags=trace.TraceFlags(0)
-    )
-    context = trace.set_span_in_context(trace.NonRecordingSpan(parent))
     try:
-        for trace_id in (0x1, 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF):  # both ends of a ratio
-            result = sampler.should_sample(context, trace_id, "probe")
-            if result.decision is not Decision.DROP:
-                return False
-    except Exception:  # a custom sampler that cannot answer a made-up parent
+        description = str(sampler.get_description())
+    except Exception:  # a custom sampler that cannot describe itself
         return False
-    return True
+    if description == "AlwaysOffSampler":
+        return True
+    key = "remoteParentNotSampled" if remote else "localParentNotSampled"
+    fields = description.removeprefix("ParentBased{").removesuffix("}").split(",")
+    return description.startswith("ParentBased{") and f"{key}:AlwaysOffSampler" in fields
 
 
 def _unsampled_span_class() -> type[Any]:
@@ -810,6 +828,31 @@ def _client_span(
     else:
         parent = otel.context.Context()  # a root: not whatever span is current
     return _Scope(otel, name, "client", attributes, parent, inject=True)
+
+
+def continued_span(
+    name: str,
+    parent_headers: tuple[str, str] | None,
+    attributes: Mapping[str, Any] | None = None,
+    *,
+    kind: SpanKind = "internal",
+) -> contextlib.AbstractContextManager[Any]:
+    """A span in the trace ``parent_headers`` names (``(traceparent, tracestate)``).
+
+    For work done later on something that arrived with a trace context (a receiver
+    handing over an event its poster sent in the task's trace). Without ``parent_headers``
+    it is a child of the current span; a no-op context while off.
+    """
+    otel = _otel if _decided else _current()
+    if otel is None:
+        return _NO_SPAN
+    parent = None
+    if parent_headers is not None:
+        carrier = {"traceparent": parent_headers[0]}
+        if parent_headers[1]:
+            carrier["tracestate"] = parent_headers[1]
+        parent = otel.propagator.extract(carrier)
+    return _Scope(otel, name, kind, attributes, parent)
 
 
 def set_attributes(current: Any = None, /, **attributes: Any) -> None:

@@ -163,11 +163,12 @@ def _copy_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description=(
             "Copy a whole memory store between backends and verify it: the process\n"
-            "documents (ids, counters, timestamps exactly), the fleet registry (groups,\n"
-            "robots, settings and self-improve toggles) and the lessons. The destination\n"
-            "rebuilds its search index from the copied documents (vectors are computed by\n"
-            "the server that opens it with an embedder). Stop the servers writing to the\n"
-            "source first."
+            "documents (ids, counters, timestamps, revision numbers exactly) with their\n"
+            "revision history (the kept earlier versions, deleted documents' included),\n"
+            "the fleet registry (groups, robots, settings and self-improve toggles) and\n"
+            "the lessons. The destination rebuilds its search index from the copied\n"
+            "documents (vectors are computed by the server that opens it with an\n"
+            "embedder). Stop the servers writing to the source first."
         ),
         epilog=(
             "SRC and DST are each a data directory (SQLite: its index.db and lessons.db, "
@@ -283,16 +284,17 @@ def _operate(args: argparse.Namespace, settings: Settings) -> int:
     from pathlib import Path
 
     from robot_mcp_memory import operations
+    from robot_mcp_memory.backends import open_storage
 
+    named = open_storage(settings).named  # the store, for the last line (never a password)
     if args.command == "backup":
         dest = Path(args.dest)
         backed_up = operations.backup(settings, dest, progress=_say)
         if isinstance(backed_up, operations.DumpReport):
             counts = ", ".join(f"{n} {kind}" for kind, n in backed_up.counts.items())
             _say(
-                f"backup done: {counts} from one snapshot of the PostgreSQL database in "
-                f"{dest} (manifest {dest}/manifest.json; 'restore {dest}' loads it into an "
-                "empty database)"
+                f"backup done: {counts} from one snapshot of {named} in {dest} (manifest "
+                f"{dest}/manifest.json; 'restore {dest}' loads it into an empty database)"
             )
         else:
             _say(
@@ -304,7 +306,7 @@ def _operate(args: argparse.Namespace, settings: Settings) -> int:
         restored = operations.restore(settings, Path(args.src), force=args.force, progress=_say)
         if isinstance(restored, operations.DumpReport):
             actions = ", ".join(f"{n} {action}" for action, n in sorted(restored.actions.items()))
-            _say(f"restore done into the PostgreSQL database: {actions or 'nothing to do'}")
+            _say(f"restore done into {named}: {actions or 'nothing to do'}")
         else:
             aside = (
                 f"; moved aside: {', '.join(restored.moved_aside)}" if restored.moved_aside else ""
@@ -319,7 +321,6 @@ def _operate(args: argparse.Namespace, settings: Settings) -> int:
         _say(f"dump done: {counts} in {dest} (manifest {dest}/manifest.json)")
         return 0
     if args.command == "load":
-        from robot_mcp_memory.backends import open_storage
         from robot_mcp_memory.services import open_memory
         from robot_mcp_memory.settings import SearchMode
 
@@ -340,7 +341,7 @@ def _operate(args: argparse.Namespace, settings: Settings) -> int:
                 memory.close()
         actions = ", ".join(f"{n} {action}" for action, n in sorted(loaded.actions.items()))
         _say(
-            f"load done into {settings.data_dir}: {actions or 'nothing to do'}; "
+            f"load done into {named}: {actions or 'nothing to do'}; "
             f"{len(loaded.conflicts)} conflict(s)"
         )
         return 0

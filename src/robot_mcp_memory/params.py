@@ -47,7 +47,7 @@ from robot_mcp_memory.fleet.validation import (
     show,
 )
 
-__all__ = ["SKILL_PATTERN", "ScopeResolver", "ScopedParams"]
+__all__ = ["SKILL_PATTERN", "ScopeResolver", "ScopedParams", "lesson_from_dict"]
 
 SKILL_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/ -]{0,99}")
 """A skill or a place, matched against the whole string (no ``@``: the kit's row key is
@@ -305,29 +305,7 @@ class ScopedParams:
         Raises:
             FleetError: ``invalid`` when a field is missing or of the wrong type.
         """
-        try:
-            given = Lesson(
-                scope=str(lesson["scope"]),
-                key=_check_name(lesson["key"], "skill"),
-                params=dict(lesson["params"]),
-                success_count=int(lesson["success_count"]),
-                failure_count=int(lesson["failure_count"]),
-                place=None if lesson["place"] is None else _check_name(lesson["place"], "place"),
-                robot=lesson["robot"],
-                created=str(lesson["created"]),
-                updated=str(lesson["updated"]),
-                note=lesson["note"],
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            if isinstance(exc, FleetError):
-                raise
-            raise FleetError(
-                "invalid",
-                f"a lesson must have scope, key, params, success_count, failure_count, place, "
-                f"robot, created, updated and note ({type(exc).__name__} on {show(lesson)})",
-                field="lesson",
-            ) from None
-        check_json_object(given.params, "params")
+        given = lesson_from_dict(lesson)
         stored = self._backend.get(given.scope, given.key, given.place)
         if stored is not None:
             return "skipped" if stored == given else "conflict"
@@ -347,6 +325,44 @@ class ScopedParams:
 
     def __repr__(self) -> str:
         return f"<ScopedParams {self._backend!r}>"
+
+
+def lesson_from_dict(lesson: object) -> Lesson:
+    """The lesson a :meth:`ScopedParams.list_lessons` dict describes, its fields checked
+    (what ``load`` reads from a dump's ``lessons.json`` before writing anything).
+
+    Raises:
+        FleetError: ``invalid`` (field ``lesson``) when ``lesson`` is not an object, a
+            field is missing or of the wrong type, or ``params`` is not a JSON object.
+    """
+    if not isinstance(lesson, dict):
+        raise FleetError(
+            "invalid", f"a lesson must be a JSON object, got {show(lesson)}", field="lesson"
+        )
+    try:
+        given = Lesson(
+            scope=str(lesson["scope"]),
+            key=_check_name(lesson["key"], "skill"),
+            params=dict(lesson["params"]),
+            success_count=int(lesson["success_count"]),
+            failure_count=int(lesson["failure_count"]),
+            place=None if lesson["place"] is None else _check_name(lesson["place"], "place"),
+            robot=lesson["robot"],
+            created=str(lesson["created"]),
+            updated=str(lesson["updated"]),
+            note=lesson["note"],
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        if isinstance(exc, FleetError):
+            raise
+        raise FleetError(
+            "invalid",
+            f"a lesson must have scope, key, params, success_count, failure_count, place, "
+            f"robot, created, updated and note ({type(exc).__name__} on {show(lesson)})",
+            field="lesson",
+        ) from None
+    check_json_object(given.params, "params")
+    return given
 
 
 def _found(lesson: Lesson, scope: str, match: str) -> dict[str, Any]:

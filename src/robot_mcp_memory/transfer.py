@@ -2,23 +2,28 @@
 
 ``robot-mcp-memory copy --from SRC --to DST``, where each side is a data directory
 (SQLite: ``index.db`` and ``lessons.db`` in it) or a ``postgresql://`` URL. It copies the
-process documents (ids, counters, timestamps and bodies exactly), the fleet registry
-(groups, robots, settings and toggles) and the lessons, then proves it: every table is
-read back from the destination through its adapters, and the row count and a sha256 over
-a canonical serialization (:func:`table_sums`) must equal the source's.
+process documents (ids, counters, timestamps, bodies, revision numbers and recent outcomes
+exactly) with their revision history, the fleet registry (groups, robots, settings and
+toggles) and the lessons, then proves it: every table is read back from the destination
+through its adapters, and the row count and a sha256 over a canonical serialization
+(:func:`table_sums`) must equal the source's.
 
 How each side is read and written (:class:`Endpoint`): through the rows its backend offers
 the copy (:class:`~robot_mcp_memory.backends._ports.CopyRows`): the registry's
 ``export_rows``/``import_rows``, the lessons' ``lessons()`` and a bulk import, the
-documents' definition rows out, rows in and ``reindex``. What is DERIVED is never copied:
-the destination recomputes its search index from the rows it received (a vector signal is
-computed by the server that opens it with an embedder). Each table is written in one
-transaction.
+documents and their revisions: the rows of :data:`PROCESS_TABLES` out and in, then
+``reindex``. Those two tables are read with every column they have (a column a later
+schema adds is copied and verified without being named here); the two sides must have the
+same columns, else the copy is refused before anything is written. What is DERIVED is
+never copied: the destination recomputes its search index from the rows it received (a
+vector signal is computed by the server that opens it with an embedder). Each table is
+written in one transaction.
 
 Refusals (one line, :class:`CopyRefused`): a source that does not exist, a destination
-that is not empty, the same store on both sides, a database that cannot be reached. The
-source is opened as the server opens it (an older schema is migrated forward); stop the
-servers writing to it first, so the copy is of a store at rest.
+that is not empty, the same store on both sides, a database that cannot be reached, a
+table whose columns differ between the sides. The source is opened as the server opens it
+(an older schema is migrated forward); stop the servers writing to it first, so the copy
+is of a store at rest.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from robot_mcp_memory.fleet import FleetRows
 
 __all__ = [
     "EXIT_MISMATCH",
+    "PROCESS_TABLES",
     "TABLES",
     "CopyRefused",
     "Endpoint",
@@ -51,7 +57,11 @@ __all__ = [
 EXIT_MISMATCH = 3
 """The exit status when the destination does not match the source after the copy."""
 
-TABLES = ("processes", "fleet_groups", "fleet_robots", "fleet_settings", "lessons")
+PROCESS_TABLES = ("processes", "processes_revisions")
+"""The stored tables of the process documents (the documents, the versions they replaced),
+copied whole with every column; everything else about a document is derived from them."""
+
+TABLES = (*PROCESS_TABLES, "fleet_groups", "fleet_robots", "fleet_settings", "lessons")
 """What is copied and verified, in the order it is written."""
 
 
@@ -67,13 +77,14 @@ class Snapshot:
     """A whole store as its adapters read it."""
 
     processes: list[dict[str, Any]]
+    revisions: list[dict[str, Any]]
     fleet: FleetRows
     lessons: list[Lesson]
 
     def rows(self) -> dict[str, list[dict[str, Any]]]:
         """Each table's rows as plain JSON values (the canonical form :func:`table_sums`
-        hashes): documents as stored, groups without their members (those are the
-        robots' ``group_id``), robots with ``meta`` as an object, lessons without the
+        hashes): documents and revisions as stored, groups without their members (those
+        are the robots' ``group_id``), robots with ``meta`` as an object, lessons without the
         derived ``reliability``."""
         lessons = []
         for lesson in self.lessons:
@@ -87,6 +98,7 @@ class Snapshot:
             groups.append(data)
         return {
             "processes": self.processes,
+            "processes_revisions": self.revisions,
             "fleet_groups": groups,
             "fleet_robots": [r.to_dict() for r in self.fleet.robots],
             "fleet_settings": [{"key": k, "value": v} for k, v in self.fleet.settings],
@@ -156,9 +168,10 @@ class Endpoint:
     def snapshot(self) -> Snapshot:
         """Everything, read through the adapters."""
         return Snapshot(
-            self.processes.export_process_rows(),
-            self.registry.export_rows(),
-            self.lessons.lessons(),
+            processes=self.processes.export_table("processes"),
+            revisions=self.processes.export_table("processes_revisions"),
+            fleet=self.registry.export_rows(),
+            lessons=self.lessons.lessons(),
         )
 
     def counts(self) -> dict[str, int]:
@@ -168,7 +181,9 @@ class Endpoint:
     def load(self, snapshot: Snapshot) -> int | None:
         """Write ``snapshot`` (one transaction per table); the documents the search index
         was rebuilt for (None: the destination derives nothing from them)."""
-        indexed = self.processes.import_process_rows(snapshot.processes)
+        indexed = self.processes.import_tables(
+            {"processes": snapshot.processes, "processes_revisions": snapshot.revisions}
+        )
         self.registry.import_rows(snapshot.fleet)
         self.lessons.import_lessons(snapshot.lessons)
         return indexed
@@ -217,6 +232,16 @@ def _copy(source: Endpoint, destination: Endpoint, out: TextIO) -> int:
             "new data directory or an empty database (CREATE DATABASE ...), or empty this "
             "one first"
         )
+    for table in PROCESS_TABLES:
+        ours = set(source.processes.columns(table))
+        theirs = set(destination.processes.columns(table))
+        if ours != theirs:
+            raise CopyRefused(
+                f"the {table} table has other columns in {destination.described} than in "
+                f"{source.described} (only in the source: {sorted(ours - theirs)}; only in "
+                f"the destination: {sorted(theirs - ours)}); nothing was written. Open both "
+                "with the same version of robot-mcp-memory"
+            )
     snapshot = source.snapshot()
     before = table_sums(snapshot)
     indexed = destination.load(snapshot)

@@ -6,7 +6,10 @@ that the conformance suite fails exactly the tests that the script's defect brea
 ``control.py`` is this server unmodified; it must pass everything.
 
 The server reads ``MCP_PORT``, ``MCP_TRANSPORT`` (``sse`` or ``streamable-http``),
-``RVC_CALLBACK_URL`` and ``RVC_EVENT_SECRET`` like the sleeper, and is built on mcp 2.x
+``RVC_CALLBACK_URL`` and ``RVC_EVENT_SECRET`` like the sleeper, and with
+``BROKEN_SERVER_TOKENS`` (``token:client,token:client``) requires a bearer token, each
+token its own client (principal), so the task-ownership clause (§13) can be judged with
+the suite's ``--bearer-token`` / ``--other-bearer-token``. It is built on mcp 2.x
 ``MCPServer`` where mcp 2.x is installed, else on mcp 1.x ``FastMCP`` (the wheel test runs
 one in a fresh environment, whatever mcp it resolved). It is deliberately independent of
 ``examples/sleeper.py``, so a change to the example cannot change what the meta-test
@@ -41,6 +44,7 @@ from robot_mcp_kit import (
 from robot_mcp_kit.models import TaskEvent
 
 NAME = "sleeper"
+TOKENS_ENV = "BROKEN_SERVER_TOKENS"
 CONFIRM_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"confirm": {"type": "boolean"}},
@@ -67,6 +71,33 @@ class Relay:
         await self.poster.post(event)
 
 
+class StaticTokens:
+    """A token verifier: each known token is its own client (``BROKEN_SERVER_TOKENS``)."""
+
+    def __init__(self, clients: dict[str, str]) -> None:
+        self.clients = clients
+
+    async def verify_token(self, token: str) -> Any:
+        from mcp.server.auth.provider import AccessToken
+
+        client = self.clients.get(token)
+        return None if client is None else AccessToken(token=token, client_id=client, scopes=[])
+
+
+def auth_options() -> dict[str, Any]:
+    """The server's bearer authentication from ``BROKEN_SERVER_TOKENS``; none when unset."""
+    spec = os.environ.get(TOKENS_ENV, "").strip()
+    if not spec:
+        return {}
+    from mcp.server.auth.settings import AuthSettings
+
+    clients = dict(pair.split(":", 1) for pair in spec.split(","))
+    return {
+        "token_verifier": StaticTokens(clients),
+        "auth": AuthSettings(issuer_url="http://127.0.0.1", resource_server_url=None),
+    }
+
+
 def build(
     *,
     poster: EventPoster | None = None,
@@ -82,9 +113,9 @@ def build(
     manager = manager_cls(NAME, relay(poster), known_trigger_types=("progress_above",))
     if MCP2:
         face = (native or NativeTasks)(manager)
-        mcp: Any = FastMCP(NAME, extensions=[face.extension()])
+        mcp: Any = FastMCP(NAME, extensions=[face.extension()], **auth_options())
     else:
-        mcp = FastMCP(NAME, host="127.0.0.1", port=int(os.environ["MCP_PORT"]))
+        mcp = FastMCP(NAME, host="127.0.0.1", port=int(os.environ["MCP_PORT"]), **auth_options())
     register_task_tools(mcp, manager, inputs=inputs)
 
     @mcp.tool()

@@ -10,12 +10,13 @@ from _base import build, serve
 
 from robot_mcp_kit import TaskManager
 from robot_mcp_kit.models import EventType, TaskInfo
+from robot_mcp_kit.tasks import Principal
 
 
 class CancelKeepsRunning(TaskManager):
-    async def cancel(self, task_id: str) -> TaskInfo | None:
+    async def cancel(self, task_id: str, *, caller: Principal | None = None) -> TaskInfo | None:
         task = self._tasks.get(task_id)
-        if task is None:
+        if task is None or self.get(task_id, caller=caller) is None:
             return None
         # Marks the task cancelled without ever cancelling its asyncio task.
         self._finish(task, "cancelled")

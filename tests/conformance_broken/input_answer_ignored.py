@@ -5,6 +5,8 @@ from typing import Any
 
 from _base import build, serve
 
+from robot_mcp_kit.tasks import current_principal
+
 if __name__ == "__main__":
     mcp, manager, poster = build(inputs=False)
 
@@ -13,7 +15,7 @@ if __name__ == "__main__":
         task_id: str, request_id: str, action: str, content: dict[str, Any] | None = None
     ) -> str:
         """Answer a question a task waits on (this one drops the answer)."""
-        info = manager.get(task_id)
+        info = manager.get(task_id, caller=current_principal())
         return "{}" if info is None else info.model_dump_json()
 
     serve(mcp, manager, poster)

@@ -8,6 +8,7 @@ from _base import build, serve
 
 from robot_mcp_kit import TaskInfo
 from robot_mcp_kit.fastmcp_ext import TASK_TOOL_DESCRIPTIONS, TaskIdArg, add_start_tool
+from robot_mcp_kit.tasks import current_principal
 
 if __name__ == "__main__":
     mcp, manager, poster = build()
@@ -17,7 +18,7 @@ if __name__ == "__main__":
     async def cancel_task(task_id: TaskIdArg) -> TaskInfo | dict[str, Any]:
         if task_id in cancelled:
             return {"error": "conflict", "detail": f"{task_id} is already cancelled"}
-        info = await manager.cancel(task_id)
+        info = await manager.cancel(task_id, caller=current_principal())
         if info is None:
             return {"error": "not_found", "detail": f"no task {task_id}"}
         if info.state == "cancelled":

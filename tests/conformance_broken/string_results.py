@@ -11,6 +11,7 @@ from typing import Any
 from _base import build, serve
 
 from robot_mcp_kit.fastmcp_ext import TASK_TOOL_DESCRIPTIONS
+from robot_mcp_kit.tasks import current_principal
 
 if __name__ == "__main__":
     mcp, manager, poster = build()
@@ -18,19 +19,19 @@ if __name__ == "__main__":
         mcp.remove_tool(name)
 
     async def get_task(task_id: str) -> str:
-        info = manager.get(task_id)
+        info = manager.get(task_id, caller=current_principal())
         if info is None:
             return json.dumps({"error": "not_found", "detail": task_id})
         return info.model_dump_json()
 
     async def cancel_task(task_id: str) -> str:
-        info = await manager.cancel(task_id)
+        info = await manager.cancel(task_id, caller=current_principal())
         if info is None:
             return json.dumps({"error": "not_found", "detail": task_id})
         return json.dumps({"task_id": info.task_id, "state": info.state})
 
     async def list_tasks(states: list[str] | None = None) -> str:
-        infos: list[Any] = manager.list(states)  # type: ignore[arg-type]
+        infos: list[Any] = manager.list(states, caller=current_principal())  # type: ignore[arg-type]
         return json.dumps({"tasks": [i.model_dump(mode="json") for i in infos]})
 
     mcp.add_tool(get_task, name="get_task", description=TASK_TOOL_DESCRIPTIONS["get_task"])

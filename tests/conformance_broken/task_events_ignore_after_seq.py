@@ -12,13 +12,15 @@ from _base import build, serve
 
 from robot_mcp_kit import TASK_EVENTS_TOOL_NAME
 from robot_mcp_kit.fastmcp_ext import TASK_TOOL_DESCRIPTIONS, TaskIdArg
+from robot_mcp_kit.tasks import current_principal
 
 if __name__ == "__main__":
     mcp, manager, poster = build()
     mcp.remove_tool(TASK_EVENTS_TOOL_NAME)
 
     async def get_task_events(task_id: TaskIdArg, after_seq: int = 0) -> dict[str, Any]:
-        page = manager.events(task_id, 0)  # the defect: after_seq is not applied
+        # The defect: after_seq is not applied.
+        page = manager.events(task_id, 0, caller=current_principal())
         if page is None:
             return {"error": "not_found", "detail": f"no task {task_id}"}
         return page.model_dump(mode="json")

@@ -6,12 +6,13 @@ from _base import NAME, Relay, build, serve
 
 from robot_mcp_kit import TaskManager
 from robot_mcp_kit.models import TaskEvent, TaskFailure, TaskInfo, new_event_id, utc_now
+from robot_mcp_kit.tasks import Principal
 
 
 class ReportsCancelAsFailure(TaskManager):
-    async def cancel(self, task_id: str) -> TaskInfo | None:
-        before = self.get(task_id)
-        info = await super().cancel(task_id)
+    async def cancel(self, task_id: str, *, caller: Principal | None = None) -> TaskInfo | None:
+        before = self.get(task_id, caller=caller)
+        info = await super().cancel(task_id, caller=caller)
         if before is not None and before.state == "running" and info is not None:
             relay = self.poster
             assert isinstance(relay, Relay)

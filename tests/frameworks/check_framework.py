@@ -16,7 +16,8 @@ the ``TaskInfo`` (``{"tasks": [TaskInfo]}``), and its text the same object as JS
 start tool either starts its task (mcp 1.x runs it on the loop) or gives the client the
 kit's message (issue 19); the README's example answers a malformed trigger and a bad
 argument with ``{"error": "invalid", "detail": ...}`` naming the field, starting nothing
-(issue 32). Prints one line per check; exits 0 when all hold, 1 with the
+(issue 32), and an argument of the wrong declared type with the framework's own error
+naming it. Prints one line per check; exits 0 when all hold, 1 with the
 first that did not.
 """
 
@@ -258,8 +259,20 @@ async def readme_example(framework: str) -> None:
             refused = await call(framework, client, "navigate_to", place="dock", **arguments)
             check(
                 refused == {"error": "invalid", "detail": detail},
-                f"navigate_to({arguments}) answers invalid naming the field",
+                f"navigate_to({str(arguments)[:90]}) answers invalid naming the field",
                 refused,
+            )
+        for arguments, parameter in FRAMEWORK_TYPE_ERRORS:
+            arguments = {"place": "dock", **arguments}
+            if framework == "fastmcp":
+                result = wire(await client.call_tool_mcp("navigate_to", arguments))
+            else:
+                result = wire(await client.call_tool("navigate_to", arguments))
+            texts = " ".join(c.get("text", "") for c in result.get("content", []))
+            check(
+                result.get("isError") is True and parameter in texts,
+                f"navigate_to({arguments}) is the framework's type error naming {parameter}",
+                result,
             )
         listed = await call(framework, client, "list_tasks")
         check(
@@ -280,6 +293,28 @@ README_REFUSALS: list[tuple[dict[str, Any], str]] = [
         'trigger 0 (eta_below): "seconds" must be a finite number > 0, got "10" (a string).',
     ),
     ({"speed": 0}, "speed must be a number > 0, got 0.0."),
+    # triggers: list[Any] lets every entry reach the kit, which names what is wrong with it.
+    (
+        {"triggers": ["eta_below"]},
+        'trigger 0 must be an object with a "type", got "eta_below" (a string).',
+    ),
+    ({"triggers": [None]}, 'trigger 0 must be an object with a "type", got null.'),
+    (
+        {"triggers": [{"type": "eta_below", "seconds": 10**400}]},
+        'trigger 0 (eta_below): "seconds" must be a finite number > 0, got an integer beyond '
+        "±1.8e308 (no JSON reader holds it as a number).",
+    ),
+    (
+        {"triggers": [{"type": "progress_above", "percent": 0, "n": i} for i in range(33)]},
+        "at most 32 triggers per task, got 33: keep the conditions the task needs (one "
+        'trigger with "repeat": true fires each time its condition holds).',
+    ),
+]
+# Arguments whose declared type the framework checks before the tool runs: its own error
+# (an MCP tool error naming the parameter), not the kit's "invalid" (contract §2.1).
+FRAMEWORK_TYPE_ERRORS: list[tuple[dict[str, Any], str]] = [
+    ({"speed": "fast"}, "speed"),
+    ({"triggers": "eta_below"}, "triggers"),
 ]
 
 

@@ -9,7 +9,8 @@ and one framework (``tests/frameworks/run.sh`` does)::
 The sleeper is built on the framework with telemetry on (an SDK ``MeterProvider`` with an
 in-memory reader), its tools are called through the framework's own in-memory client,
 and the histogram must hold a point for each tool called (``gen_ai.tool.name``), each
-naming its ``mcp.method.name``. Prints one line per check; exits 0 when all hold, 1 with the
+naming its ``mcp.method.name``, a tool that raised measured as ``error.type`` ``tool_error``
+on every framework. Prints one line per check; exits 0 when all hold, 1 with the
 first that did not.
 """
 
@@ -57,16 +58,34 @@ async def run(framework: str) -> None:
     spec.loader.exec_module(sleeper)
     manager = TaskManager("sleeper", RecordingPoster())
     server = sleeper.build_server(manager, framework=framework)
+
+    @server.tool()
+    async def boom(x: int) -> str:
+        raise RuntimeError("the robot's arm is stuck")
+
     async with connect(framework, server) as (client, _info):
-        if framework == "fastmcp":
-            await client.call_tool_mcp("list_tasks", {})
-            await client.call_tool_mcp("get_task", {"task_id": "t_unknown"})
-        else:
-            await client.call_tool("list_tasks", {})
-            await client.call_tool("get_task", {"task_id": "t_unknown"})
+        for tool, arguments in (
+            ("list_tasks", {}),
+            ("get_task", {"task_id": "t_unknown"}),
+            ("boom", {"x": 1}),
+        ):
+            if framework == "fastmcp":
+                await client.call_tool_mcp(tool, arguments)
+            else:
+                await client.call_tool(tool, arguments)
     seen = points(reader)
-    tools = {p.get("gen_ai.tool.name") for p in seen if p.get("mcp.method.name") == "tools/call"}
-    check({"list_tasks", "get_task"} <= tools, f"{METRIC} has a point per tool called", seen)
+    calls = {p.get("gen_ai.tool.name"): p for p in seen if p.get("mcp.method.name") == "tools/call"}
+    check(
+        {"list_tasks", "get_task", "boom"} <= calls.keys(),
+        f"{METRIC} has a point per tool called",
+        seen,
+    )
+    check("error.type" not in calls["list_tasks"], "a call that worked has no error.type", seen)
+    check(
+        calls["boom"].get("error.type") == "tool_error",
+        "a tool that raised is measured as error.type tool_error (its isError result)",
+        seen,
+    )
     check(
         all(p.get("mcp.method.name") for p in seen),
         f"every {METRIC} point names its mcp.method.name",

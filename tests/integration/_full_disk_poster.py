@@ -16,6 +16,13 @@
    ballast deleted, or the limit lifted), waits up to 30 s for every row to be written and
    prints the phase ``recovered``, then closes the poster and prints ``closed``.
 
+With ``idle-mark`` instead (the receiver holds the first post of task ``held`` for a few
+seconds): after step 1 it posts one event of ``held``, waits until its row is in the file,
+fills the disk while the post is held, waits until it is delivered and 1 s more (its
+settlement cannot be written), prints ``full``, frees the space, posts nothing, waits up
+to 10 s for the outbox to be healthy and prints ``idle`` (with the held event's id), then
+closes the poster and prints ``closed``.
+
 The file is read by this process (a tmpfs mounted in its namespace is gone when it exits).
 Logs go to stderr (a pipe: neither the limit nor the tmpfs applies to it).
 """
@@ -107,6 +114,25 @@ async def wait_until(poster: EventPoster, ok: Any, timeout_s: float) -> None:
         await asyncio.sleep(0.05)
 
 
+async def idle_mark(poster: EventPoster, outbox: Path, disk: Disk) -> None:
+    """A settlement that fails on the full disk, then an idle poster (see the docstring)."""
+    held = event("held", 1)
+    await poster.post(held)
+    for _ in range(100):
+        if held.event_id in rows_of(outbox):
+            break
+        await asyncio.sleep(0.05)
+    disk.fill()
+    await wait_until(poster, lambda s: s["sent"] >= 21, 15)
+    await asyncio.sleep(1.0)
+    report("full", poster, outbox, held=held.event_id)
+    disk.free()
+    await wait_until(poster, lambda s: not s["outbox_failing"], 10)
+    report("idle", poster, outbox, held=held.event_id)
+    await poster.aclose()
+    report("closed", poster, outbox)
+
+
 async def main(url: str, secret: str, directory: str, disk_kind: str, mode: str = "") -> None:
     outbox = Path(directory) / "outbox.db"
     poster = EventPoster("sleeper", url, secret, outbox=outbox, close_grace_s=0.5)
@@ -115,6 +141,9 @@ async def main(url: str, secret: str, directory: str, disk_kind: str, mode: str 
         await poster.post(event("sleep-a", seq))
     await poster.flush()
     disk = Disk(disk_kind, outbox)
+    if mode == "idle-mark":
+        await idle_mark(poster, outbox, disk)
+        return
     left = disk.fill()
     for seq in range(21, 46):
         await poster.post(event("sleep-a", seq))

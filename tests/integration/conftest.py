@@ -307,3 +307,29 @@ def uv_isolated(tmp_path: Path):
         )
 
     return run
+
+
+@pytest.fixture
+def uv_isolated_service(tmp_path: Path):
+    """``make(name, specs, argv, port, env)``: a service (not started) where only ``specs``
+    are installed, as ``uv_isolated`` runs a command, in its own process group."""
+
+    def make(
+        name: str, specs: list[str], argv: list[str], port: int, env: dict[str, str]
+    ) -> ServiceProcess:
+        with_specs = [arg for spec in specs for arg in ("--with", spec)]
+        return ServiceProcess(
+            name,
+            [
+                *(UV, "run", "--quiet", "--isolated", "--no-project"),
+                *("--python", sys.executable, *with_specs),
+                *argv,
+            ],
+            port,
+            env={**outside_env(), **env},
+            inherit_env=False,
+            cwd=tmp_path,
+            new_process_group=True,
+        )
+
+    return make

@@ -46,7 +46,14 @@ SUITE_ARGS = [
     '{"duration_s": 30, "tick_s": 0.1}',
     "--input-args",
     '{"duration_s": 0.3, "tick_s": 0.1, "confirm": true}',
+    # Every broken server requires these tokens, each its own principal (BROKEN_TOKENS),
+    # so the task-ownership clause (§13) is judged against all of them.
+    "--bearer-token",
+    "suite-token",
+    "--other-bearer-token",
+    "other-token",
 ]
+BROKEN_TOKENS = "suite-token:suite,other-token:other"
 
 # Every test that needs at least one verified event: with a bad signature, none arrives
 # (the delivery tests say delivery cannot be judged).
@@ -128,6 +135,8 @@ EXPECTED_FAILURES: dict[str, set[str]] = {
         "test_progress_above_fires_once_when_percent_is_reported",
         "test_get_task_agrees_with_the_events",
     },
+    # Issue 32, optional clause: with authentication, another principal's task is unknown.
+    "tasks_shared": {"test_another_principal_s_task_is_an_unknown_id_to_it"},
 }
 
 
@@ -164,6 +173,7 @@ def _run_suite(script: str, report: Path, timeout_s: float) -> Verdict:
         for k, v in os.environ.items()
         if not k.startswith(("CONFORMANCE_", "COVERAGE_PROCESS_"))
     }
+    env["BROKEN_SERVER_TOKENS"] = BROKEN_TOKENS  # the server inherits the suite's env
     argv = [
         sys.executable,
         "-m",

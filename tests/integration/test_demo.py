@@ -11,10 +11,12 @@ from robot_mcp_demo._run import main
 
 
 def test_demo_runs_every_scenario_and_exits_zero() -> None:
-    """The console script starts the three services, runs seven scenarios and exits 0.
+    """The console script starts the three services, runs eight scenarios and exits 0.
 
     Three of them are the fleet's: robot tokens in two groups, a document and fleet
-    administration refused across groups, a lesson shared with a group-mate only.
+    administration refused across groups, a lesson shared with a group-mate only. The last
+    runs the README's brain (examples/brain.py), kills it with -9 while a task runs, and
+    sees its restart reconcile the task's events.
     """
     done = subprocess.run(
         [sys.executable, "-m", "robot_mcp_demo"],
@@ -24,10 +26,18 @@ def test_demo_runs_every_scenario_and_exits_zero() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "7 passed, 0 failed" in done.stdout
+    assert "8 passed, 0 failed" in done.stdout
+    assert "brain killed -9 after #" in done.stdout
+    assert "in order, the server's sequence" in done.stdout
     assert "fetch-package-mailroom ranked first" in done.stdout
     assert "rap-1: get_process not_found" in done.stdout
-    assert "set_group and set_self_improve forbidden" in done.stdout
+    assert "set_group and set_self_improve not listed to it and forbidden" in done.stdout
+    # Nothing but the README's sample: no MCP client warning ("Tool set_group not listed
+    # by server, cannot validate any structured content") on either stream.
+    for stream in (done.stdout, done.stderr):
+        assert "not listed by server" not in stream
+        assert "cannot validate" not in stream
+    assert done.stderr == ""
     assert "rap-2 recalled it" in done.stdout
     assert "rap-3 got none" in done.stdout
 
@@ -54,7 +64,9 @@ def test_demo_reports_a_failing_scenario(tmp_path: Path) -> None:
     assert verdicts["two groups, three robot tokens, self-improve on"] is True
     assert verdicts["another group's document and administration refused"] is True
     assert verdicts["a lesson is recalled by a group-mate, not another group"] is True
-    assert len(outcomes) == 7
+    # The brain's scenario holds for a task that fails too: its events are its events.
+    assert verdicts["a restart while a task runs is reconciled"] is True
+    assert len(outcomes) == 8
 
 
 def test_demo_refuses_a_missing_sleeper(tmp_path: Path, capsys) -> None:

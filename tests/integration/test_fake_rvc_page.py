@@ -1,8 +1,10 @@
 """fake_rvc's live page in headless Chromium: posted events appear without a reload.
 
 Each task shows its state in its own colour: succeeded and failed from the terminal
-event, cancelled (which no event reports) from the server's ``list_tasks`` when fake_rvc
-reconciles (repair mode), so even a task cancelled before its first event appears.
+event, waiting for input (with its question) from an unanswered ``input_required``,
+cancelled (which no event reports) from the server's ``list_tasks`` when fake_rvc
+reconciles (repair mode), so even a task cancelled before its first event appears. The
+tasks come first; rejected posts are folded below them, with their count.
 """
 
 from __future__ import annotations
@@ -51,9 +53,19 @@ CHROMIUM_ARGS = [
 
 REPO = Path(__file__).resolve().parents[2]
 
-_PAYLOADS = {
+_PAYLOADS: dict[str, dict[str, object]] = {
     "task_done": {"result": {"slept_s": 1}},
     "task_failed": {"error_code": "FAKE_FAILURE", "message": "asked to fail", "suggestions": []},
+    "input_required": {
+        "request_id": "input-1",
+        "method": "elicitation/create",
+        "params": {
+            "mode": "form",
+            "message": "Move the arm to the shelf?",
+            "requestedSchema": {"type": "object", "properties": {"confirm": {"type": "boolean"}}},
+        },
+    },
+    "input_answered": {"request_id": "input-1", "action": "accept"},
 }
 
 
@@ -132,6 +144,10 @@ def test_bad_signature_and_gap_are_highlighted(rvc, page):
     post(rvc.events_url, seq=1)
     post(rvc.events_url, seq=2, secret="wrong")
     gap_id = post(rvc.events_url, seq=3)
+    page.wait_for_selector(
+        'tr.rejected[data-reason="bad_signature"]', state="attached", timeout=10_000
+    )
+    page.click("#rejected-section > summary")  # folded until opened
     rejected = page.wait_for_selector('tr.rejected[data-reason="bad_signature"]', timeout=10_000)
     assert rejected is not None
     assert "401" in rejected.inner_text()
@@ -233,3 +249,61 @@ def test_a_task_cancelled_before_its_first_event_appears_as_cancelled(
     )
     assert _badge_colour(page, task_id) == legend[2]
     assert len(set(legend)) == 3
+
+
+def test_tasks_come_first_and_rejected_posts_are_folded_with_their_count(rvc, page):
+    """After a receiver-suite run's worth of rejected posts (113 there), the tasks are
+    still on the first screen: rejected posts sit below them, folded, counted."""
+    for seq in range(1, 121):
+        post(rvc.events_url, seq=seq, secret="wrong", task_id="slee-bad000")
+    event_id = post(rvc.events_url, seq=1)
+    page.wait_for_selector(f'tr[data-event-id="{event_id}"]', timeout=10_000)
+    page.wait_for_function(
+        "document.getElementById('rejected-count').textContent === '120'", timeout=20_000
+    )
+    assert page.locator("#rejected-section").get_attribute("open") is None
+    assert page.locator("#rejected-section > summary").inner_text() == (
+        "Rejected posts and injected faults: 120"
+    )
+    boxes = page.evaluate(
+        """() => ({
+            task: document.querySelector('div.task[data-task-id="slee-1a2b3c"]')
+                .getBoundingClientRect().top,
+            rejected: document.getElementById('rejected-section').getBoundingClientRect().top,
+            screen: window.innerHeight,
+        })"""
+    )
+    assert boxes["task"] < boxes["rejected"]
+    assert boxes["task"] < boxes["screen"], boxes
+    assert not page.locator("tr.rejected").first.is_visible()
+    page.click("#rejected-section > summary")
+    assert page.locator("tr.rejected").count() == 120
+    assert page.locator("tr.rejected").first.is_visible()
+    httpx.post(rvc.url + "/api/fake/reset", timeout=10)
+    page.wait_for_function(
+        "document.getElementById('rejected-count').textContent === 'none'", timeout=10_000
+    )
+
+
+def test_a_task_waiting_for_input_shows_its_question(rvc, page):
+    """An unanswered input_required makes the task "waiting for input" with the question
+    shown; its input_answered takes the question away; task_done ends it."""
+    task = "slee-a5k1n9"
+    post(rvc.events_url, seq=1, task_id=task)
+    post(rvc.events_url, seq=2, task_id=task, type_="input_required")
+    section = f'div.task[data-task-id="{task}"]'
+    page.wait_for_selector(f'{section}[data-state="waiting"]', timeout=10_000)
+    assert page.locator(f"{section} .state").inner_text() == "waiting for input"
+    asked = page.locator(f'{section} .question[data-request-id="input-1"]')
+    assert asked.inner_text() == "input-1 asks: Move the arm to the shelf?"
+    assert asked.is_visible()
+    legend = page.evaluate(
+        """() => getComputedStyle(document.querySelector('.legend .state.waiting'))
+            .backgroundColor"""
+    )
+    assert _badge_colour(page, task) == legend
+    post(rvc.events_url, seq=3, task_id=task, type_="input_answered")
+    page.wait_for_selector(f"{section} .question", state="detached", timeout=10_000)
+    assert page.locator(section).get_attribute("data-state") != "waiting"
+    post(rvc.events_url, seq=4, task_id=task, type_="task_done")
+    page.wait_for_selector(f'{section}[data-state="succeeded"]', timeout=10_000)

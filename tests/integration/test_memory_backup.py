@@ -211,3 +211,22 @@ def test_a_second_server_on_the_same_directory_is_refused(spawn, run_memory_serv
     assert "Traceback" not in second.stderr
     holder = (server.data_dir / "memory.lock").read_text()
     assert f"pid={server.proc.pid}" in holder
+
+
+def test_restore_refuses_a_backup_file_that_is_a_symlink(tmp_path):
+    """A backup's ``index.db`` linking to a database elsewhere (its digest right) is
+    refused, not followed; nothing is restored."""
+    from robot_mcp_memory.backends.sqlite._schema import open_index
+
+    data = tmp_path / "data"
+    open_index(data).close()
+    dest = tmp_path / "b"
+    assert cli(data, "backup", str(dest)).returncode == 0
+    (dest / "index.db").rename(tmp_path / "elsewhere.db")
+    (dest / "index.db").symlink_to(tmp_path / "elsewhere.db")
+    target = tmp_path / "target"
+    refused = cli(target, "restore", str(dest))
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "is a symbolic link" in refused.stderr
+    assert refused.stderr.count("\n") == 1
+    assert not (target / "index.db").exists()

@@ -27,31 +27,17 @@ from robot_mcp_memory.processes import ProcessDoc, ProcessService
 from robot_mcp_memory.transfer import EXIT_MISMATCH as TRANSFER_EXIT_MISMATCH
 from robot_mcp_memory.transfer import TABLES, Endpoint, table_sums
 
-# The process documents' PostgreSQL table belongs to the process adapter (built in
-# another branch); until it is in the schema, the test creates a stand-in with the SQLite
-# table's columns, which is what PgProcessRows reads and writes.
-_STAND_IN_PROCESSES = """
-CREATE TABLE processes (
-  id TEXT COLLATE "C" PRIMARY KEY, title TEXT NOT NULL, task_pattern TEXT NOT NULL,
-  tags TEXT NOT NULL, robot TEXT NOT NULL, created TEXT, updated TEXT,
-  success_count BIGINT NOT NULL, failure_count BIGINT NOT NULL, last_used TEXT,
-  source_mission_id TEXT, body TEXT NOT NULL, shared BOOLEAN NOT NULL
-)"""
-
 
 def _prepare_pg(url: str) -> None:
     database = PgDatabase(url)
     database.open(SCHEMA)
-    with database.connection() as conn:
-        row = conn.execute("SELECT to_regclass('processes') IS NULL").fetchone()
-        if row is not None and row[0]:
-            conn.execute(_STAND_IN_PROCESSES)
     database.close()
 
 
 def _fill_sqlite(data: Path) -> None:
-    """A store with documents (counters, notes, a shared one, text beyond ASCII), a
-    registry (groups with and without toggles, robots with meta) and lessons."""
+    """A store with documents (counters, notes, a shared one, text beyond ASCII) and their
+    revisions (two documents edited, one deleted), a registry (groups with and without
+    toggles, robots with meta) and lessons."""
     backend = storage_at(str(data)).open()
     processes = ProcessService(backend.processes, robot_id="rap-1")
     for i in range(12):
@@ -69,6 +55,19 @@ def _fill_sqlite(data: Path) -> None:
         )
     for i in range(0, 12, 2):
         processes.record_outcome(f"doc-{i:02d}", success=i % 4 == 0, note=f"run {i}")
+    for round in (2, 3):  # doc-01 at revision 3, its revisions 1 and 2 kept
+        edited = processes.get("doc-01")
+        assert edited is not None
+        edited.body += f"{round}. check the cup — round {round}\n"
+        processes.save(edited)
+    edited = processes.get("doc-02")
+    assert edited is not None
+    edited.title = "Pick the grün cup, carefully"
+    processes.save(edited)
+    processes.delete("doc-11")  # gone, its last version kept as a revision...
+    processes.save(  # ... and the id saved again: a second life
+        ProcessDoc(id="doc-11", title="Stack the trays", robot="rap-1", body="# Steps\n1. stack\n")
+    )
     fleet = FleetService(backend.fleet)
     fleet.upsert_group("line-3", name="Line 3", customer="ACME", factory="Lyon")
     fleet.upsert_group("line-4")
@@ -127,6 +126,7 @@ def test_sqlite_to_postgres_and_back_is_exact(tmp_path: Path, pg_url: str) -> No
     original = _sums(str(first))
     assert {t: s.rows for t, s in original.items()} == {
         "processes": 12,
+        "processes_revisions": 4,
         "fleet_groups": 2,
         "fleet_robots": 3,
         "fleet_settings": 1,
@@ -139,7 +139,7 @@ def test_sqlite_to_postgres_and_back_is_exact(tmp_path: Path, pg_url: str) -> No
         assert set(printed) == set(TABLES)
         for table, (n_src, n_dst, digest) in printed.items():
             assert (n_src, n_dst, digest) == (original[table].rows,) * 2 + (original[table].sha256,)
-        assert "copied and verified: 20 rows in 5 tables" in out
+        assert "copied and verified: 24 rows in 6 tables" in out
     assert "search index rebuilt for 12 documents" in back.stdout
 
     backend = storage_at(str(last)).open()
@@ -147,8 +147,23 @@ def test_sqlite_to_postgres_and_back_is_exact(tmp_path: Path, pg_url: str) -> No
     try:
         found = copied.find("pick the grün cup", k=3)
         assert found
-        assert found[0].doc.id in {"doc-02", "doc-05", "doc-08", "doc-11"}
+        assert found[0].doc.id in {"doc-02", "doc-05", "doc-08"}
+        # Every column came along, the lives of a re-created id included.
+        life = backend.index.query("SELECT life FROM processes WHERE id = 'doc-11'")
+        assert [r["life"] for r in life] == [2]
+        kept = backend.index.query(
+            "SELECT life, revision FROM processes_revisions WHERE doc_id = 'doc-11'"
+        )
+        assert [(r["life"], r["revision"]) for r in kept] == [(1, 1)]
         assert copied.get("doc-00").success_count == 1  # type: ignore[union-attr]
+        # The history came along: revision numbers, kept versions, a deleted document's.
+        assert [r.revision for r in copied.revisions("doc-01")] == [2, 1]
+        first_version = copied.get_revision("doc-01", 1)
+        assert first_version is not None
+        assert "round 2" not in first_version.body
+        assert copied.states(["doc-01"])["doc-01"].revision == 3
+        state = copied.states(["doc-00"])["doc-00"]
+        assert (state.recent, state.last_success is not None) == ("s", True)
         fleet = FleetService(backend.fleet)
         assert fleet.resolve("rap-2").where == "group:line-4"
         assert fleet.get_robot("rap-2").meta == {"é": [1, None, True]}  # type: ignore[union-attr]
@@ -219,8 +234,10 @@ def test_help_explains_the_command() -> None:
         check=False,
     )
     assert done.returncode == 0
+    text = " ".join(done.stdout.split())  # argparse wraps lines where it likes
     for needle in ("--from SRC", "--to DST", "postgresql://", "must be empty", "sha256"):
-        assert needle in done.stdout
+        assert needle in text
+    assert "with their revision history" in text
     assert TRANSFER_EXIT_MISMATCH == EXIT_MISMATCH
 
 
@@ -247,3 +264,21 @@ def test_a_mismatch_is_reported_and_fails(tmp_path: Path, pg_url: str, table: st
     assert done.returncode == EXIT_MISMATCH
     assert re.search(rf"^{table}\s.*MISMATCH$", done.stdout, re.MULTILINE)
     assert "does not match the source in " + table in done.stdout
+
+
+def test_sides_whose_process_tables_differ_are_refused_before_writing(
+    tmp_path: Path, pg_url: str
+) -> None:
+    """A destination whose revisions table has a column the source lacks (another schema)
+    is one line naming the column; nothing is written there."""
+    first = tmp_path / "first"
+    _fill_sqlite(first)
+    _prepare_pg(pg_url)
+    with psycopg.connect(pg_url) as conn:
+        conn.execute("ALTER TABLE processes_revisions ADD COLUMN colour TEXT")
+    done = _copy(str(first), pg_url)
+    assert done.returncode == EXIT_CONFIG, done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1
+    assert "processes_revisions table has other columns" in done.stderr
+    assert "only in the destination: ['colour']" in done.stderr
+    assert {t: s.rows for t, s in _sums(pg_url).items()} == dict.fromkeys(TABLES, 0)

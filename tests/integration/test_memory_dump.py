@@ -11,8 +11,10 @@ and ``restore`` (into an empty database only).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -219,9 +221,18 @@ async def test_on_postgresql_dump_load_dump_is_byte_identical_and_backup_restore
         assert (first / "processes" / f"{id}.md").read_text(encoding="utf-8") == text
 
     empty = pg_new_database()
-    loaded = cli(here, "load", str(first), database_url=empty)
+    # The test server trusts its socket: a password in the URL is accepted and ignored.
+    with_password = empty.replace("postgres:@", "postgres:s3cret-pw@", 1)
+    assert with_password != empty
+    loaded = cli(here, "load", str(first), database_url=with_password)
     assert loaded.returncode == 0, loaded.stderr
     assert "10 inserted" in loaded.stdout
+    # The last line names the database it loaded into, never the URL's password.
+    database = empty.split("?")[0].rsplit("/", 1)[1]
+    assert "load done into the PostgreSQL database postgres@" in loaded.stdout
+    assert f"/{database}: 10 inserted" in loaded.stdout
+    assert "s3cret" not in loaded.stdout + loaded.stderr
+    assert str(here) not in loaded.stdout
     second = tmp_path / "dump-2"
     assert cli(here, "dump", str(second), database_url=empty).returncode == 0
     assert files(second) == files(first)
@@ -246,7 +257,155 @@ async def test_on_postgresql_dump_load_dump_is_byte_identical_and_backup_restore
     restored = cli(here, "restore", str(backup), database_url=target)
     assert restored.returncode == 0, restored.stderr
     assert "10 inserted" in restored.stdout
+    assert "restore done into the PostgreSQL database postgres@" in restored.stdout
     third = tmp_path / "dump-3"
     assert cli(here, "dump", str(third), database_url=target).returncode == 0
     assert files(third) == files(first)
     assert not here.exists()  # nothing of the store, and no lock, in MEMORY_DATA_DIR
+
+
+# --- issue 32, finding 7: hostile dump directories -------------------------------------
+
+
+def _dump_of_one_document(tmp_path: Path) -> tuple[Path, Path]:
+    """A store holding one document (its data dir) and a dump of it (its directory)."""
+    data = tmp_path / "data"
+    memory = open_memory(Settings(data_dir=data, search="lexical"))
+    try:
+        memory.processes.save(ProcessDoc.parse(doc("fetch", "Fetch", "## Steps\n1. Go\n")))
+    finally:
+        memory.close()
+    dumped = tmp_path / "dump"
+    done = cli(data, "dump", str(dumped))
+    assert done.returncode == 0, done.stderr
+    shutil.copytree(dumped, tmp_path / "pristine")  # what the store holds, as a dump
+    return data, dumped
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _list_in_manifest(dumped: Path, name: str, digest: str) -> None:
+    manifest = json.loads((dumped / "manifest.json").read_text())
+    manifest["files"][name] = digest
+    (dumped / "manifest.json").write_text(json.dumps(manifest))
+
+
+def _refused_untouched(data: Path, dumped: Path, needle: str) -> str:
+    """Load ``dumped`` into ``data`` (which holds one document): refused in one line
+    naming ``needle``, exit 2, and the store holds what it held (a dump of it is the
+    pristine one)."""
+    done = cli(data, "load", str(dumped))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert needle in done.stderr
+    assert "load done" not in done.stdout
+    after = dumped.parent / f"after-{len(list(dumped.parent.glob('after-*')))}"
+    assert cli(data, "dump", str(after)).returncode == 0
+    assert files(after) == files(dumped.parent / "pristine")
+    memory = open_memory(Settings(data_dir=data, search="lexical"))
+    try:
+        assert [d.id for d in memory.processes.list(10, 0)] == ["fetch"]
+    finally:
+        memory.close()
+    return done.stderr
+
+
+@pytest.mark.parametrize("where", ["absolute", "dotdot"])
+def test_load_refuses_a_manifest_naming_a_file_outside_the_dump(tmp_path, where):
+    """A manifest naming ``/abs/path`` or ``../x`` is refused before that file is read:
+    the answer is the same whether the file exists and whatever its digest (no existence
+    or content oracle)."""
+    data, dumped = _dump_of_one_document(tmp_path)
+    secret = tmp_path / "secret.txt"
+    secret.write_bytes(b"hunter2\n")
+    name = str(secret) if where == "absolute" else "../secret.txt"
+    answers = []
+    for digest in (_sha256(b"hunter2\n"), _sha256(b"a guess\n")):
+        _list_in_manifest(dumped, name, digest)
+        answers.append(_refused_untouched(data, dumped, "not a file a dump holds"))
+    secret.unlink()
+    answers.append(_refused_untouched(data, dumped, "not a file a dump holds"))
+    assert len(set(answers)) == 1
+
+
+def test_load_refuses_a_document_that_is_a_symlink_out_of_the_dump(tmp_path):
+    """A ``processes/<id>.md`` that links to a document outside the dump (its digest
+    right) is refused, not followed."""
+    data, dumped = _dump_of_one_document(tmp_path)
+    outside = tmp_path / "elsewhere.md"
+    text = doc("stolen", "Stolen", "## Steps\n1. Read another's file\n").encode()
+    outside.write_bytes(text)
+    (dumped / "processes" / "stolen.md").symlink_to(outside)
+    _list_in_manifest(dumped, "processes/stolen.md", _sha256(text))
+    _refused_untouched(data, dumped, "is a symbolic link")
+
+
+def test_load_refuses_a_folder_that_is_a_symlink_out_of_the_dump(tmp_path):
+    """``processes/`` itself linking to a folder outside the dump is refused."""
+    data, dumped = _dump_of_one_document(tmp_path)
+    (dumped / "processes").rename(tmp_path / "moved")
+    (dumped / "processes").symlink_to(tmp_path / "moved", target_is_directory=True)
+    _refused_untouched(data, dumped, "is a symbolic link")
+
+
+_STAMP = "2026-01-02T03:04:05.000Z"
+_GROUP = {
+    "group_id": "line-a",
+    "name": None,
+    "customer": None,
+    "factory": None,
+    "self_improve": None,
+    "created": _STAMP,
+    "updated": _STAMP,
+}
+_ROBOT = {
+    "robot_id": "rap-1",
+    "group_id": "line-a",
+    "name": None,
+    "meta": {},
+    "registered": _STAMP,
+    "updated": _STAMP,
+}
+_BROKEN_FILES = {
+    "lessons-not-objects": (
+        {"lessons.json": [1, "x"]},
+        "lessons.json entry 1 is not a lesson a dump writes: a lesson must be a JSON object",
+    ),
+    "lesson-without-fields": (
+        {"lessons.json": [{"scope": "solo:a"}]},
+        "lessons.json entry 1 is not a lesson a dump writes",
+    ),
+    "group-id-not-a-string": (
+        {"fleet/groups.json": [{**_GROUP, "group_id": ["x"]}]},
+        "groups.json entry 1 is not a group a dump writes: group_id must be a string",
+    ),
+    # The group is valid and comes first: nothing of it may be written before the refusal.
+    "robot-meta-not-an-object": (
+        {"fleet/groups.json": [_GROUP], "fleet/robots.json": [{**_ROBOT, "meta": "x"}]},
+        "robots.json entry 1 is not a robot a dump writes: meta must be a JSON object",
+    ),
+    "robot-in-no-group": (
+        {"fleet/groups.json": [_GROUP], "fleet/robots.json": [{**_ROBOT, "group_id": "nope"}]},
+        "which neither the dump nor the store holds",
+    ),
+    "setting-not-a-bool": (
+        {"fleet/settings.json": {"global_self_improve": "yes"}},
+        "settings or lessons file is not what a dump writes",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_BROKEN_FILES))
+def test_load_refuses_registry_settings_and_lessons_a_dump_does_not_write(tmp_path, case):
+    """Entries of the JSON files that are not what a dump writes (digests right) are one
+    line naming the file and entry, exit 2, before anything is written."""
+    data, dumped = _dump_of_one_document(tmp_path)
+    replaced, needle = _BROKEN_FILES[case]
+    for name, value in replaced.items():
+        text = (json.dumps(value) + "\n").encode()
+        (dumped / name).write_bytes(text)
+        _list_in_manifest(dumped, name, _sha256(text))
+    _refused_untouched(data, dumped, needle)

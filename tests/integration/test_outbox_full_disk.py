@@ -185,6 +185,41 @@ def test_closed_while_the_disk_is_full_nothing_delivered_is_lost(tmp_path, disk)
     assert "Traceback" not in done.stderr
 
 
+def test_a_settlement_that_fails_while_the_poster_idles_is_written_once_space_returns(
+    tmp_path, disk
+):
+    """The disk fills while an event's post is held; its 2xx then comes and its
+    settlement cannot be written; nothing else is posted. Space back, the settlement is
+    written without a new event (a crash would not send the delivered event again), the
+    outbox is healthy again, and one ERROR and one WARNING say so."""
+    directory = tmp_path / "fs"
+    directory.mkdir()
+    with FakeRvcServer({"sleeper": SECRET}) as rvc:
+        rvc.state.inject_fault("sleeper", delay_s=2.0, task_id="held")
+        done = subprocess.run(
+            child_argv(rvc, directory, disk, "idle-mark"),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        received = rvc.state.events()
+    assert done.returncode == 0, done.stderr
+    full, idle, closed = (json.loads(line) for line in done.stdout.splitlines())
+    held = full["held"]
+    assert [e.event_id for e in received if e.task_id == "held"] == [held]
+    assert full["stats"]["sent"] == 21, full
+    assert full["stats"]["outbox_failing"] is True, full
+    assert full["rows"][held] == "pending", full
+    assert idle["stats"]["posted"] == 21, idle
+    assert idle["stats"]["outbox_failing"] is False, idle
+    assert "outbox='ok'" in idle["repr"]
+    assert idle["rows"][held] == "delivered", idle  # a restart does not send it again
+    assert (closed["stats"]["dropped"], closed["stats"]["kept"]) == (0, 0), closed
+    assert done.stderr.count("outbox_write_failing") == 1, done.stderr
+    assert done.stderr.count("outbox_write_recovered") == 1, done.stderr
+    assert "Traceback" not in done.stderr
+
+
 # -- a sleeper on a full disk, then a crash after space returned ------------------------------
 
 

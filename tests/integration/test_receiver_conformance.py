@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import xml.etree.ElementTree as ET
@@ -36,7 +37,8 @@ import uvicorn
 from robot_mcp_conformance._checks import catalogue
 from robot_mcp_conformance._receiver_checks import receiver_clauses
 
-# One run takes 3-5 s (the slow receiver's about 15 s); the guard is for a hang.
+# One run takes 3-5 s (the slow receiver's too: the suite stops after its timed posts);
+# the guard is for a hang.
 RUN_HANG_GUARD_S = 180.0
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(RUN_HANG_GUARD_S + 60)]
 
@@ -83,6 +85,8 @@ def _fails(*ids: str) -> frozenset[str]:
 
 CASES: dict[str, Case] = {
     "fake_rvc": Case(module="fake_rvc"),
+    # robot_mcp_kit.receiver, built from its public API only (with its inspection hook).
+    "kit_receiver": Case(module="kit_receiver"),
     "control": Case(),
     "control_without_hook": Case(module="control", hook=False, not_checked=HOOK_CLAUSES),
     # It accepts the signatures wrong in their last digit, so the timing is not judged.
@@ -118,7 +122,12 @@ CASES: dict[str, Case] = {
     "gaps_unreported": Case(failed=_fails("gap-reported")),
     "lossy_store": Case(failed=_fails("acknowledged-is-stored")),
     "stores_before_verifying": Case(failed=_fails("refused-not-processed")),
-    "slow": Case(failed=_fails("answers-within-budget")),
+    # Over its time budget: that clause fails and nothing else is checked (the suite stops
+    # rather than wait on every post; test_a_receiver_over_its_budget_stops_the_suite).
+    "slow": Case(
+        failed=_fails("answers-within-budget"),
+        not_checked=ALL - _fails("answers-within-budget"),
+    ),
     # A warning, never a failure: exit code 0.
     "leaky_compare": Case(warned=_fails("constant-time-compare")),
     # --expected-failures: the listed failure is expected (exit 0) ...
@@ -160,7 +169,7 @@ def served(app: Any) -> Iterator[str]:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="critical", lifespan="off"))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="critical", lifespan="auto"))
     thread = threading.Thread(
         target=lambda: server.run(sockets=[sock]), name=f"receiver:{port}", daemon=True
     )
@@ -188,9 +197,27 @@ def receiver(case: Case, name: str) -> Iterator[tuple[str, str]]:
         with FakeRvcServer(SECRETS) as rvc:  # type: ignore[arg-type]  # lists: a rotation
             yield rvc.events_url, rvc.url + "/api/fake/inspect"
         return
+    if module == "kit_receiver":
+        with (
+            tempfile.TemporaryDirectory(prefix="kit-receiver-") as state,
+            served(kit_receiver_app(Path(state) / "receiver.db")) as url,
+        ):
+            yield url + "/api/agent/events", url + "/inspect"
+        return
     app = _load(module).make(SECRETS)
     with served(app) as url:
         yield url + "/api/agent/events", url + "/inspect"
+
+
+def kit_receiver_app(state: Path) -> Any:
+    """The kit's receiver as a brain would build it, with a handler that keeps nothing."""
+    from robot_mcp_kit.receiver import Receiver, ServerConfig, TaskUpdate
+
+    async def handle(update: TaskUpdate) -> None:
+        return None
+
+    servers = [ServerConfig(name, tuple(keys)) for name, keys in SECRETS.items()]
+    return Receiver(servers, handle, state=state).asgi_app(inspect_path="/inspect")
 
 
 @dataclass(frozen=True)
@@ -250,7 +277,7 @@ def run_suite(url: str, args: list[str], tmp_path: Path, timeout_s: float) -> Ru
 def test_every_broken_receiver_is_in_the_table():
     """Each module of tests/conformance_broken_receivers/ has a case, and vice versa."""
     modules = {p.stem for p in BROKEN.glob("*.py") if not p.stem.startswith("_")}
-    used = {case.module or name for name, case in CASES.items()} - {"fake_rvc"}
+    used = {case.module or name for name, case in CASES.items()} - {"fake_rvc", "kit_receiver"}
     assert modules == used
 
 
@@ -399,3 +426,24 @@ def test_a_receiver_url_given_to_the_server_suite_says_how_to_run_the_receiver_s
     )
     assert proc.returncode == 4, proc.stdout + proc.stderr
     assert "--receiver-url runs the receiver suite: pytest --pyargs" in proc.stderr
+
+
+def test_a_receiver_over_its_budget_stops_the_suite(tmp_path: Path, timeout_scale: float) -> None:
+    """A receiver slower than --time-budget gets three timed posts, not the whole suite:
+    the budget clause fails, every other clause is not checked for one stated reason, and
+    the run says it once, in one line, at its end."""
+    app = _load("slow").make(SECRETS)
+    with served(app) as url:
+        args = [*SUITE_ARGS, "--time-budget", TIME_BUDGET, "--inspect-url", url + "/inspect"]
+        run = run_suite(url + "/api/agent/events", args, tmp_path, RUN_HANG_GUARD_S * timeout_scale)
+    assert run.returncode == 1, run.output
+    assert app.acknowledged == 3, "more than half of the 5 timed posts over budget: stop"
+    entries = {c["id"]: c for c in run.report["clauses"]}
+    assert entries["receiver.answers-within-budget"]["status"] == "failed"
+    reasons = {c["summary"] for i, c in entries.items() if i != "receiver.answers-within-budget"}
+    assert len(reasons) == 1, reasons
+    (reason,) = reasons
+    assert reason.startswith("not checked: the receiver answered slower than its time budget")
+    assert "budget 0.5 s" in reason
+    said = [line for line in run.output.splitlines() if "receiver suite stopped early" in line]
+    assert said == [f"receiver suite stopped early: {reason}"], run.output

@@ -4,8 +4,8 @@ Each test runs ``uv run --isolated --no-project --with WHEEL[extra] SCRIPT`` fro
 dir outside the checkout, as someone who only installed the distribution would.
 ``robot-mcp-conformance`` without its extra says so in one line and exits 4 (1 would read
 "does not conform"); ``robot-mcp-demo`` runs all its scenarios from the wheel with the
-``all`` extra (the wheel carries the sleeper and the mailroom document, decision 0017),
-and without it names the extra.
+``all`` extra (the wheel carries the sleeper, the brain example and the mailroom document,
+decision 0017), and without it names the extra.
 """
 
 from __future__ import annotations
@@ -49,10 +49,11 @@ def test_conformance_help_works_without_its_extra(kit_wheel, uv_isolated):
 
 
 def test_demo_runs_every_scenario_from_the_wheel(kit_wheel, uv_isolated, tmp_path: Path):
-    """robot-mcp-demo from the wheel with the all extra, outside any checkout: 7 passed."""
+    """robot-mcp-demo from the wheel with the all extra, outside any checkout: 8 passed."""
     proc = uv_isolated(f"{kit_wheel}[all]", "robot-mcp-demo", timeout_s=540)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    assert "7 passed, 0 failed" in proc.stdout
+    assert "8 passed, 0 failed" in proc.stdout
+    assert "brain killed -9 after #" in proc.stdout  # the wheel's examples/brain.py ran
     assert "fetch-package-mailroom ranked first" in proc.stdout
     # It ran the installed package, not this checkout's.
     where = uv_isolated(

@@ -84,6 +84,13 @@ class TestDefaults:
         ({"start_args": "{duration_s: 1}"}, "--start-args must be a JSON object"),
         ({"start_tool": "go", "fail_args": "[1, 2]"}, "--fail-args must be a JSON object"),
         ({"task_timeout_s": "-1"}, "--task-timeout must be > 0"),
+        ({"other_bearer_token": "tok-b"}, "--other-bearer-token needs --bearer-token"),
+        (
+            {"bearer_token": "tok-a", "other_bearer_token": "tok-a"},
+            "--other-bearer-token is the same token as --bearer-token",
+        ),
+        ({"bearer_token": "Bearer tok-a"}, "--bearer-token must be the bare token"),
+        ({"bearer_token": "tok\u00a0a"}, "--bearer-token must be printable ASCII"),
         ({"server_cmd": "   "}, None),
     ],
 )
@@ -94,6 +101,19 @@ def test_contradictory_or_malformed_options_are_refused(options, message):
         return
     with pytest.raises(target.ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
         build(**options)
+
+
+class TestTokens:
+    """--bearer-token and --other-bearer-token: the Authorization header of each principal."""
+
+    def test_no_token_no_header(self):
+        cfg = build()
+        assert cfg.auth_headers() == {} == cfg.auth_headers(other=True)
+
+    def test_each_principal_sends_its_own_token(self):
+        cfg = build(bearer_token=" tok-a ", other_bearer_token="tok-b")
+        assert cfg.auth_headers() == {"Authorization": "Bearer tok-a"}
+        assert cfg.auth_headers(other=True) == {"Authorization": "Bearer tok-b"}
 
 
 class TestTransport:

@@ -77,3 +77,20 @@ def test_every_clause_id_is_listed_with_its_sections():
     for clause_id, where in table.items():
         sections = ", ".join(f"§{s.strip()}" for s in ids[clause_id].section.split(","))
         assert where == sections, f"{clause_id}: listed under {where}, the suite cites {sections}"
+
+
+def _section(number: str) -> str:
+    """The text of top-level section ``number`` (up to the next ``## `` heading)."""
+    return TEXT.split(f"\n## {number}. ", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_suites_are_described_in_section_10_only():
+    """§10 (Conformance) says how both suites run and report; §12 (the MCP tasks
+    extension) is about the extension alone."""
+    conformance, extension = _section("10"), _section("12")
+    for needle in ("robot-mcp-conformance URL", "robot-mcp-conformance receiver URL"):
+        assert needle in conformance
+    assert "--report-json" in conformance
+    assert "--expected-failures" in conformance
+    assert "robot-mcp-conformance" not in extension
+    assert "--report-json" not in extension

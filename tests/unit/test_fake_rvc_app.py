@@ -229,6 +229,46 @@ class TestBadInput:
             "unknown_type": True,
         }
 
+    async def test_an_unknown_type_after_the_terminal_event_is_no_anomaly(
+        self, client, recorder, make_event
+    ):
+        """§4.4: acknowledged and ignored, also after task_done; its seq still counts (a
+        known type there is still after_terminal, a seq skipped still a gap)."""
+        done = make_event(seq=1, type="task_done", payload={"result": {}})
+        later = json.loads(make_event(seq=2).model_dump_json()) | {"type": "later_kind"}
+        late = make_event(seq=4)
+        assert (await post_event(client, done)).status_code == 200
+        response = await post_raw(client, json.dumps(later).encode())
+        assert response.status_code == 200
+        assert (response.json()["anomalies"], response.json()["unknown_type"]) == ([], True)
+        assert (await post_event(client, late)).status_code == 200
+        timeline = recorder.timeline(done.task_id)
+        assert timeline is not None
+        assert timeline.seqs == [1, 2, 4]
+        assert [a["kind"] for a in timeline.anomalies] == ["after_terminal", "gap"]
+        assert timeline.anomalies[1]["missing"] == [3]
+
+    async def test_stored_events_filter_by_an_unknown_type(self, client, make_event):
+        """The inspection API filters by any type a post may carry, known or not."""
+        unknown = json.loads(make_event(seq=2).model_dump_json()) | {"type": "later_kind"}
+        await post_event(client, make_event(seq=1))
+        await post_raw(client, json.dumps(unknown).encode())
+        for path in ("/api/fake/events", "/api/fake/events.jsonl"):
+            response = await client.get(path, params={"type": "later_kind"})
+            assert response.status_code == 200, response.text
+            assert unknown["event_id"] in response.text
+            assert '"seq":1,' not in response.text.replace(" ", "")
+        listed = (await client.get("/api/fake/events", params={"type": "later_kind"})).json()
+        assert [e["event"]["seq"] for e in listed["events"]] == [2]
+        waited = await client.get(
+            "/api/fake/wait",
+            params={"task_id": unknown["task_id"], "type": "later_kind", "timeout_s": 1},
+        )
+        assert waited.status_code == 200, waited.text
+        assert waited.json()["event"]["event_id"] == unknown["event_id"]
+        empty = await client.get("/api/fake/events", params={"type": ""})
+        assert empty.status_code == 422
+
     async def test_missing_field_is_named(self, client, make_event):
         """A body missing task_id says so."""
         data = json.loads(make_event().model_dump_json())

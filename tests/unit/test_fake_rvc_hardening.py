@@ -211,7 +211,7 @@ class TestNoExceptionTextToClients:
                 {"params": {"task_id": "t", "timeout_s": "nan"}},
                 "timeout_s",
             ),
-            ("GET", "/api/fake/events", {"params": {"type": "MARKER"}}, "type"),
+            ("GET", "/api/fake/events", {"params": {"type": ""}}, "type"),
         ],
     )
     async def test_inspection_api_422_is_invalid_request_without_echo(

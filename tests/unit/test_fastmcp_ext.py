@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -24,6 +25,7 @@ from robot_mcp_kit import (
     add_start_tool,
     register_task_tools,
 )
+from robot_mcp_kit.testing import RecordingPoster, free_port
 
 
 @asynccontextmanager
@@ -369,3 +371,78 @@ class TestAddStartTool:
         assert tools["go"].description == "Start going."
         assert set(tools["go"].inputSchema["properties"]) == {"speed", "triggers"}
         assert tools["go"].inputSchema["required"] == ["speed"]
+
+
+class StartRecorder(RecordingPoster):
+    """A recording poster that counts its starts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.starts = 0
+        self.started = asyncio.Event()
+
+    async def start(self) -> None:
+        self.starts += 1
+        self.started.set()
+
+
+class TestPosterStartsWithTheServer:
+    """Issue 32, finding 6: the poster starts when the server starts serving, and at the
+    latest at the first task tool call, with no TaskRuntime around it."""
+
+    async def test_serving_starts_the_poster_before_any_call(self):
+        """run_sse_async (what FastMCP.run("sse") serves through) starts the manager's
+        poster before anyone connects."""
+        poster = StartRecorder()
+        manager = TaskManager("sleeper", poster)
+        server = FastMCP("sleeper", host="127.0.0.1", port=free_port())
+        register_task_tools(server, manager)
+        for name in ("run_stdio_async", "run_sse_async", "run_streamable_http_async"):
+            assert name in vars(server), f"{name} is not wrapped on the instance"
+        serving = asyncio.create_task(server.run_sse_async())
+        try:
+            await asyncio.wait_for(poster.started.wait(), timeout=10)
+        finally:
+            serving.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await serving
+            await manager.aclose()
+        assert poster.starts == 1
+
+    async def test_a_task_tool_call_starts_the_poster(self):
+        """Served some other way (the in-memory pair here), the first tool call starts it."""
+        poster = StartRecorder()
+        manager = TaskManager("sleeper", poster)
+        try:
+            async with connect(manager) as session:
+                assert poster.starts == 0
+                await call(session, "list_tasks")
+                assert poster.starts == 1
+        finally:
+            await manager.aclose()
+
+    async def test_a_hook_that_raises_is_logged_and_serving_goes_on(self, capture_logs):
+        """before_serving: hooks run in order before the method; a failure is logged."""
+        from robot_mcp_kit._frameworks import before_serving
+
+        seen: list[str] = []
+
+        class Server:
+            async def run_sse_async(self, port: int) -> str:
+                seen.append(f"serving on {port}")
+                return "done"
+
+        async def first() -> None:
+            seen.append("first")
+            raise RuntimeError("hook broke")
+
+        async def second() -> None:
+            seen.append("second")
+
+        server = Server()
+        before_serving(server, first)
+        before_serving(server, second)
+        with capture_logs() as logs:
+            assert await server.run_sse_async(9100) == "done"
+        assert seen == ["first", "second", "serving on 9100"]
+        assert [e["event"] for e in logs] == ["before_serving_failed"]

@@ -110,3 +110,69 @@ def test_the_blocker_really_blocks_mcp():
     )
     assert proc.returncode != 0
     assert "mcp is blocked in this test" in proc.stderr
+
+
+RECEIVER_CHECKS = textwrap.dedent(
+    """
+    import asyncio
+    import sys
+    import tempfile
+    import time
+
+    from robot_mcp_kit.models import TaskEvent, new_event_id, utc_now
+    from robot_mcp_kit.receiver import Receiver, ServerCallFailed, ServerConfig
+    from robot_mcp_kit.signing import signed_headers
+
+    async def main():
+        got = []
+
+        async def handle(update):
+            got.append(update.seq)
+
+        server = ServerConfig("sleeper", ("s",), mcp_url="http://127.0.0.1:9/sse")
+        with tempfile.TemporaryDirectory() as tmp:
+            receiver = Receiver(
+                [server], handle, state=tmp + "/r.db", reconcile_on_start=False,
+                reconcile_every_s=None,
+            )
+            async with receiver:
+                for seq in (1, 2):
+                    event = TaskEvent(
+                        event_id=new_event_id(), task_id="slee-000001", server="sleeper",
+                        tool="t", type="progress", seq=seq, ts=utc_now(), payload={},
+                    )
+                    body = event.model_dump_json().encode()
+                    headers = signed_headers("sleeper", "s", body, int(time.time()))
+                    assert (await receiver.receive(headers, body)).status == 200
+                while len(got) < 2:
+                    await asyncio.sleep(0.01)
+                report = await receiver.reconcile()
+                try:
+                    await receiver.answer_input("sleeper", "slee-000001", "input-1")
+                except ServerCallFailed as exc:
+                    assert exc.code == "missing_extra", exc
+                    assert "robot-mcp-kit[receiver]" in str(exc), exc
+                else:
+                    raise SystemExit("answer_input worked without mcp")
+        assert got == [1, 2], got
+        assert report["sleeper"]["error"] == "missing_extra", report
+
+    asyncio.run(main())
+    assert not any(m == "mcp" or m.startswith("mcp.") for m in sys.modules), "mcp got imported"
+    print("OK")
+    """
+)
+
+
+def test_the_receiver_receives_and_hands_over_without_mcp():
+    """robot_mcp_kit.receiver verifies, stores and hands events over with mcp unimportable;
+    repair and reconciliation say which extra they need instead of failing obscurely."""
+    proc = subprocess.run(
+        [sys.executable, "-c", BLOCK_MCP + RECEIVER_CHECKS],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "OK"

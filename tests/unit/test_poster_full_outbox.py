@@ -304,3 +304,125 @@ def test_a_writer_left_on_a_stopped_loop_is_replaced_on_the_next(tmp_path):
         old_loop.close()
         b.close()
     assert states(b.path) == dict.fromkeys(["a-1", "a-2", "b-1"], "pending")
+
+
+async def test_a_full_outbox_holds_at_most_queue_max_unwritten_rows_in_memory(tmp_path):
+    """Full for a long time: the rows of delivered events are forgotten past queue_max
+    (counted), the oldest first; an undelivered event's row is never forgotten."""
+    path = tmp_path / "outbox.db"
+    brain = Brain(lambda e: 503 if e["task_id"] == "b" else 200)
+    poster = EventPoster(
+        "navigation",
+        URL,
+        SECRET,
+        transport=httpx.MockTransport(brain),
+        outbox=path,
+        retry=RetryPolicy(delays_s=(30.0,)),
+        queue_max=5,
+        close_grace_s=0.05,
+    )
+    await poster.start()
+    await poster.post(event("a", 1, pad=10))
+    await poster.flush()
+    cap(durable_backlog(poster), None)
+    for seq in (1, 2, 3):
+        await poster.post(event("b", seq))  # refused: stays pending
+    for seq in range(2, 42):
+        await poster.post(event("a", seq))
+        await wait_until(lambda s=seq: ("a", s) in brain.acked)
+    stats = poster.stats
+    assert (stats.sent, stats.dropped, stats.queued) == (41, 0, 3)
+    assert stats.outbox_not_durable == 41  # b-1 (in flight) and a-2..a-41
+    assert stats.outbox_unwritten == 5  # b-1..b-3 (undelivered) and a-40, a-41
+    assert stats.outbox_rows_forgotten == 38
+    assert "rows_forgotten=38" in repr(durable_backlog(poster))
+
+    cap(durable_backlog(poster), NO_CAP)
+    await wait_until(lambda: poster.stats.outbox_unwritten == 0)
+    assert poster.stats.outbox_written_late == 3  # b-1, a-40, a-41: sent before written
+    assert poster.stats.outbox_failing is False
+    assert states(path) == {
+        "a-1": "delivered",
+        "b-1": "pending",
+        "b-2": "pending",
+        "b-3": "pending",
+        "a-40": "delivered",
+        "a-41": "delivered",
+    }
+    await poster.aclose()
+    assert (poster.stats.kept, poster.stats.dropped) == (3, 0)
+
+
+async def test_undelivered_rows_beyond_queue_max_are_bounded_by_the_queue_drop_rule(tmp_path):
+    """Every event refused and the file full: nothing is forgotten (nothing was delivered);
+    the queue's own bound drops the oldest, so the unwritten rows stay within queue_max
+    plus the one in flight."""
+    path = tmp_path / "outbox.db"
+    poster = EventPoster(
+        "navigation",
+        URL,
+        SECRET,
+        transport=httpx.MockTransport(Brain(lambda e: 200 if e["seq"] == 1 else 503)),
+        outbox=path,
+        retry=RetryPolicy(delays_s=(30.0,)),
+        queue_max=5,
+        close_grace_s=0.05,
+    )
+    await poster.start()
+    await poster.post(event("a", 1, pad=10))
+    await poster.flush()
+    cap(durable_backlog(poster), None)
+    for seq in range(2, 22):
+        await poster.post(event("a", seq))
+        await asyncio.sleep(0.01)
+    stats = poster.stats
+    assert (stats.sent, stats.queued, stats.outbox_rows_forgotten) == (1, 6, 0)
+    assert stats.dropped == 14
+    assert stats.outbox_unwritten == 6
+    await poster.aclose()
+
+
+async def test_closing_while_full_keeps_what_the_file_holds_and_counts_only_the_rest(
+    tmp_path, caplog
+):
+    """Two events accepted together as the disk fills: the small row lands, the big one
+    does not (so both are rewritten, and that fails), and the brain refuses both. At close
+    the small one is kept (pending in the file, sent at the next start), only the big one
+    is counted lost."""
+    caplog.set_level(logging.WARNING, "robot_mcp_kit.events")
+    path = tmp_path / "outbox.db"
+    brain = Brain(lambda e: 200 if e["task_id"] == "a" else 503)
+    poster = EventPoster(
+        "navigation",
+        URL,
+        SECRET,
+        transport=httpx.MockTransport(brain),
+        outbox=path,
+        retry=RetryPolicy(delays_s=(30.0,)),
+        close_grace_s=0.05,
+    )
+    await poster.start()
+    await poster.post(event("a", 1, pad=10))
+    await poster.flush()
+    cap(durable_backlog(poster), None)
+    await poster.post(event("x", 1, pad=10))  # fits the last page
+    durable_backlog(poster)._outbox.store.flush()  # the store writes it, nothing checks yet
+    await poster.post(event("y", 1))  # needs pages of its own
+    await wait_until(lambda: poster.stats.outbox_failing)
+    await poster.aclose()
+    stats = poster.stats
+    assert (stats.kept, stats.dropped) == (1, 1)
+    assert states(path) == {"a-1": "delivered", "x-1": "pending"}
+    lost = [r.getMessage() for r in caplog.records if "outbox_events_lost" in r.getMessage()]
+    assert len(lost) == 1
+    assert "events=1" in lost[0]
+    assert "first_task_id='y'" in lost[0]
+
+    again = EventPoster(
+        "navigation", URL, SECRET, transport=httpx.MockTransport(Brain()), outbox=path
+    )
+    await again.start()
+    await again.flush()
+    await again.aclose()
+    assert (again.stats.recovered, again.stats.sent) == (1, 1)
+    assert states(path) == {"a-1": "delivered", "x-1": "delivered"}

@@ -202,7 +202,9 @@ async def test_start_refuses_a_trigger_or_duration_that_is_not_json_and_creates_
         return {}
 
     with pytest.raises(InvalidPayload, match=r"trigger 1 cannot .* payload\['seconds'\]"):
-        manager.start("t", body, [{"type": "eta_below"}, {"type": "x", "seconds": b"5"}])
+        manager.start(
+            "t", body, [{"type": "eta_below", "seconds": 5}, {"type": "x", "seconds": b"5"}]
+        )
     with pytest.raises(InvalidArgument, match="est_duration_s must be a finite number"):
         manager.start("t", body, est_duration_s=float("nan"))
     assert manager.list() == []

@@ -17,7 +17,7 @@ from robot_mcp_kit._triggers import (
     trigger_key,
     trigger_rules,
 )
-from robot_mcp_kit.tasks import CONTRACT_TRIGGER_TYPES
+from robot_mcp_kit.tasks import CONTRACT_TRIGGER_TYPES, MAX_TRIGGERS, MAX_TRIGGERS_JSON_BYTES
 
 DOCK = TriggerType(
     "dock_free",
@@ -94,7 +94,30 @@ class TestContractTypes:
                 {"type": "progress_above", "percent": None},
                 "percent",
                 'trigger 0 (progress_above): "percent" must be a finite number >= 0 and <= '
-                "100, got null.",
+                "100, got null (JSON carries NaN and infinity as null).",
+            ),
+            (
+                {"type": "eta_below", "seconds": math.nan},
+                "seconds",
+                'trigger 0 (eta_below): "seconds" must be a finite number > 0, got NaN.',
+            ),
+            (
+                {"type": "eta_below", "seconds": 10**400},
+                "seconds",
+                'trigger 0 (eta_below): "seconds" must be a finite number > 0, got an integer '
+                "beyond ±1.8e308 (no JSON reader holds it as a number).",
+            ),
+            (
+                {"type": "eta_below", "seconds": -(10**400)},
+                "seconds",
+                'trigger 0 (eta_below): "seconds" must be a finite number > 0, got an integer '
+                "beyond ±1.8e308 (no JSON reader holds it as a number).",
+            ),
+            (
+                {"type": "progress_above", "percent": 10**400},
+                "percent",
+                'trigger 0 (progress_above): "percent" must be a finite number >= 0 and <= '
+                "100, got an integer beyond ±1.8e308 (no JSON reader holds it as a number).",
             ),
         ],
     )
@@ -129,6 +152,14 @@ class TestContractTypes:
         assert '"sssss' in str(error)
         assert len(str(error)) < 150
 
+    def test_a_huge_whole_number_is_judged_not_overflowed(self):
+        """Whole numbers are compared as they are: a large one within a double's range
+        passes a bound it meets, and an integer field takes it (no float conversion)."""
+        check_triggers([{"type": "eta_below", "seconds": 10**300}], trigger_rules(None))
+        whole = TriggerType("t", {"n": NumberField(integer=True, ge=1)})
+        check_triggers([{"type": "t", "n": 10**300}], trigger_rules([whole]))
+        assert refusal([{"type": "t", "n": 10**400}], [whole]).field == "n"
+
     def test_the_documented_types_are_public(self):
         """CONTRACT_TRIGGER_TYPES holds the three documented types and their fields."""
         assert set(CONTRACT_TRIGGER_TYPES) == {"eta_below", "zone_entered", "progress_above"}
@@ -162,6 +193,35 @@ class TestShape:
         """What is no object with a type is no trigger of an unknown type: it is refused."""
         for known in (None, ["eta_below"]):
             assert str(refusal([trigger], known)) == message
+
+
+class TestBounds:
+    """At most MAX_TRIGGERS triggers, MAX_TRIGGERS_JSON_BYTES of JSON together."""
+
+    def test_the_bounds(self):
+        assert (MAX_TRIGGERS, MAX_TRIGGERS_JSON_BYTES) == (32, 8192)
+
+    def test_more_triggers_than_the_bound_are_refused_before_any_is_judged(self):
+        many = [{"type": "progress_above", "percent": 0, "n": i} for i in range(33)]
+        error = refusal([*many, {"type": "eta_below"}])
+        assert str(error) == (
+            "at most 32 triggers per task, got 34: keep the conditions the task needs "
+            '(one trigger with "repeat": true fires each time its condition holds).'
+        )
+        assert (error.index, error.type, error.field) == (None, None, None)
+        check_triggers(many[:32], trigger_rules(None))
+
+    def test_triggers_larger_than_the_bound_together_are_refused(self):
+        big = [{"type": "zone_entered", "zone": "z" * 4000, "n": i} for i in range(3)]
+        error = refusal(big)
+        assert str(error).startswith("the triggers take 12")
+        assert str(error).endswith(
+            " bytes as JSON, over the limit of 8192 for one task: send shorter values."
+        )
+        assert error.index is None
+        check_triggers(big[:2], trigger_rules(None))
+        error = refusal([{"type": "zone_entered", "zone": "z" * 9000}])
+        assert "over the limit of 8192" in str(error)
 
 
 class TestKnownTypes:
@@ -279,6 +339,8 @@ def test_progress_triggers_due():
     assert list(progress_triggers_due(triggers, {"percent": 95})) == triggers[:2]
     assert list(progress_triggers_due(triggers, {"percent": "95"})) == []
     assert list(progress_triggers_due(triggers, {})) == []
+    assert list(progress_triggers_due(triggers, {"percent": 10**400})) == []
+    assert list(progress_triggers_due(triggers, {"percent": 10**300})) == triggers[:2]
 
 
 def test_trigger_key_is_by_content():

@@ -270,6 +270,73 @@ class TestMalformedTriggers:
         assert not ran
         await manager.aclose()
 
+    @pytest.mark.parametrize(
+        ("trigger", "field"),
+        [
+            ({"type": "eta_below", "seconds": 10**400}, "seconds"),
+            ({"type": "progress_above", "percent": -(10**400)}, "percent"),
+            ({"type": "eta_below", "seconds": float("nan")}, "seconds"),
+        ],
+    )
+    async def test_a_number_no_json_reader_holds_is_refused_not_crashed(
+        self, poster, trigger, field
+    ):
+        """A whole number beyond a double's range, or NaN, in a declared field: refused
+        naming it (an OverflowError escaped before, a crash on every framework)."""
+        manager = TaskManager("navigation", poster, known_trigger_types={"eta_below"})
+
+        async def body(ctx: TaskContext) -> dict[str, Any]:
+            return {}
+
+        with pytest.raises(InvalidTrigger) as caught:
+            manager.start("navigate_to", body, [trigger])
+        assert (caught.value.index, caught.value.field) == (0, field)
+        with pytest.raises(InvalidArgument, match="est_duration_s must be a finite number"):
+            manager.start("navigate_to", body, est_duration_s=10**400)
+        assert manager.list() == []
+        await manager.aclose()
+
+    async def test_a_progress_percent_no_json_reader_holds_fires_nothing(self, poster):
+        """A body reporting a huge whole percent: no trigger is due, the task goes on."""
+        manager = TaskManager("navigation", poster)
+
+        async def body(ctx: TaskContext) -> dict[str, Any]:
+            await ctx.progress({"percent": 10**400})
+            await ctx.progress({"percent": 100})
+            return {}
+
+        info = manager.start("t", body, [{"type": "progress_above", "percent": 50}])
+        await poster.wait_for(info.task_id, "task_done")
+        assert poster.types_for(info.task_id) == [
+            "progress",
+            "progress",
+            "trigger_fired",
+            "task_done",
+        ]
+        await manager.aclose()
+
+    async def test_too_many_triggers_start_nothing(self, poster):
+        """2,500 repeating progress_above triggers would fire 2,500 events per progress
+        call; past 32 triggers the start is refused and nothing is sent."""
+        manager = TaskManager("navigation", poster)
+
+        async def body(ctx: TaskContext) -> dict[str, Any]:
+            for percent in (25, 50, 75, 100):
+                await ctx.progress({"percent": percent})
+            return {}
+
+        many = [
+            {"type": "progress_above", "percent": 0, "n": i, "repeat": True} for i in range(2500)
+        ]
+        with pytest.raises(InvalidTrigger, match="at most 32 triggers per task, got 2500"):
+            manager.start("t", body, many)
+        await asyncio.sleep(0)
+        assert (manager.list(), poster.events) == ([], [])
+        info = manager.start("t", body, many[:32])
+        await poster.wait_for(info.task_id, "task_done")
+        assert len(fired(poster, info.task_id)) == 4 * 32
+        await manager.aclose()
+
     async def test_a_declared_type_is_checked_per_start_too(self, poster):
         """known_trigger_types given to start() may declare fields as the manager's can."""
         manager = TaskManager("navigation", poster)

@@ -584,6 +584,38 @@ class TestSampledOut:
         (post,) = exporter.get_finished_spans()
         assert hex_trace(post) == TRACE_ID
 
+    def test_a_custom_not_sampled_delegate_still_decides(self):
+        """ParentBased whose not-sampled delegate keeps tools/call spans: the kit makes
+        the span and the sampler keeps it, as the SDK alone would."""
+        from opentelemetry.sdk.trace.sampling import (
+            ALWAYS_ON,
+            Decision,
+            ParentBased,
+            Sampler,
+            SamplingResult,
+        )
+
+        class ToolCalls(Sampler):
+            def should_sample(self, parent_context, trace_id, name, *args, **kwargs):  # type: ignore[no-untyped-def]
+                keep = name.startswith("tools/call")
+                return SamplingResult(Decision.RECORD_AND_SAMPLE if keep else Decision.DROP)
+
+            def get_description(self) -> str:
+                return "ToolCalls"
+
+        exporter = InMemorySpanExporter()
+        sampler = ParentBased(ALWAYS_ON, remote_parent_not_sampled=ToolCalls())
+        provider = TracerProvider(sampler=sampler)
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        telemetry.enable(tracer_provider=provider, meter_provider=MeterProvider())
+        try:
+            with telemetry.server_span("tools/call", "go", {"traceparent": UNSAMPLED_CALLER}):
+                pass
+        finally:
+            telemetry.disable()
+            provider.shutdown()
+        assert [s.name for s in exporter.get_finished_spans()] == ["tools/call go"]
+
     def test_an_internal_span_under_a_sampled_out_span_is_not_made(self, parent_based):
         """span() under a non-recording parent yields nothing; the parent stays current."""
         exporter, _reader = parent_based

@@ -1,7 +1,10 @@
 """The receiver suite's fixtures: the configuration, the probe, the hook and the scenarios.
 
 They are session-scoped: each scenario posts once and every test that judges a clause of
-it reads the same exchanges.
+it reads the same exchanges. The time budget is judged first, before any other post: every
+other scenario needs :func:`within_budget`, so a receiver whose median answer is over its
+budget fails that clause, every other test is skipped for one reason (printed once more at
+the end of the run), and the suite does not wait that long on each of its hundred-odd posts.
 """
 
 from __future__ import annotations
@@ -16,10 +19,12 @@ from robot_mcp_conformance._receiver_config import ReceiverConfig
 from robot_mcp_conformance._receiver_plugin import stashed_receiver_config
 from robot_mcp_conformance._receiver_runs import (
     Acceptance,
+    AnswerTimes,
     Refusals,
     TimingRun,
     accept,
     refuse,
+    time_answers,
     time_compares,
 )
 
@@ -67,18 +72,44 @@ def inspection(hook: InspectionHook | None) -> InspectionHook:
 
 
 @pytest.fixture(scope="session")
-def accepted(probe: Probe) -> Acceptance:
-    """The events the receiver must acknowledge, posted once."""
-    return accept(probe)
+def answer_times(probe: Probe, receiver_config: ReceiverConfig) -> AnswerTimes:
+    """The timed events, posted once, before any other post."""
+    return time_answers(probe, receiver_config.time_budget_s)
+
+
+_STOPPED = pytest.StashKey[str]()
 
 
 @pytest.fixture(scope="session")
-def refusals(probe: Probe) -> Refusals:
+def within_budget(pytestconfig: pytest.Config, answer_times: AnswerTimes) -> None:
+    """Skip (once for the session: every scenario depends on it) when the receiver's
+    median answer is over its budget; only the budget's own test runs then."""
+    reason = answer_times.stop_reason
+    if reason is not None:
+        pytestconfig.stash[_STOPPED] = reason
+        pytest.skip(reason)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say once, at the end, why the receiver suite stopped early (when it did)."""
+    reason = terminalreporter.config.stash.get(_STOPPED, None)
+    if reason is not None:
+        terminalreporter.write_line(f"receiver suite stopped early: {reason}")
+
+
+@pytest.fixture(scope="session")
+def accepted(probe: Probe, answer_times: AnswerTimes, within_budget: None) -> Acceptance:
+    """The events the receiver must acknowledge, posted once (with the timed ones)."""
+    return accept(probe, answer_times.timed)
+
+
+@pytest.fixture(scope="session")
+def refusals(probe: Probe, within_budget: None) -> Refusals:
     """One post per way a post can be bad, posted once."""
     return refuse(probe)
 
 
 @pytest.fixture(scope="session")
-def timing(probe: Probe, receiver_config: ReceiverConfig) -> TimingRun:
+def timing(probe: Probe, receiver_config: ReceiverConfig, within_budget: None) -> TimingRun:
     """The timing pairs (none when --timing-pairs is 0)."""
     return time_compares(probe, receiver_config.timing_pairs)

@@ -6,7 +6,7 @@ Protocols only: the adapters (:mod:`.sqlite`, :mod:`.postgres`) match them struc
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,17 +46,19 @@ class BackupReport:
 
 
 class ProcessRows(Protocol):
-    """The process documents' definition rows read and written whole (the copy command):
-    :data:`~robot_mcp_memory.processes.COLUMNS`, ``shared`` a bool, out by id, and in,
-    into an empty store in one transaction, after which the store recomputes what is
-    derived (its ``reindex``) and says how many documents it indexed (None: nothing is
-    derived)."""
+    """The process documents' stored tables read and written whole (the copy command): the
+    rows of ``processes`` and ``processes_revisions`` with every column the table has
+    (``columns``; a boolean as SQLite stores it, 0 or 1) out, and in, into an empty store
+    in one transaction, after which the store recomputes what is derived (its ``reindex``)
+    and says how many documents it indexed (None: nothing is derived)."""
 
     def count_process_rows(self) -> int: ...
 
-    def export_process_rows(self) -> list[dict[str, Any]]: ...
+    def columns(self, table: str) -> tuple[str, ...]: ...
 
-    def import_process_rows(self, rows: Sequence[dict[str, Any]]) -> int | None: ...
+    def export_table(self, table: str) -> list[dict[str, Any]]: ...
+
+    def import_tables(self, tables: Mapping[str, Sequence[dict[str, Any]]]) -> int | None: ...
 
 
 class RegistryRows(Protocol):
@@ -124,16 +126,21 @@ class Storage(Protocol):
     """Where a store lives, before anything is opened.
 
     ``described`` names it in messages (``/srv/memory (SQLite)``, ``memory@db:5432/memory
-    (PostgreSQL)``; never a password); ``identity`` tells two storages apart (the copy
-    refuses one store on both sides). :meth:`unusable` says, without creating anything,
-    why this storage cannot be a copy's source (or destination), or None. :meth:`lock`
-    holds the storage for one process where the storage needs that (the data directory's
-    lock); :meth:`snapshot` opens it read as of one moment, for ``dump`` and ``backup``.
-    ``files`` copies the storage's files, where the store is files.
+    (PostgreSQL)``; never a password), ``named`` in an operator command's last line
+    (``/srv/memory``, ``the PostgreSQL database memory@db:5432/memory``); ``identity``
+    tells two storages apart (the copy refuses one store on both sides). :meth:`unusable`
+    says, without creating anything, why this storage cannot be a copy's source (or
+    destination), or None. :meth:`lock` holds the storage for one process where the
+    storage needs that (the data directory's lock); :meth:`snapshot` opens it read as of
+    one moment, for ``dump`` and ``backup``. ``files`` copies the storage's files, where
+    the store is files.
     """
 
     @property
     def described(self) -> str: ...
+
+    @property
+    def named(self) -> str: ...
 
     @property
     def identity(self) -> str: ...

@@ -31,15 +31,20 @@ Load merge rules (:func:`load_memory`), per item, against what the store already
   free id (``-2``, ``-3``…, as ``save_process`` does) and keeps the store's robot, group,
   setting or lesson (those have no second id), reporting each.
 
-Every file is checked against the manifest and every document parsed before the first
-write: a damaged or hand-broken dump is refused whole.
+Every file is checked against the manifest, and every document and lesson parsed, before
+the first write: a damaged or hand-broken dump is refused whole. A dump is read as a
+directory of its own files only: a manifest naming anything but ``processes/<id>.md`` and
+the four JSON files (an absolute path, ``..``) is refused before any file is opened, and so
+is a symbolic link or a special file anywhere in the directory.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -50,7 +55,15 @@ from robot_mcp_memory._exceptions import DocError, FleetError, OperationRefused
 from robot_mcp_memory._limits import MAX_LIMIT
 from robot_mcp_memory.backends import INDEX_SCHEMA_VERSION, open_storage
 from robot_mcp_memory.fleet import Group, Robot
-from robot_mcp_memory.processes import ProcessDoc
+from robot_mcp_memory.fleet.validation import (
+    check_bool,
+    check_id,
+    check_json_object,
+    check_label,
+    show,
+)
+from robot_mcp_memory.params import lesson_from_dict
+from robot_mcp_memory.processes import SLUG_PATTERN, ProcessDoc
 from robot_mcp_memory.services import Memory, memory_over, open_memory
 from robot_mcp_memory.settings import SearchMode, Settings
 
@@ -73,6 +86,7 @@ _GROUPS = "fleet/groups.json"
 _ROBOTS = "fleet/robots.json"
 _SETTINGS = "fleet/settings.json"
 _LESSONS = "lessons.json"
+_FIXED_FILES = frozenset({_GROUPS, _ROBOTS, _SETTINGS, _LESSONS})
 
 Progress = Callable[[str], None]
 OnConflict = Literal["refuse", "suffix"]
@@ -220,11 +234,139 @@ def _read_dump(src: Path) -> _Dump:
     files = manifest.get("files")
     if not isinstance(files, dict):
         raise OperationRefused(f"{manifest_path} lists no files", path=str(src))
-    on_disk = {
-        p.relative_to(src).as_posix()
-        for p in src.rglob("*")
-        if p.is_file() and p.name != DUMP_MANIFEST
-    }
+    contents = _read_files(src, manifest_path, files)
+    documents = []
+    for name in sorted(contents):
+        if not name.startswith(f"{_PROCESSES}/"):
+            continue
+        try:
+            doc = ProcessDoc.parse(contents[name].decode("utf-8"))
+        except UnicodeDecodeError:
+            raise OperationRefused(f"{src / name} is not UTF-8 text") from None
+        except DocError as exc:
+            raise OperationRefused(f"{src / name} is not a valid document: {exc}") from None
+        if f"{_PROCESSES}/{doc.id}.md" != name:
+            raise OperationRefused(f"{src / name} holds the document {doc.id!r}, not its name")
+        documents.append(doc)
+    try:
+        groups = [Group(**g, robots=()) for g in _json_file(src, _GROUPS, contents)]
+        robots = [Robot(**r) for r in _json_file(src, _ROBOTS, contents)]
+    except TypeError as exc:
+        raise OperationRefused(f"the fleet files of {src} do not have the dump's fields") from exc
+    settings = _json_file(src, _SETTINGS, contents)
+    lessons = _json_file(src, _LESSONS, contents)
+    if (
+        not isinstance(settings, dict)
+        or not isinstance(settings.get("global_self_improve", False), bool)
+        or not isinstance(lessons, list)
+    ):
+        raise OperationRefused(f"{src}'s settings or lessons file is not what a dump writes")
+    checks: list[tuple[str, str, list[Any], Callable[[Any], object]]] = [
+        (_GROUPS, "group", groups, _check_group),
+        (_ROBOTS, "robot", robots, _check_robot),
+        (_LESSONS, "lesson", lessons, lesson_from_dict),
+    ]
+    for name, kind, entries, check in checks:
+        for number, entry in enumerate(entries, start=1):
+            try:
+                check(entry)
+            except FleetError as exc:
+                raise OperationRefused(
+                    f"{src / name} entry {number} is not a {kind} a dump writes: {exc.detail}",
+                    path=str(src / name),
+                ) from None
+    return _Dump(documents, groups, robots, settings, lessons)
+
+
+def _check_group(group: Group) -> None:
+    """The fields of a dumped group, as the registry would store them.
+
+    Raises:
+        FleetError: ``invalid``, naming the field.
+    """
+    check_id(group.group_id, "group_id")
+    for label in ("name", "customer", "factory"):
+        value = getattr(group, label)
+        if value is not None:
+            check_label(value, label)
+    if group.self_improve is not None:
+        check_bool(group.self_improve, "self_improve")
+    _check_stamps(group.created, group.updated)
+
+
+def _check_robot(robot: Robot) -> None:
+    """The fields of a dumped robot, as the registry would store them.
+
+    Raises:
+        FleetError: ``invalid``, naming the field.
+    """
+    check_id(robot.robot_id, "robot_id")
+    if robot.group_id is not None:
+        check_id(robot.group_id, "group_id")
+    if robot.name is not None:
+        check_label(robot.name, "name")
+    check_json_object(robot.meta, "meta")
+    _check_stamps(robot.registered, robot.updated)
+
+
+def _check_stamps(*stamps: object) -> None:
+    for stamp in stamps:
+        if not isinstance(stamp, str):
+            raise FleetError(
+                "invalid", f"a timestamp must be a string, got {show(stamp)}", field="timestamp"
+            )
+
+
+def _is_dump_file(name: str) -> bool:
+    """True for a name a dump's manifest may list: one of the fixed JSON files, or
+    ``processes/<id>.md`` with a document id (a slug: nothing that leaves the dump)."""
+    if name in _FIXED_FILES:
+        return True
+    folder, _, file = name.partition("/")
+    return (
+        folder == _PROCESSES
+        and file.endswith(".md")
+        and SLUG_PATTERN.fullmatch(file[: -len(".md")]) is not None
+    )
+
+
+def _read_files(src: Path, manifest_path: Path, files: dict[str, Any]) -> dict[str, bytes]:
+    """The bytes of every file the manifest lists, each checked against its sha256.
+
+    Before any listed file is opened: every name must be one a dump writes (so nothing
+    outside ``src`` is read or hashed: no existence or content oracle), nothing under
+    ``src`` may be a symbolic link or other than a regular file or directory, and no file
+    may be missing from the manifest. Files are opened without following a link and read
+    once (what is parsed is what was hashed).
+    """
+    bad = sorted(name for name in files if not _is_dump_file(name))
+    if bad:
+        raise OperationRefused(
+            f"{manifest_path} names {', '.join(repr(n) for n in bad[:5])}, not a file a dump "
+            "holds (processes/<id>.md, fleet/groups.json, fleet/robots.json, "
+            "fleet/settings.json, lessons.json); load reads only the dump's own files: "
+            "dump again",
+            path=str(manifest_path),
+        )
+    on_disk = set()
+    for folder, dirs, names in os.walk(src):
+        for entry in sorted(dirs + names):
+            path = Path(folder) / entry
+            mode = path.lstat().st_mode
+            if stat.S_ISLNK(mode):
+                raise OperationRefused(
+                    f"{path} is a symbolic link; load follows no link out of a dump: put "
+                    "the file itself there, or dump again",
+                    path=str(path),
+                )
+            if stat.S_ISREG(mode):
+                on_disk.add(path.relative_to(src).as_posix())
+            elif not stat.S_ISDIR(mode):
+                raise OperationRefused(
+                    f"{path} is not a regular file; a dump holds only files and folders",
+                    path=str(path),
+                )
+    on_disk.discard(DUMP_MANIFEST)
     extra = sorted(on_disk - set(files))
     if extra:
         raise OperationRefused(
@@ -232,10 +374,11 @@ def _read_dump(src: Path) -> _Dump:
             "is loaded as it was written: remove them or dump again",
             path=str(src),
         )
+    contents = {}
     for name, digest in sorted(files.items()):
         path = src / name
         try:
-            data = path.read_bytes()
+            data = _read_regular(path)
         except OSError as exc:
             raise OperationRefused(
                 f"the dump lacks {path} (listed in its manifest)", path=str(path)
@@ -246,33 +389,27 @@ def _read_dump(src: Path) -> _Dump:
                 "dump. Load refuses a dump that is not as written",
                 path=str(path),
             )
-    documents = []
-    for name in sorted(files):
-        if not name.startswith(f"{_PROCESSES}/"):
-            continue
-        try:
-            doc = ProcessDoc.parse((src / name).read_text(encoding="utf-8"))
-        except DocError as exc:
-            raise OperationRefused(f"{src / name} is not a valid document: {exc}") from None
-        if f"{_PROCESSES}/{doc.id}.md" != name:
-            raise OperationRefused(f"{src / name} holds the document {doc.id!r}, not its name")
-        documents.append(doc)
-    try:
-        groups = [Group(**g, robots=()) for g in _json_file(src, _GROUPS)]
-        robots = [Robot(**r) for r in _json_file(src, _ROBOTS)]
-    except TypeError as exc:
-        raise OperationRefused(f"the fleet files of {src} do not have the dump's fields") from exc
-    settings = _json_file(src, _SETTINGS)
-    lessons = _json_file(src, _LESSONS)
-    if not isinstance(settings, dict) or not isinstance(lessons, list):
-        raise OperationRefused(f"{src}'s settings or lessons file is not what a dump writes")
-    return _Dump(documents, groups, robots, settings, lessons)
+        contents[name] = data
+    return contents
 
 
-def _json_file(src: Path, name: str) -> Any:
+def _read_regular(path: Path) -> bytes:
+    """The bytes of the regular file ``path``, opened without following a final link.
+
+    Raises:
+        OSError: missing, a link (``ELOOP``) or not a regular file.
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        return f.read()
+
+
+def _json_file(src: Path, name: str, contents: dict[str, bytes]) -> Any:
     try:
-        return json.loads((src / name).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        return json.loads(contents[name].decode("utf-8"))
+    except (KeyError, ValueError) as exc:
         raise OperationRefused(f"{src / name} is missing or not JSON", path=str(src)) from exc
 
 
@@ -295,6 +432,15 @@ def load_memory(
         f"checked {src}: {len(dump.documents)} documents, {len(dump.groups)} groups, "
         f"{len(dump.robots)} robots, {len(dump.lessons)} lessons (sha256 ok)"
     )
+    dumped_groups = {g.group_id for g in dump.groups}
+    for robot in dump.robots:
+        gid = robot.group_id
+        if gid is not None and gid not in dumped_groups and memory.fleet.get_group(gid) is None:
+            raise OperationRefused(
+                f"the dump's robot {robot.robot_id!r} is in group {gid!r}, which neither the "
+                "dump nor the store holds; nothing was loaded. Dump again, or create the "
+                "group first"
+            )
     empty = _is_empty(memory)
     conflicts = _conflicts(memory, dump, empty=empty)
     if conflicts and on_conflict == "refuse":

@@ -26,7 +26,7 @@ from robot_mcp_memory.processes._embedding import (
     Vectors,
     load_default_embedder,
 )
-from robot_mcp_memory.processes._model import Owner, ProcessDoc
+from robot_mcp_memory.processes._model import SLUG_PATTERN, Owner, ProcessDoc
 from robot_mcp_memory.processes._ranking import (
     BM25_B,
     BM25_K1,
@@ -63,6 +63,7 @@ __all__ = [
     "COLUMNS",
     "COLUMN_WEIGHTS",
     "REPAIR_WEIGHT",
+    "SLUG_PATTERN",
     "Counted",
     "DocState",
     "DocTerms",

@@ -27,10 +27,11 @@ summary, are always included, so an answer is never empty of what the caller nee
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 from mcp.server.fastmcp import FastMCP
 from mcp.types import CallToolResult
+from pydantic import ValidatorFunctionWrapHandler, WrapValidator
 
 from robot_mcp_memory._exceptions import ToolFailure, quote
 from robot_mcp_memory._limits import (
@@ -64,6 +65,41 @@ from robot_mcp_memory.tools._runner import (
 if TYPE_CHECKING:
     from robot_mcp_memory.services import Memory
     from robot_mcp_memory.tenant import Tenant
+
+_MAX_WHOLE_NUMBER: Final = 2**63 - 1
+"""The largest revision, life, expected revision, limit or offset a tool takes: what both
+stores hold (SQLite's INTEGER, PostgreSQL's bigint)."""
+
+
+def _booleans_as_sent(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """Pass a JSON true/false to the tool as it came (it refuses it, naming the argument)
+    instead of letting the framework read it as 1 or 0."""
+    return value if isinstance(value, bool) else handler(value)
+
+
+_WholeNumber = Annotated[int, WrapValidator(_booleans_as_sent)]
+"""A tool's whole-number argument: an ``integer`` in its input schema; a boolean reaches
+the tool's body as it was sent, for :func:`_check_whole` to refuse."""
+
+
+def _check_whole(name: str, value: int | None, *, minimum: int, note: str = "") -> None:
+    """Refuse a boolean, or a whole number outside ``minimum``..:data:`_MAX_WHOLE_NUMBER`,
+    as ``invalid`` naming ``name``; None passes (left out)."""
+    if value is None:
+        return
+    if isinstance(value, bool):
+        raise ToolFailure.invalid(
+            name, f"{name} must be a whole number, got {str(value).lower()} (a boolean)"
+        )
+    if value < minimum:
+        raise ToolFailure.invalid(name, f"{name} must be >= {minimum}{note}, got {value}")
+    if value > _MAX_WHOLE_NUMBER:
+        digits = str(value)
+        shown = digits if len(digits) <= 40 else f"{digits[:20]}... ({len(digits)} digits)"
+        raise ToolFailure.invalid(
+            name, f"{name} must be at most {_MAX_WHOLE_NUMBER} (2**63 - 1), got {shown}"
+        )
+
 
 __all__ = [
     "ADMIN_TOOLS",
@@ -195,9 +231,8 @@ def get_process(
             "whose id was saved again), which only the admin token reads; leave life out to "
             "read the current document and its revisions"
         )
-    for name, value in (("revision", revision), ("life", life)):
-        if value is not None and value < 1:
-            raise ToolFailure.invalid(name, f"{name} must be >= 1, got {value}")
+    _check_whole("revision", revision, minimum=1)
+    _check_whole("life", life, minimum=1)
     if scoped or memory.processes.owner(id) is not None or (revision is None and life is None):
         visible_owner(memory.processes, memory.fleet, id, tenant)
     state = memory.processes.states([id]).get(id)
@@ -268,11 +303,7 @@ def save_process(
 ) -> dict[str, Any]:
     """The ``save_process`` tool's body (its description is the wrapper's)."""
     _check_size("document", markdown, MAX_DOC_BYTES)
-    if expected_revision is not None and expected_revision < 0:
-        raise ToolFailure.invalid(
-            "expected_revision",
-            f"expected_revision must be >= 0 (0: the id must be new), got {expected_revision}",
-        )
+    _check_whole("expected_revision", expected_revision, minimum=0, note=" (0: the id must be new)")
     doc = ProcessDoc.parse(markdown)
     scoped = tenant is not None and tenant.scoped
     if scoped:
@@ -355,6 +386,8 @@ def list_processes(
             "limit" if limit < 0 else "offset",
             f"limit and offset must be >= 0, got limit={limit}, offset={offset}",
         )
+    _check_whole("limit", limit, minimum=0)
+    _check_whole("offset", offset, minimum=0)
     used = min(limit, MAX_LIMIT)
     robots = visible_robots(memory.fleet, robot, tenant)
     docs = [] if used == 0 else memory.processes.list(used, offset, robots=robots, stale=stale)
@@ -402,8 +435,8 @@ def revert_process(
     """
     require_admin(tenant, "revert_process")
     check_text("id", id)
-    if life is not None and life < 1:
-        raise ToolFailure.invalid("life", f"life must be >= 1, got {life}")
+    _check_whole("revision", revision, minimum=1)
+    _check_whole("life", life, minimum=1)
     saved = memory.processes.revert(id, revision, life=life)
     if saved is None:
         kept = (
@@ -491,7 +524,7 @@ def register(mcp: FastMCP, runner: ToolRunner) -> None:
     add_tool(mcp, "find_processes", _find_processes)
 
     async def _get_process(
-        id: str, revision: int | None = None, life: int | None = None
+        id: str, revision: _WholeNumber | None = None, life: _WholeNumber | None = None
     ) -> Annotated[CallToolResult, Answer]:
         """Get one stored process by id, as its full markdown plus its frontmatter fields.
 
@@ -521,7 +554,7 @@ def register(mcp: FastMCP, runner: ToolRunner) -> None:
     add_tool(mcp, "get_process", _get_process)
 
     async def _save_process(
-        markdown: str, expected_revision: int | None = None
+        markdown: str, expected_revision: _WholeNumber | None = None
     ) -> Annotated[CallToolResult, Answer]:
         """Store a process document (YAML frontmatter + markdown body, at most 256 KiB).
 
@@ -589,7 +622,10 @@ def register(mcp: FastMCP, runner: ToolRunner) -> None:
     add_tool(mcp, "delete_process", _delete_process)
 
     async def _list_processes(
-        limit: int = 50, offset: int = 0, robot: str | None = None, stale: bool | None = None
+        limit: _WholeNumber = 50,
+        offset: _WholeNumber = 0,
+        robot: str | None = None,
+        stale: bool | None = None,
     ) -> Annotated[CallToolResult, Answer]:
         """List stored processes as frontmatter summaries (no bodies), in id order.
 
@@ -635,7 +671,7 @@ def register(mcp: FastMCP, runner: ToolRunner) -> None:
     add_tool(mcp, "reindex", _reindex)
 
     async def _revert_process(
-        id: str, revision: int, life: int | None = None
+        id: str, revision: _WholeNumber, life: _WholeNumber | None = None
     ) -> Annotated[CallToolResult, Answer]:
         """Make an earlier revision of a process current again (admin only).
 

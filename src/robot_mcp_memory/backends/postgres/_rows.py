@@ -1,36 +1,41 @@
-"""PgProcessRows: the process documents' definition rows, read and written whole.
+"""PgProcessRows: the process documents' stored tables, read and written whole.
 
 The narrow "bulk" interface the copy command (:mod:`robot_mcp_memory.transfer`) needs of a
-process store beyond its service: count, export every document's definition row
-(:data:`robot_mcp_memory.processes.COLUMNS`: id, counters and
-timestamps exactly as stored) and import rows into an empty store in one transaction,
-then recompute what is derived from them (the search columns and vectors) through the
-process store's ``reindex``.
+process store beyond its repository: count, export the rows of ``processes`` (every
+document: id, counters, timestamps, revision number and recent outcomes exactly as stored)
+and ``processes_revisions`` (the versions writes replaced), and import rows into an empty
+store in one transaction, then recompute what is derived from them (the search columns and
+vectors) through the process store's ``reindex``.
 
-It reads and writes the ``processes`` table of the PostgreSQL schema with the SQLite
-table's column names, ``shared`` a boolean; the table and its ``reindex`` belong to the
-process adapter (``PgProcessStore``), which passes its ``reindex`` here. A database
-without a ``processes`` table counts and exports nothing and refuses to import rows.
+Each table is read with every column it has (looked up in the catalog, so a column a
+later schema adds is copied without being named here), except ``processes.rid``, the row
+number the derived tables refer to (the destination numbers its rows itself). Values are
+as SQLite stores them: a ``boolean`` column reads as 0 or 1 and is written back as a
+boolean. The tables and their ``reindex`` belong to the process repository
+(``PgProcessRepo``), whose ``rebuild_index`` the backend passes here. A database without one of the
+tables counts and exports nothing of it and refuses to import rows into it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from psycopg.rows import dict_row
+from psycopg import sql
 
 from robot_mcp_memory.backends.postgres._database import PgDatabase
-from robot_mcp_memory.processes import COLUMNS
+from robot_mcp_memory.backends.postgres._tables import PROCESSES, PROCESSES_REVISIONS
 
 __all__ = ["PgProcessRows"]
 
-PROCESS_COLUMNS = COLUMNS.split(", ")
-_COLS = COLUMNS
+_TABLES = (PROCESSES.name, PROCESSES_REVISIONS.name)
+
+_NOT_COPIED = {PROCESSES.name: frozenset({"rid"})}
+"""PostgreSQL's own columns: the row number every derived row refers to."""
 
 
 class PgProcessRows:
-    """Every process document's definition row in one PostgreSQL database.
+    """Every process document's row and kept revision in one PostgreSQL database.
 
     Args:
         db: the opened database.
@@ -43,47 +48,91 @@ class PgProcessRows:
         self.db = db
         self._reindex = reindex
 
-    def _has_table(self) -> bool:
+    def _types(self, table: str) -> dict[str, str]:
+        """``{column: type}`` of ``table`` in column order (empty: no such table).
+
+        Raises:
+            ValueError: ``table`` is not one of the process tables.
+        """
+        if table not in _TABLES:
+            raise ValueError(f"{table!r} is not one of {_TABLES}")
         with self.db.connection() as conn:
-            row = conn.execute("SELECT to_regclass('processes') IS NOT NULL").fetchone()
-        return bool(row and row[0])
+            rows = conn.execute(
+                "SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute AS a "
+                "WHERE a.attrelid = to_regclass(%s) AND a.attnum > 0 AND NOT a.attisdropped "
+                "ORDER BY a.attnum",
+                (table,),
+            ).fetchall()
+        skipped = _NOT_COPIED.get(table, frozenset())
+        return {str(name): str(kind) for name, kind in rows if name not in skipped}
 
     def count_process_rows(self) -> int:
         """How many documents are stored."""
-        if not self._has_table():
+        if not self._types(PROCESSES.name):
             return 0
         with self.db.connection() as conn:
             row = conn.execute("SELECT count(*) FROM processes").fetchone()
         return 0 if row is None else int(row[0])
 
-    def export_process_rows(self) -> list[dict[str, Any]]:
-        """Every document's row (``PROCESS_COLUMNS``), by id; ``shared`` a bool."""
-        if not self._has_table():
-            return []
-        with self.db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-            cur.execute(f"SELECT {_COLS} FROM processes ORDER BY id".encode())  # noqa: S608
-            rows = cur.fetchall()
-        return [{**r, "shared": bool(r["shared"])} for r in rows]
+    def columns(self, table: str) -> tuple[str, ...]:
+        """The columns of ``table`` the copy reads and writes (``rid`` left out)."""
+        return tuple(self._types(table))
 
-    def import_process_rows(self, rows: Sequence[dict[str, Any]]) -> int | None:
-        """Insert ``rows`` exactly in one transaction, then reindex; returns how many
-        documents the reindex counted (None without a ``reindex``).
+    def export_table(self, table: str) -> list[dict[str, Any]]:
+        """Every row of ``table`` (a boolean as 0 or 1)."""
+        types = self._types(table)
+        if not types:
+            return []
+        query = sql.SQL("SELECT {} FROM {}").format(
+            sql.SQL(", ").join(sql.Identifier(c) for c in types), sql.Identifier(table)
+        )
+        with self.db.connection() as conn:
+            rows = conn.execute(query).fetchall()
+        flags = [types[c] == "boolean" for c in types]
+        return [
+            {
+                c: int(v) if flag and v is not None else v
+                for c, v, flag in zip(types, row, flags, strict=True)
+            }
+            for row in rows
+        ]
+
+    def import_tables(self, tables: Mapping[str, Sequence[dict[str, Any]]]) -> int | None:
+        """Insert each table's rows exactly, all in one transaction, then reindex; returns
+        how many documents the reindex counted (None without a ``reindex``).
 
         Raises:
-            RuntimeError: rows to import and no ``processes`` table in this database.
-            psycopg.errors.UniqueViolation: an id already there (nothing is written).
+            RuntimeError: rows to import into a table this database does not have.
+            psycopg.errors.UniqueViolation: a row already there (nothing is written).
         """
-        if rows and not self._has_table():
-            raise RuntimeError(
-                f"the PostgreSQL database {self.db.where} has no processes table; "
-                "this build cannot store process documents there"
+        statements = []
+        for table, rows in tables.items():
+            if not rows:
+                continue
+            types = self._types(table)
+            if not types:
+                raise RuntimeError(
+                    f"the PostgreSQL database {self.db.where} has no {table} table; "
+                    "this build cannot store process documents there"
+                )
+            columns = list(rows[0])
+            insert = sql.SQL("INSERT INTO {} ({}) VALUES ({})").format(
+                sql.Identifier(table),
+                sql.SQL(", ").join(sql.Identifier(c) for c in columns),
+                sql.SQL(", ").join(sql.Placeholder() for _ in columns),
             )
-        marks = ", ".join(["%s"] * len(PROCESS_COLUMNS))
+            flags = [types.get(c) == "boolean" for c in columns]
+            values = [
+                tuple(
+                    bool(r[c]) if flag and r[c] is not None else r[c]
+                    for c, flag in zip(columns, flags, strict=True)
+                )
+                for r in rows
+            ]
+            statements.append((insert, values))
         with self.db.connection() as conn, conn.cursor() as cur:
-            cur.executemany(
-                f"INSERT INTO processes ({_COLS}) VALUES ({marks})".encode(),  # noqa: S608
-                [tuple(r[c] for c in PROCESS_COLUMNS) for r in rows],
-            )
+            for insert, values in statements:
+                cur.executemany(insert, values)
         return None if self._reindex is None else self._reindex()
 
     def __repr__(self) -> str:

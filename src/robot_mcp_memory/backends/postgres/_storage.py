@@ -90,6 +90,7 @@ class PgStorage:
         self._connect_timeout_s = connect_timeout_s
         self.where = describe_url(url)
         self.described = f"{self.where} (PostgreSQL)"
+        self.named = f"the PostgreSQL database {self.where}"
         self.identity = url  # two URLs naming one database differently are two storages
 
     def log_fields(self) -> dict[str, str | None]:

@@ -257,7 +257,8 @@ def restore_store(
     """Put the backup in ``src`` back into ``data_dir``.
 
     Refuses, changing nothing, when: a server holds ``data_dir`` (:class:`StoreInUse`);
-    ``src`` is not a whole backup (a file missing, its sha256 or integrity check wrong);
+    ``src`` is not a whole backup (a file missing or a symbolic link, its sha256 or
+    integrity check wrong);
     ``data_dir`` already holds a store and ``force`` is False. With ``force``, the files
     already there are renamed ``<name>.before-restore-<time>`` (kept, never deleted).
 
@@ -270,6 +271,12 @@ def restore_store(
         if name not in STORE_FILES:
             raise OperationRefused(f"the manifest names an unknown file {name!r}", path=str(src))
         path = src / name
+        if path.is_symlink():
+            raise OperationRefused(
+                f"{path} is a symbolic link; restore follows no link out of a backup: put "
+                "the file itself there, or take the backup again",
+                path=str(path),
+            )
         if not path.is_file():
             raise OperationRefused(f"the backup lacks {path}; it is incomplete", path=str(src))
         digest = _sha256(path)

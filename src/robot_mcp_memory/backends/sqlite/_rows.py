@@ -1,36 +1,43 @@
 """The copy command's rows of a SQLite store: documents and lessons read and written whole.
 
-:class:`SqliteProcessRows` reads the definition rows of ``processes`` and writes rows into
-an empty ``index.db`` in one transaction, then rebuilds what is derived from them (the
-full-text index and the term statistics; vectors are computed when a server with an
-embedder opens the file). :class:`SqliteLessonRows` reads
-``lessons.db`` through the kit's backend (a missing file is no lessons) and writes the
-kit's rows in one transaction, creating the file only when there is a lesson to write.
+:class:`SqliteProcessRows` reads the rows of ``processes`` and ``processes_revisions``
+(every column) and writes rows into an empty ``index.db`` in one transaction, then
+rebuilds what is derived from them (the full-text index and the term statistics; vectors
+are computed when a server with an embedder opens the file). :class:`SqliteLessonRows`
+reads ``lessons.db`` through the kit's backend (a missing file is no lessons) and writes
+the kit's rows in one transaction, creating the file only when there is a lesson to
+write.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from robot_mcp_kit.params import PARAMS_SCHEMA, Lesson, SqliteBackend, lesson_key
 from robot_mcp_kit.store import SqliteStore
 from robot_mcp_memory.backends.sqlite._processes import SqliteProcessRepo
-from robot_mcp_memory.processes import COLUMNS
 
 __all__ = ["SqliteLessonRows", "SqliteProcessRows"]
 
-PROCESS_COLUMNS = COLUMNS.split(", ")
-_COLS = COLUMNS
-_MARKS = ", ".join("?" for _ in PROCESS_COLUMNS)
-_SELECT_PROCESSES = f"SELECT {_COLS} FROM processes ORDER BY id"  # noqa: S608 - constants
-_INSERT_PROCESSES = f"INSERT INTO processes ({_COLS}) VALUES ({_MARKS})"  # noqa: S608
+_TABLES = ("processes", "processes_revisions")
+
+
+def _table(table: str) -> str:
+    """``table`` quoted for SQL, once it is known to be one of the process tables.
+
+    Raises:
+        ValueError: any other name.
+    """
+    if table not in _TABLES:
+        raise ValueError(f"{table!r} is not one of {_TABLES}")
+    return f'"{table}"'
 
 
 class SqliteProcessRows:
-    """The definition rows of ``processes`` in one ``index.db``.
+    """The raw rows of ``processes`` and ``processes_revisions`` in one ``index.db``.
 
     Args:
         store: the kit store of ``index.db``.
@@ -45,23 +52,32 @@ class SqliteProcessRows:
         """How many documents are stored."""
         return self.store.counts()["processes"]
 
-    def export_process_rows(self) -> list[dict[str, Any]]:
-        """Every document's row (``PROCESS_COLUMNS``), by id; ``shared`` a bool."""
-        self.store.flush()
-        rows = self.store.query(_SELECT_PROCESSES)
-        return [{**dict(r), "shared": bool(r["shared"])} for r in rows]
+    def columns(self, table: str) -> tuple[str, ...]:
+        """Every column of ``table``, in order."""
+        rows = self.store.query(f"PRAGMA table_info({_table(table)})")
+        return tuple(str(r["name"]) for r in rows)
 
-    def import_process_rows(self, rows: Sequence[dict[str, Any]]) -> int:
-        """Insert ``rows`` exactly in one transaction, then reindex; how many documents the
-        reindex counted."""
+    def export_table(self, table: str) -> list[dict[str, Any]]:
+        """Every row of ``table`` with every column, as stored."""
+        self.store.flush()  # the outcome counters are hot writes
+        names = ", ".join(f'"{c}"' for c in self.columns(table))
+        rows = self.store.query(f"SELECT {names} FROM {_table(table)}")  # noqa: S608
+        return [dict(r) for r in rows]
+
+    def import_tables(self, tables: Mapping[str, Sequence[dict[str, Any]]]) -> int:
+        """Insert each table's rows exactly, all in one transaction, then reindex; how many
+        documents the reindex counted."""
         with self.store.transaction() as conn:
-            conn.executemany(
-                _INSERT_PROCESSES,
-                [
-                    tuple(int(r[c]) if c == "shared" else r[c] for c in PROCESS_COLUMNS)
-                    for r in rows
-                ],
-            )
+            for table, rows in tables.items():
+                if not rows:
+                    continue
+                columns = list(rows[0])
+                names = ", ".join(f'"{c}"' for c in columns)
+                marks = ", ".join("?" for _ in columns)
+                conn.executemany(
+                    f"INSERT INTO {_table(table)} ({names}) VALUES ({marks})",  # noqa: S608
+                    [tuple(r[c] for c in columns) for r in rows],
+                )
         return self.processes.rebuild_index()
 
 

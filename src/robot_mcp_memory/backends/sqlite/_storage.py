@@ -107,6 +107,7 @@ class SqliteStorage:
         self.data_dir = data_dir
         self.files = SqliteFiles(data_dir)
         self.described = f"{data_dir} (SQLite)"
+        self.named = str(data_dir)
         self.identity = f"sqlite:{data_dir.resolve()}"
 
     def log_fields(self) -> dict[str, str | None]:

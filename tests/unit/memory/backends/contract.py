@@ -627,22 +627,28 @@ class TestRegistry:
 
 
 def test_process_rows_move_out_and_in_whole(backend: Any) -> None:
-    """Exported rows imported into an empty store of the same backend read back equal, and
-    the store indexes them."""
+    """Both process tables, every column, out of one store and into an empty one of the
+    same backend, read back equal (a boolean as 0 or 1); the store indexes them."""
     source = backend.open_backend()
     put(source.processes, "b", "Fetch the parcel", "Mailroom.\n", shared=True)
     put(source.processes, "a", "Water the plant", "Lobby.\n", robot="rap-2")
+    keep(source.processes, "b", "save")
     rows = source.copy_rows().processes
-    exported = rows.export_process_rows()
-    assert [r["id"] for r in exported] == ["a", "b"]
     assert rows.count_process_rows() == 2
-    assert exported[1]["shared"] is True
+    assert set(COLUMNS.split(", ")) <= set(rows.columns("processes"))
+    assert "key" not in rows.columns("processes")
+    exported = {t: rows.export_table(t) for t in ("processes", "processes_revisions")}
+    assert sorted(r["id"] for r in exported["processes"]) == ["a", "b"]
+    assert {r["id"]: r["shared"] for r in exported["processes"]} == {"a": 0, "b": 1}
+    assert [(r["doc_id"], r["revision"]) for r in exported["processes_revisions"]] == [("b", 1)]
+    with pytest.raises(ValueError, match="not one of"):
+        rows.columns("fleet_robots")
     target = backend.elsewhere().open_backend()
     copied = target.copy_rows().processes
-    indexed = copied.import_process_rows(exported)
-    assert indexed in (None, 2)
-    assert copied.export_process_rows() == exported
+    assert copied.columns("processes") == rows.columns("processes")
+    assert copied.import_tables(exported) == 2
+    for table, expected in exported.items():
+        assert sorted(copied.export_table(table), key=str) == sorted(expected, key=str)
     with target.processes.reading() as reads:
-        assert {s.row["id"] for s in reads.lexical_top(lexical(target.processes, "parcel"), 5)} == {
-            "b"
-        }
+        found = reads.lexical_top(lexical(target.processes, "parcel"), 5)
+        assert {s.row["id"] for s in found} == {"b"}

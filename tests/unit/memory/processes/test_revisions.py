@@ -607,3 +607,52 @@ def _failure(handler, memory, tenant, **args):
     with pytest.raises(ToolFailure) as info:
         handler(memory, tenant, **args)
     return info.value
+
+
+WHOLE_NUMBER_CASES = [
+    ("get_process", {"id": "fetch", "life": 2**63}, "life", "at most 9223372036854775807"),
+    ("get_process", {"id": "fetch", "revision": 2**64}, "revision", "at most"),
+    ("get_process", {"id": "fetch", "life": True}, "life", "got true (a boolean)"),
+    ("get_process", {"id": "fetch", "revision": True}, "revision", "got true (a boolean)"),
+    ("revert_process", {"id": "fetch", "revision": 1, "life": 2**64}, "life", "at most"),
+    ("revert_process", {"id": "fetch", "revision": 2**64}, "revision", "at most"),
+    ("revert_process", {"id": "fetch", "revision": True}, "revision", "(a boolean)"),
+    ("revert_process", {"id": "fetch", "revision": 0}, "revision", "must be >= 1, got 0"),
+    ("save_process", {"expected_revision": 2**64}, "expected_revision", "at most"),
+    ("save_process", {"expected_revision": False}, "expected_revision", "(a boolean)"),
+    ("list_processes", {"offset": 2**64}, "offset", "at most"),
+    ("list_processes", {"limit": True}, "limit", "(a boolean)"),
+]
+
+
+class TestWholeNumberArguments:
+    """A revision, life, expected revision, limit or offset the stores cannot hold (beyond
+    2**63 - 1), or a boolean, is refused as invalid naming the argument before any store
+    is asked; on SQLite such a number was an internal error, and true read as 1."""
+
+    @pytest.mark.parametrize(("tool", "args", "field", "says"), WHOLE_NUMBER_CASES)
+    async def test_refused_naming_the_argument(self, settings, tool, args, field, says):
+        async with client(settings) as session:
+            first = await call(session, "save_process", markdown=doc("fetch", "Fetch", PARCEL))
+            await call(session, "save_process", markdown=doc("fetch", "Fetch", PARCEL + "5.\n"))
+            if tool == "save_process":
+                args = {"markdown": doc("fetch", "Fetch", PARCEL), **args}
+            answer = await call(session, tool, **args)
+            assert (answer["error"], answer["field"]) == ("invalid", field), answer
+            assert says in answer["detail"], answer
+            now = await call(session, "get_process", id="fetch")
+            assert (now["revision"], now["lives"]) == (2, [1])  # nothing was reverted or saved
+        assert first["revision"] == 1
+
+    async def test_the_largest_whole_number_is_asked_for_and_not_found(self, settings):
+        """2**63 - 1 is in range: the store is asked and answers not_found."""
+        async with client(settings) as session:
+            await call(session, "save_process", markdown=doc("fetch", "Fetch", PARCEL))
+            largest = 2**63 - 1
+            for tool, args in (
+                ("get_process", {"revision": largest}),
+                ("get_process", {"life": largest}),
+                ("revert_process", {"revision": largest}),
+            ):
+                answer = await call(session, tool, id="fetch", **args)
+                assert answer["error"] == "not_found", (tool, args, answer)

@@ -1,7 +1,8 @@
 """Reading untrusted bodies without trusting them: nesting depth, a peek, error words.
 
 Nothing here raises on a hostile body: a body too deep or not JSON peeks as nothing, and
-validation errors are described by field path and pydantic's error *type* only.
+validation errors are described by field path and pydantic's error *type* only (never
+pydantic's message, its documentation URL or the value sent).
 """
 
 from __future__ import annotations

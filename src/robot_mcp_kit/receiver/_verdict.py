@@ -1,11 +1,11 @@
-"""Every accept/reject decision of ``POST /api/agent/events``, as pure functions.
+"""Every accept/refuse decision of ``POST /api/agent/events`` (contract §4), as pure functions.
 
 :func:`check_post` takes the request's headers and body, the secrets and the time, and
 returns a :class:`Verdict`: the status, the reason code and the sentence the receiver
-answers with, or the verified :class:`TaskEvent`. It does no I/O, so each verdict is a
-unit test (``tests/unit/test_fake_rvc_receive.py``). The route in :mod:`fake_rvc._app`
-calls :func:`read_headers` and :func:`check_declared_size` early (before reading the body
-and before injected faults act), then :func:`check_post` on the body it read.
+answers with, and the verified :class:`~robot_mcp_kit.TaskEvent`. It does no I/O, so
+each verdict is a unit test. A receiver that reads the body itself calls :func:`read_headers` and
+:func:`check_declared_size` first (before reading the body), then :func:`check_post` on
+the body it read; :class:`~robot_mcp_kit.receiver.Receiver` and fake_rvc both do.
 
 The checks, in order; the first failure is the answer:
 
@@ -22,20 +22,20 @@ The checks, in order; the first failure is the answer:
       ``invalid_json``, ``not_an_object``, ``bad_schema_version``,
       ``invalid_event`` (not a TaskEvent), ``webhook_id_mismatch``,
       ``server_mismatch`` (body ``server`` differs from ``X-RVC-Server``)
-200   the event verified (whether it is new or a duplicate is the recorder's call);
-      one of a ``type`` the kit does not know too (:attr:`Verdict.unknown_type`)
+200   the event verified; one of a ``type`` this kit does not know too
+      (:attr:`Verdict.unknown_type`)
 ====  =========================================================================
 
 An event of an unknown ``type`` — signed, well formed, only its ``type`` (a non-empty
 string) new — is not bad input (``docs/contract.md`` §4.4): the kit may add event types
 within ``schema_version`` 1, and a refusal would hold back the task's later events for the
-poster's 10 minutes of retries. It is verified like any other and acknowledged; the
-receiver records it (its ``seq`` counts, so it leaves no gap) and acts on nothing in it.
+poster's 10 minutes of retries. It is verified like any other and acknowledged; a receiver
+counts its ``seq`` (it leaves no gap) and acts on nothing in it.
 
-No detail quotes the text of a Python exception (issue 9, finding 7): a body that is not
-valid JSON is described by its position, a body that is not a TaskEvent by each field and
-pydantic's error type (``seq is out of range (greater_than_equal)``), never pydantic's
-message or the value sent.
+No detail quotes the text of a Python exception: a body that is not valid JSON is
+described by its position, a body that is not a TaskEvent by each field and pydantic's
+error type (``seq is out of range (greater_than_equal)``), never pydantic's message or
+the value sent.
 """
 
 from __future__ import annotations
@@ -49,8 +49,14 @@ from typing import get_args
 
 from pydantic import Field, ValidationError, create_model
 
-from fake_rvc._bodies import body_server, describe_errors, json_depth, reject_constant
-from robot_mcp_kit import SCHEMA_VERSION, EventType, SignatureError, SignatureReason, TaskEvent
+from robot_mcp_kit._exceptions import SignatureError
+from robot_mcp_kit.models import SCHEMA_VERSION, EventType, TaskEvent
+from robot_mcp_kit.receiver._bodies import (
+    body_server,
+    describe_errors,
+    json_depth,
+    reject_constant,
+)
 from robot_mcp_kit.signing import (
     DEFAULT_MAX_SKEW_S,
     HEADER_SERVER,
@@ -60,6 +66,7 @@ from robot_mcp_kit.signing import (
     HEADER_WEBHOOK_SIGNATURE,
     HEADER_WEBHOOK_TIMESTAMP,
     Secrets,
+    SignatureReason,
     check,
     check_standard,
 )
@@ -68,6 +75,7 @@ __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
     "DEFAULT_MAX_JSON_DEPTH",
     "KNOWN_EVENT_TYPES",
+    "MAX_TRACE_HEADER_CHARS",
     "BodyReason",
     "Headers",
     "PostHeaders",
@@ -75,10 +83,13 @@ __all__ = [
     "body_too_large",
     "check_declared_size",
     "check_post",
+    "read_asgi_headers",
+    "read_event",
     "read_headers",
 ]
 
 DEFAULT_MAX_BODY_BYTES = 1_048_576
+"""Contract §4.4: 1 MiB unless a receiver says otherwise."""
 DEFAULT_MAX_JSON_DEPTH = 33
 """Contract §3.2 allows a payload 32 levels deep; the event's envelope is one more level."""
 
@@ -97,8 +108,7 @@ Headers = Mapping[str, str] | Iterable[tuple[str, str]]
 """Request headers: a mapping, or (name, value) pairs where a repeated header repeats
 (Starlette's ``request.headers.items()``). Names are matched case-insensitively."""
 
-# Validating patterns are used with fullmatch only: "$" also matches before a final "\n"
-# (issue 9, finding 5).
+# Validating patterns are used with fullmatch only: "$" also matches before a final "\n".
 _PRINTABLE_ASCII = re.compile(r"[\x20-\x7e]*")
 _ASCII_DIGITS = re.compile(r"[0-9]+")
 
@@ -120,7 +130,7 @@ class BodyReason(StrEnum):
     SERVER_MISMATCH = "server_mismatch"  # 422: body server differs from X-RVC-Server
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Verdict:
     """The receiver's decision on one POST.
 
@@ -148,9 +158,10 @@ class Verdict:
         return self.event is not None and self.event.type not in KNOWN_EVENT_TYPES
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PostHeaders:
-    """The signature headers of one POST, each sent at most once, printable ASCII."""
+    """The signature headers of one POST, each sent at most once, printable ASCII; and,
+    as sent (at most 512 characters, never judged), its trace context (contract §4.5)."""
 
     server: str | None = None
     timestamp: str | None = None
@@ -159,20 +170,38 @@ class PostHeaders:
     webhook_timestamp: str | None = None
     webhook_signature: str | None = None
     content_length: str | None = None
+    traceparent: str | None = None
+    tracestate: str | None = None
 
 
 _SIGNATURE_HEADERS = {
-    HEADER_SERVER: "server",
-    HEADER_TIMESTAMP: "timestamp",
-    HEADER_SIGNATURE: "signature",
-    HEADER_WEBHOOK_ID: "webhook_id",
-    HEADER_WEBHOOK_TIMESTAMP: "webhook_timestamp",
-    HEADER_WEBHOOK_SIGNATURE: "webhook_signature",
+    HEADER_SERVER.lower(): "server",
+    HEADER_TIMESTAMP.lower(): "timestamp",
+    HEADER_SIGNATURE.lower(): "signature",
+    HEADER_WEBHOOK_ID.lower(): "webhook_id",
+    HEADER_WEBHOOK_TIMESTAMP.lower(): "webhook_timestamp",
+    HEADER_WEBHOOK_SIGNATURE.lower(): "webhook_signature",
+}
+_HEADER_NAMES = {
+    HEADER_SERVER.lower(): HEADER_SERVER,
+    HEADER_TIMESTAMP.lower(): HEADER_TIMESTAMP,
+    HEADER_SIGNATURE.lower(): HEADER_SIGNATURE,
+    HEADER_WEBHOOK_ID.lower(): HEADER_WEBHOOK_ID,
+    HEADER_WEBHOOK_TIMESTAMP.lower(): HEADER_WEBHOOK_TIMESTAMP,
+    HEADER_WEBHOOK_SIGNATURE.lower(): HEADER_WEBHOOK_SIGNATURE,
 }
 
 
 def _reject(status: int, reason: str, detail: str, server: str | None) -> Verdict:
     return Verdict(status=status, reason=reason, detail=detail, server=server)
+
+
+MAX_TRACE_HEADER_CHARS = 512
+"""The most characters of a ``traceparent`` / ``tracestate`` header kept (a ``tracestate``
+has at most 32 members; 512 covers every usual one)."""
+
+_OTHER_HEADERS = frozenset({"content-length", "traceparent", "tracestate"})
+_RAW_WANTED = frozenset(n.encode() for n in (*_SIGNATURE_HEADERS, *_OTHER_HEADERS))
 
 
 def read_headers(headers: Headers) -> PostHeaders | Verdict:
@@ -184,24 +213,52 @@ def read_headers(headers: Headers) -> PostHeaders | Verdict:
     pairs = headers.items() if isinstance(headers, Mapping) else headers
     found: dict[str, list[str]] = {}
     for name, value in pairs:
-        found.setdefault(name.lower(), []).append(value)
+        lowered = name.lower()
+        if lowered in _SIGNATURE_HEADERS or lowered in _OTHER_HEADERS:
+            found.setdefault(lowered, []).append(value)
+    return _judge_headers(found)
+
+
+def read_asgi_headers(raw: Iterable[tuple[bytes, bytes]]) -> PostHeaders | Verdict:
+    """:func:`read_headers` of an ASGI scope's ``headers`` (lower-case byte names): only
+    the headers it judges are decoded (as latin-1, as ASGI servers do)."""
+    found: dict[str, list[str]] = {}
+    wanted = _RAW_WANTED
+    for name, value in raw:
+        if name in wanted:
+            found.setdefault(name.decode(), []).append(value.decode("latin-1"))
+    return _judge_headers(found)
+
+
+def _judge_headers(found: dict[str, list[str]]) -> PostHeaders | Verdict:
     values: dict[str, str | None] = {}
-    for name, field_name in _SIGNATURE_HEADERS.items():
-        sent = found.get(name.lower(), [])
+    for lowered, field_name in _SIGNATURE_HEADERS.items():
+        sent = found.get(lowered)
+        if not sent:
+            values[field_name] = None
+            continue
+        name = _HEADER_NAMES[lowered]
         if len(sent) > 1:
             return _reject(
                 400, SignatureReason.DUPLICATE_HEADER, f"{name} was sent {len(sent)} times.", None
             )
-        if sent and not _PRINTABLE_ASCII.fullmatch(sent[0]):
+        if not _PRINTABLE_ASCII.fullmatch(sent[0]):
             return _reject(
                 400,
                 SignatureReason.INVALID_HEADER,
                 f"{name} contains control or non-ASCII characters: {sent[0][:100]!r}.",
                 sent[0][:100] if name == HEADER_SERVER else None,
             )
-        values[field_name] = sent[0] if sent else None
+        values[field_name] = sent[0]
     length = found.get("content-length")
-    return PostHeaders(**values, content_length=length[0] if length else None)
+    parent = found.get("traceparent")
+    state = found.get("tracestate")
+    return PostHeaders(
+        **values,
+        content_length=length[0] if length else None,
+        traceparent=parent[0][:MAX_TRACE_HEADER_CHARS] if parent else None,
+        tracestate=state[0][:MAX_TRACE_HEADER_CHARS] if state else None,
+    )
 
 
 def check_declared_size(head: PostHeaders, max_body_bytes: int) -> Verdict | None:
@@ -229,7 +286,7 @@ def body_too_large(server: str | None, max_body_bytes: int) -> Verdict:
 
 
 def check_post(
-    headers: Headers,
+    headers: Headers | PostHeaders,
     body: bytes,
     secrets: Mapping[str, Secrets],
     now: float,
@@ -240,8 +297,11 @@ def check_post(
 ) -> Verdict:
     """Decide one POST: headers, size, signature (X-RVC and/or Standard Webhooks), body.
 
+    Pure: no I/O, the same answer for the same arguments.
+
     Args:
-        headers: the request's headers (see :data:`Headers`).
+        headers: the request's headers (see :data:`Headers`), or what
+            :func:`read_headers` made of them.
         body: the bytes of the body.
         secrets: server name → its secret, or the list of its current secrets.
         now: unix seconds, to judge the timestamps against.
@@ -252,7 +312,7 @@ def check_post(
     Returns:
         The :class:`Verdict` (see the module docstring for the order of the checks).
     """
-    head = read_headers(headers)
+    head = headers if isinstance(headers, PostHeaders) else read_headers(headers)
     if isinstance(head, Verdict):
         return head
     too_large = check_declared_size(head, max_body_bytes)
@@ -336,7 +396,7 @@ def _check_signature(
 def _check_body(head: PostHeaders, server: str, body: bytes, max_json_depth: int) -> Verdict:
     """The 422 verdict of a body that is not this server's TaskEvent, else 200 with it."""
     try:
-        text = body.decode("utf-8")
+        body.decode("utf-8")
     except UnicodeDecodeError as exc:
         return _reject(
             422,
@@ -344,7 +404,8 @@ def _check_body(head: PostHeaders, server: str, body: bytes, max_json_depth: int
             f"The body is not UTF-8 (bad byte at {exc.start}).",
             server,
         )
-    depth = json_depth(body)
+    # Nesting cannot be deeper than the brackets opened: most events open a handful.
+    depth = 0 if body.count(b"{") + body.count(b"[") <= max_json_depth else json_depth(body)
     if depth > max_json_depth:
         return _reject(
             422,
@@ -352,8 +413,45 @@ def _check_body(head: PostHeaders, server: str, body: bytes, max_json_depth: int
             f"The JSON nests {depth} levels deep; at most {max_json_depth} are accepted.",
             server,
         )
+    found: TaskEvent | None = None
+    # The common case parses once: pydantic's JSON parser takes NaN and Infinity, which
+    # are not JSON, so a body naming either goes the long way (json.loads refuses them).
+    if b"NaN" not in body and b"Infinity" not in body:
+        try:
+            found = TaskEvent.model_validate_json(body, strict=True)
+        except ValidationError:
+            found = None
+        # TaskEvent defaults schema_version: the envelope must carry it, and this one.
+        if found is not None and (
+            "schema_version" not in found.model_fields_set or found.schema_version != SCHEMA_VERSION
+        ):
+            found = None
+    if found is None:
+        diagnosed = _diagnose(body, server)
+        if isinstance(diagnosed, Verdict):
+            return diagnosed
+        found = diagnosed
+    if head.webhook_signature is not None and head.webhook_id != found.event_id:
+        return _reject(
+            422,
+            BodyReason.WEBHOOK_ID_MISMATCH,
+            f"{HEADER_WEBHOOK_ID} is not the body's event_id.",
+            server,
+        )
+    if found.server != server:
+        return _reject(
+            422,
+            BodyReason.SERVER_MISMATCH,
+            f"The body says server {found.server[:100]!r} but {HEADER_SERVER} says {server!r}.",
+            server,
+        )
+    return Verdict(status=200, server=server, event=found)
+
+
+def _diagnose(body: bytes, server: str) -> TaskEvent | Verdict:
+    """Say precisely why ``body`` is not a TaskEvent (the slow path), or read it."""
     try:
-        obj = json.loads(text, parse_constant=reject_constant)
+        obj = json.loads(body.decode("utf-8"), parse_constant=reject_constant)
     except json.JSONDecodeError as exc:  # its text quotes nothing, but say it in our words
         return _reject(
             422,
@@ -388,22 +486,27 @@ def _check_body(head: PostHeaders, server: str, body: bytes, max_json_depth: int
         _AnyTypeEvent if isinstance(kind, str) and kind not in KNOWN_EVENT_TYPES else TaskEvent
     )
     try:
-        event = envelope.model_validate_json(body, strict=True)
+        event: TaskEvent = envelope.model_validate_json(body, strict=True)
     except ValidationError as exc:
         detail = describe_errors(exc.errors(include_url=False), "The body is not a TaskEvent")
         return _reject(422, BodyReason.INVALID_EVENT, detail, server)
-    if head.webhook_signature is not None and head.webhook_id != event.event_id:
-        return _reject(
-            422,
-            BodyReason.WEBHOOK_ID_MISMATCH,
-            f"{HEADER_WEBHOOK_ID} is not the body's event_id.",
-            server,
-        )
-    if event.server != server:
-        return _reject(
-            422,
-            BodyReason.SERVER_MISMATCH,
-            f"The body says server {event.server[:100]!r} but {HEADER_SERVER} says {server!r}.",
-            server,
-        )
-    return Verdict(status=200, server=server, event=event)
+    return event
+
+
+def read_event(raw: object) -> TaskEvent | None:
+    """A TaskEvent from a decoded JSON object (a ``get_task_events`` page's entry).
+
+    Judged as a posted body would be (strict types, ``schema_version`` 1, no NaN; a type
+    this kit does not know is read like any, :data:`KNOWN_EVENT_TYPES` tells). Returns
+    None for anything that is not an event. Never raises.
+    """
+    if not isinstance(raw, dict):
+        return None
+    try:
+        body = json.dumps(raw, separators=(",", ":")).encode()
+    except (TypeError, ValueError, RecursionError):
+        return None
+    if json_depth(body) > DEFAULT_MAX_JSON_DEPTH:
+        return None
+    found = _diagnose(body, "")
+    return None if isinstance(found, Verdict) else found
